@@ -1,0 +1,13 @@
+"""skfed: federated convex estimators for scikit-learn.
+
+Fit the model you would fit on pooled data, on data that stays with its
+clients, and get the pooled optimum with the evidence attached
+(``history_``).
+"""
+
+from .history import ConvergenceHistory
+from .linear_model import FedElasticNet, FedLasso
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["FedLasso", "FedElasticNet", "ConvergenceHistory", "__version__"]

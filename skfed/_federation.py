@@ -1,0 +1,169 @@
+"""The round loop: broadcast, client updates, aggregation, monitoring, stopping."""
+
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .history import ConvergenceHistory
+from .solvers.base import message_nbytes
+
+
+# --- client-side tasks (module level so process executors can pickle them) ---
+def client_summary(client):
+    """What a client sends once before round one: sizes and smoothness constants."""
+    return {"n_samples": client.n_samples, "weight_sum": client.weight_sum,
+            "lipschitz": client.lipschitz()}
+
+
+def client_round(client, solver, state, message, seed):
+    """One client's local work in one round (a pure function of its inputs)."""
+    return solver.client_update(client, state, message, np.random.default_rng(seed))
+
+
+def client_monitor(client, theta):
+    """Loss and gradient at the server model: monitoring only, not the algorithm."""
+    return client.value_and_gradient(theta)
+
+
+SUMMARY_NBYTES = 8 * 5  # n_samples, weight_sum and three smoothness constants
+
+
+@dataclass
+class FederationResult:
+    theta: np.ndarray
+    history: ConvergenceHistory
+    n_iter: int
+    converged: bool
+
+
+class _Monitor:
+    """Objective and proximal-gradient-mapping norm of the global objective."""
+
+    def __init__(self, problem, executor):
+        self.problem, self.executor = problem, executor
+        self.tau = problem.block_steps(worst_client=False)
+        lay = problem.layout
+        self.tau_coef = float(self.tau[0]) if lay.n_coef else 1.0
+
+    def __call__(self, theta):
+        problem, N = self.problem, self.problem.n_clients
+        results = self.executor.map(client_monitor, [(j, (theta,)) for j in range(N)])
+        values = np.array([v for v, _ in results])
+        grad = sum(a * g for a, (_, g) in zip(problem.weights, results))
+        objective = problem.objective(values, theta)
+        mapped = problem.layout.apply_prox(problem.penalty, theta - self.tau * grad, self.tau_coef)
+        stationarity = float(np.linalg.norm((theta - mapped) / self.tau))
+        traffic = N * (theta.nbytes + theta.nbytes + 8)
+        return objective, stationarity, traffic
+
+
+def _model_stats(layout, theta):
+    coef = theta[: layout.n_coef]
+    nnz = int(np.count_nonzero(coef))
+    shape = layout.penalty_shape
+    if min(shape) > 1:
+        s = np.linalg.svd(coef.reshape(shape), compute_uv=False)
+        rank = int(np.sum(s > 1e-10 * max(s[0], np.finfo(float).tiny))) if s.size else 0
+    else:
+        rank = int(nnz > 0)
+    return nnz, rank
+
+
+def _consensus(models, weights):
+    if not models:
+        return np.nan
+    mean = sum(a * m for a, m in zip(weights, models))
+    return float(sum(a * np.sum((m - mean) ** 2) for a, m in zip(weights, models)))
+
+
+def _progress(verbose, rnd, max_rounds, objective, stationarity, target, done=False):
+    if not verbose:
+        return
+    if verbose >= 2:
+        print(f"round {rnd:5d}  objective {objective:.10g}  stationarity {stationarity:.3e}"
+              f"  (target {target:.3e})", file=sys.stderr)
+        return
+    width = 30
+    filled = int(width * rnd / max(max_rounds, 1))
+    bar = "#" * filled + "-" * (width - filled)
+    end = "\n" if done else ""
+    print(f"\r[{bar}] round {rnd}/{max_rounds}  objective {objective:.6g}  "
+          f"stationarity {stationarity:.2e}", end=end, file=sys.stderr, flush=True)
+
+
+def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
+                   entropy, verbose=0, setup_bytes=0):
+    """Run rounds until the stopping rule or ``max_rounds``.
+
+    Stopping rule: ``stationarity <= tol * stationarity(0)``, the norm of the
+    proximal-gradient mapping relative to its value at the zero model, which
+    each client can contribute to with one gradient (``monitor_bytes``).
+
+    Randomness (client sampling, minibatches) comes from ``entropy`` through
+    ``SeedSequence``s keyed by (round, client), so any executor gives the
+    same result.
+    """
+    N = problem.n_clients
+    layout = problem.layout
+    history = ConvergenceHistory()
+    history.setup_bytes = setup_bytes
+    monitor = _Monitor(problem, executor)
+    sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
+    n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
+
+    theta = np.array(theta0, dtype=float)
+    server = solver.init_server(theta)
+    states = [solver.init_client(j, theta) for j in range(N)]
+
+    objective, stationarity, mon_bytes = monitor(theta)
+    if np.any(theta):
+        _, scale, extra = monitor(layout.zeros())
+        mon_bytes += extra
+    else:
+        scale = stationarity
+    target = tol * scale
+    nnz, rank = _model_stats(layout, theta)
+    start = time.perf_counter()
+    history.append(round=0, objective=objective, stationarity=stationarity, nnz=nnz,
+                   rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
+                   monitor_bytes=mon_bytes, n_participants=0, wall_time=0.0)
+    converged = stationarity <= target
+    rnd = 0
+    while not converged and rnd < max_rounds:
+        if n_active == N:
+            active = np.arange(N)
+        else:
+            active = np.sort(sampler.choice(N, size=n_active, replace=False))
+        message = solver.broadcast(server, rnd)
+        tasks = [
+            (j, (solver, states[j], message,
+                 np.random.SeedSequence(entropy, spawn_key=(1, rnd, j)).generate_state(1)[0]))
+            for j in active
+        ]
+        results = executor.map(client_round, tasks)
+        replies = [reply for reply, _ in results]
+        for j, (_, state) in zip(active, results):
+            states[j] = state
+        weights = problem.weights[active] / problem.weights[active].sum()
+        previous = server
+        server = solver.aggregate(server, replies, weights, active)
+        theta = solver.server_model(server)
+        rnd += 1
+
+        objective, stationarity, mon_bytes = monitor(theta)
+        nnz, rank = _model_stats(layout, theta)
+        models = solver.client_models(previous, message, replies)
+        history.append(
+            round=rnd, objective=objective, stationarity=stationarity, nnz=nnz, rank=rank,
+            consensus=_consensus(models, weights) if models is not None else np.nan,
+            bytes_up=int(sum(message_nbytes(r) for r in replies)),
+            bytes_down=int(message_nbytes(message) * len(active)),
+            monitor_bytes=mon_bytes, n_participants=len(active),
+            wall_time=time.perf_counter() - start,
+        )
+        converged = stationarity <= target
+        _progress(verbose, rnd, max_rounds, objective, stationarity, target)
+    _progress(verbose, rnd, max_rounds, objective, stationarity, target, done=True)
+    return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged)

@@ -1,0 +1,25 @@
+"""Least-squares datafit (single and multi-output)."""
+
+import numpy as np
+
+from .base import Datafit
+
+
+class Quadratic(Datafit):
+    """Half squared error: ``loss(z, y) = ||z - y||^2 / 2``.
+
+    With the client mean this gives scikit-learn's ``Lasso`` / ``ElasticNet``
+    datafit ``(1 / (2 n)) ||y - X w - b||^2``; with several outputs it is the
+    multi-output (Frobenius) version.
+    """
+
+    smooth = True
+    curvature = 1.0
+    target_kind = "continuous"
+
+    def loss_sum(self, Z, Y, sw):
+        R = Z - Y
+        return 0.5 * float(np.sum(sw * np.einsum("ij,ij->i", R, R)))
+
+    def raw_gradient(self, Z, Y, sw):
+        return (Z - Y) * sw[:, None]

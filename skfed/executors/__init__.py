@@ -1,0 +1,22 @@
+"""Where client work runs: in process, on threads, in processes (Dask: skfed[dask])."""
+
+from .base import Executor
+from .local import SequentialExecutor, ThreadExecutor
+from .loky import LokyExecutor
+
+EXECUTORS = {"sequential": SequentialExecutor, "threads": ThreadExecutor, "loky": LokyExecutor}
+
+
+def resolve_executor(executor, n_jobs=None):
+    """An executor instance from a name or an :class:`Executor` (used as given)."""
+    if isinstance(executor, Executor):
+        return executor
+    if isinstance(executor, str) and executor in EXECUTORS:
+        return EXECUTORS[executor](n_jobs=n_jobs)
+    raise ValueError(
+        f"executor must be one of {sorted(EXECUTORS)} or an Executor instance; got {executor!r}."
+    )
+
+
+__all__ = ["Executor", "SequentialExecutor", "ThreadExecutor", "LokyExecutor",
+           "EXECUTORS", "resolve_executor"]

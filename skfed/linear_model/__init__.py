@@ -1,0 +1,5 @@
+"""Federated linear regression models."""
+
+from ._coordinate import FedElasticNet, FedLasso
+
+__all__ = ["FedElasticNet", "FedLasso"]

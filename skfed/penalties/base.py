@@ -1,0 +1,61 @@
+"""The regularizer psi: value, proximal map, and what solvers may ask of it.
+
+Penalties act on the coefficient block only, seen in ``Layout.penalty_shape``.
+With the Euclidean distance-generating function, the dual-averaging
+("primal retrieval") map of FedDualAvg is ``prox`` at the accumulated step, so
+``prox`` is all a composite solver needs.
+"""
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class Penalty(ABC):
+    """Base class of a closed convex penalty ``psi``.
+
+    Class attributes
+    ----------------
+    smooth : bool
+        ``psi`` is differentiable everywhere (then :meth:`gradient` exists).
+    indicator : bool
+        ``psi`` is the indicator of a convex set (a constraint).
+    """
+
+    smooth = False
+    indicator = False
+
+    @abstractmethod
+    def value(self, W):
+        """``psi(W)`` (``inf`` outside a constraint set)."""
+
+    @abstractmethod
+    def prox(self, W, step):
+        """``argmin_U step * psi(U) + ||U - W||^2 / 2``."""
+
+    def subgradient(self, W):
+        """One element of the subdifferential of ``psi`` at ``W``.
+
+        Used by the subgradient baseline (FedAvg). Indicators have none that
+        is useful, so they raise.
+        """
+        raise TypeError(f"{self!r} has no usable subgradient (it is a constraint).")
+
+    def gradient(self, W):
+        if not self.smooth:
+            raise TypeError(f"{self!r} is not differentiable.")
+        return self.subgradient(W)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    __hash__ = None
+
+
+def soft_threshold(z, tau):
+    """``sign(z) * max(|z| - tau, 0)``, elementwise."""
+    return np.sign(z) * np.maximum(np.abs(z) - tau, 0.0)

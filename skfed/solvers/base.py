@@ -1,0 +1,141 @@
+"""The contract every federated solver follows.
+
+A solver is a :class:`~sklearn.base.BaseEstimator` holding only
+hyper-parameters, so it can be cloned, compared and searched over by
+``GridSearchCV(est, {"solver__client_lr": [...]})``. During ``fit`` the
+estimator clones it and calls :meth:`FederatedSolver.setup`, which resolves
+``"auto"`` values into attributes ending in ``_`` on the clone.
+
+One round, as data flows::
+
+    message = solver.broadcast(server, round)          # server -> clients
+    reply_j, state_j = solver.client_update(            # on client j, pure
+        client_j, state_j, message, rng_j)
+    server = solver.aggregate(server, replies, weights) # server
+    theta = solver.server_model(server)
+
+Only ``message`` and ``reply_j`` cross the client boundary; their sizes are
+what ``history_`` counts in ``bytes_down`` / ``bytes_up``.
+"""
+
+import numbers
+from abc import ABCMeta, abstractmethod
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+
+class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
+    """Base class of federated solvers.
+
+    Subclasses declare what they need of the problem in class attributes,
+    checked by :meth:`check_problem` before any round runs:
+
+    - ``requires_smooth_datafit``: the loss must be differentiable.
+    - ``requires_full_participation``: every client must take part in every
+      round (``participation=1``).
+    - ``penalty_support``: ``"prox"`` (any penalty with a proximal map),
+      ``"subgradient"`` (a penalty with a subgradient; no constraints) or
+      ``"smooth"`` (only differentiable penalties, or none).
+    """
+
+    requires_smooth_datafit = True
+    requires_full_participation = False
+    penalty_support = "prox"
+    #: name under which ``solver="..."`` finds this class
+    name = None
+
+    # -- checks ---------------------------------------------------------
+    def check_problem(self, problem, participation):
+        """Raise a clear error if this solver cannot solve ``problem``."""
+        label = f"solver {self.name!r} ({type(self).__name__})"
+        if self.requires_smooth_datafit and not problem.datafit.smooth:
+            raise ValueError(
+                f"{label} needs a smooth loss, but {problem.datafit!r} is not "
+                "differentiable; use a subgradient solver (e.g. 'fedmls' or 'fedavg')."
+            )
+        if self.requires_full_participation and participation < 1.0:
+            raise ValueError(
+                f"{label} needs full participation (every client in every round); "
+                f"got participation={participation}."
+            )
+        pen = problem.penalty
+        if pen is not None:
+            if self.penalty_support == "subgradient" and pen.indicator:
+                raise ValueError(
+                    f"{label} handles the penalty by subgradients and cannot enforce "
+                    f"the constraint {pen!r}; use 'feddualavg' or 'fedmid'."
+                )
+            if self.penalty_support == "smooth" and not pen.smooth:
+                raise ValueError(
+                    f"{label} only handles smooth penalties, not {pen!r}."
+                )
+
+    # -- lifecycle ------------------------------------------------------
+    def setup(self, problem, participation=1.0):
+        """Resolve defaults for ``problem``; sets attributes ending in ``_``."""
+        self.problem_ = problem
+        return self
+
+    @abstractmethod
+    def init_server(self, theta0):
+        """Server state for the initial model ``theta0``."""
+
+    def init_client(self, j, theta0):
+        """Initial state kept by client ``j`` between rounds (``None`` if stateless)."""
+        return None
+
+    @abstractmethod
+    def broadcast(self, server, rnd):
+        """The message the server sends to each participant in round ``rnd``."""
+
+    @abstractmethod
+    def client_update(self, client, state, message, rng):
+        """Local work of one client: returns ``(reply, new_state)``.
+
+        Must be a pure function of its arguments (it may run in another
+        process or on another machine).
+        """
+
+    @abstractmethod
+    def aggregate(self, server, replies, weights, participants):
+        """New server state from the participants' replies.
+
+        ``weights`` are the participants' objective weights ``a_j``,
+        renormalized to sum to one.
+        """
+
+    @abstractmethod
+    def server_model(self, server):
+        """The model (flat ``theta``) the server would output now."""
+
+    def client_models(self, server, message, replies):
+        """Client models implied by the replies (for the consensus metric), or ``None``."""
+        return None
+
+
+def check_positive(value, name, *, allow_auto=False, allow_none=False, strict=True):
+    """Validate a positive scalar hyper-parameter with a message naming it."""
+    if allow_auto and isinstance(value, str) and value == "auto":
+        return value
+    if allow_none and value is None:
+        return value
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    ok = ok and (value > 0 if strict else value >= 0)
+    if not ok:
+        extra = " or 'auto'" if allow_auto else ""
+        extra += " or None" if allow_none else ""
+        sign = "> 0" if strict else ">= 0"
+        raise ValueError(f"{name} must be a finite number {sign}{extra}; got {value!r}.")
+    return value
+
+
+def message_nbytes(message):
+    """Bytes of a message: array sizes plus 8 per scalar."""
+    total = 0
+    for value in message.values():
+        if isinstance(value, np.ndarray):
+            total += value.nbytes
+        elif value is not None:
+            total += 8
+    return total
