@@ -27,7 +27,7 @@ def client_monitor(client, theta):
     return client.value_and_gradient(theta)
 
 
-SUMMARY_NBYTES = 8 * 5  # n_samples, weight_sum and three smoothness constants
+SUMMARY_NBYTES = 8 * 6  # n_samples, weight_sum and four smoothness constants
 
 
 @dataclass
@@ -51,9 +51,11 @@ class _Monitor:
         problem, N = self.problem, self.problem.n_clients
         results = self.executor.map(client_monitor, [(j, (theta,)) for j in range(N)])
         values = np.array([v for v, _ in results])
-        grad = sum(a * g for a, (_, g) in zip(problem.weights, results))
+        grad = problem.add_smooth_gradient(
+            sum(a * g for a, (_, g) in zip(problem.weights, results)), theta)
         objective = problem.objective(values, theta)
-        mapped = problem.layout.apply_prox(problem.penalty, theta - self.tau * grad, self.tau_coef)
+        mapped = problem.layout.apply_prox(problem.prox_penalty, theta - self.tau * grad,
+                                           self.tau_coef)
         stationarity = float(np.linalg.norm((theta - mapped) / self.tau))
         traffic = N * (theta.nbytes + theta.nbytes + 8)
         return objective, stationarity, traffic

@@ -22,8 +22,11 @@ class FederatedProblem:
         ``a_j``, summing to one.
     n_samples : ndarray of shape (n_clients,)
     lipschitz : list of dict
-        Per client: ``coef``, ``intercept`` and ``joint`` smoothness constants
-        of ``L_j`` (see :meth:`ClientObjective.lipschitz`).
+        Per client: smoothness constants of ``L_j`` (see
+        :meth:`ClientObjective.lipschitz`).
+    prox_penalty, smooth_penalty : Penalty or None
+        The penalty split into the part solvers apply by its prox and the
+        smooth part they add to the loss (:meth:`Penalty.split_smooth`).
     """
 
     layout: object
@@ -32,7 +35,25 @@ class FederatedProblem:
     weights: np.ndarray
     n_samples: np.ndarray
     lipschitz: list = field(default_factory=list)
-    strong_convexity: float = 0.0
+
+    def __post_init__(self):
+        if self.penalty is None:
+            self.prox_penalty, self.smooth_penalty = None, None
+        else:
+            self.prox_penalty, self.smooth_penalty = self.penalty.split_smooth()
+        self.smooth_curvature = self.smooth_penalty.curvature if self.smooth_penalty else 0.0
+
+    def add_smooth_gradient(self, grad, theta):
+        """Add the gradient of the penalty's smooth part (in place) and return ``grad``.
+
+        The global objective is ``sum_j a_j (L_j + psi_s) + psi_ns`` (the
+        ``a_j`` sum to one), so each client adds ``grad psi_s`` to its own.
+        """
+        if self.smooth_penalty is not None:
+            lay = self.layout
+            W = lay.coef(theta).reshape(lay.penalty_shape)
+            grad[: lay.n_coef] += self.smooth_penalty.gradient(W).ravel()
+        return grad
 
     @property
     def n_clients(self):
@@ -44,7 +65,7 @@ class FederatedProblem:
         ``worst_client=True`` uses the largest client constants (safe for local
         steps on any client); otherwise the constants of the averaged loss.
         """
-        Lc = np.array([l["coef"] for l in self.lipschitz])
+        Lc = np.array([l["coef"] for l in self.lipschitz]) + self.smooth_curvature
         Li = np.array([l["intercept"] for l in self.lipschitz])
         joint = max(l["joint"] for l in self.lipschitz)
         if worst_client:
@@ -53,6 +74,20 @@ class FederatedProblem:
             Lc, Li = float(self.weights @ Lc), float(self.weights @ Li)
         coef_step = 1.0 / (scale * joint * Lc) if Lc > 0 else 1.0
         int_step = 1.0 / (scale * joint * Li) if Li > 0 else 1.0
+        return self.layout.block_vector(coef_step, int_step)
+
+    def minibatch_steps(self, batch_size):
+        """Per-block steps safe for a gradient step on any minibatch of ``batch_size`` rows.
+
+        A batch mean loss is at most ``n_j / B`` times less smooth than the
+        client mean loss, and never less smooth than its roughest row; the
+        joint factor is taken as its worst case, 2.
+        """
+        Lc = max(min(l["coef"] * n / min(batch_size, n), l["row"])
+                 for l, n in zip(self.lipschitz, self.n_samples)) + self.smooth_curvature
+        Li = max(l["intercept"] for l in self.lipschitz)
+        coef_step = 1.0 / (2.0 * Lc) if Lc > 0 else 1.0
+        int_step = 1.0 / (2.0 * Li) if Li > 0 else 1.0
         return self.layout.block_vector(coef_step, int_step)
 
     def objective(self, client_values, theta):

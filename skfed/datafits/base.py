@@ -109,43 +109,45 @@ class ClientObjective:
         block) and ``joint``: the largest eigenvalue of the whole Hessian bound
         after scaling each block by its own constant (between 1 and 2). A
         gradient step of size ``1 / (joint * L_block)`` per block is then safe.
-        For a non-smooth loss the constants describe nothing and are ``inf``.
+        ``row`` bounds the coefficient block of any minibatch mean loss
+        (``curvature * max_i ||x_i||^2``). For a non-smooth loss the constants
+        describe nothing and are ``inf``.
         """
         curv = self.datafit.curvature
         if curv is None:
-            return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}
+            return {"coef": np.inf, "intercept": np.inf, "joint": 1.0, "row": np.inf}
         X, sw = self.X, self.sample_weight
-        scale = curv / self.weight_sum
         mean = np.asarray(X.T @ sw).ravel() / self.weight_sum
-        n, d = X.shape
-        if d <= 2000:
-            gram = X.T @ (X.multiply(sw[:, None]) if sp.issparse(X) else X * sw[:, None])
-            gram = gram.toarray() if sp.issparse(gram) else np.asarray(gram)
-            L_coef = curv * _top_eigenvalue(gram) / self.weight_sum
-        else:
-            L_coef = scale * _top_eigenvalue_operator(X, sw)
-        if not self.layout.fit_intercept:
-            return {"coef": L_coef, "intercept": 0.0, "joint": 1.0}
-        L_int = curv
-        if L_coef <= 0:
-            return {"coef": L_coef, "intercept": L_int, "joint": 1.0}
-        # Block-scaled Hessian [[G/Lc, m/sqrt(Lc Li)], [m^T/..., 1]] (times curv);
-        # its top eigenvalue solves a 2x2 secular bound: 1 + |cross| suffices.
-        cross = curv * np.linalg.norm(mean) / np.sqrt(L_coef * L_int)
-        joint = min(2.0, 1.0 + cross)
-        return {"coef": L_coef, "intercept": L_int, "joint": joint}
+        L_coef = curv * _top_eigenvalue_weighted_gram(X, sw) / self.weight_sum
+        sq = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+        L_row = curv * float(np.max(sq)) if X.shape[0] else 0.0
+        L_int = curv if self.layout.fit_intercept else 0.0
+        joint = 1.0
+        if self.layout.fit_intercept and L_coef > 0:
+            # The Hessian scaled by each block's constant is [[A, c], [c^T, 1]]
+            # with A <= I and c = curv * mean / sqrt(L_coef * L_int): its top
+            # eigenvalue is at most 1 + ||c|| (and at most 2, being PSD).
+            cross = curv * np.linalg.norm(mean) / np.sqrt(L_coef * L_int)
+            joint = min(2.0, 1.0 + cross)
+        return {"coef": L_coef, "intercept": L_int, "joint": joint, "row": L_row}
 
 
-def _top_eigenvalue(sym):
-    if sym.shape[0] == 0:
+def _top_eigenvalue_weighted_gram(X, sw):
+    """Largest eigenvalue of ``X.T @ diag(sw) @ X``.
+
+    Uses the Gram matrix of the smaller side (same non-zero spectrum) when it
+    is small enough for a dense eigensolver, else Lanczos on the operator.
+    """
+    n, d = X.shape
+    if min(n, d) == 0:
         return 0.0
-    return float(np.linalg.eigvalsh(sym)[-1])
-
-
-def _top_eigenvalue_operator(X, sw):
+    if min(n, d) <= 2000:
+        A = X.multiply(np.sqrt(sw)[:, None]).tocsr() if sp.issparse(X) else X * np.sqrt(sw)[:, None]
+        G = A @ A.T if n <= d else A.T @ A
+        G = G.toarray() if sp.issparse(G) else np.asarray(G)
+        return float(np.linalg.eigvalsh(G)[-1])
     from scipy.sparse.linalg import LinearOperator, eigsh
 
-    d = X.shape[1]
     op = LinearOperator((d, d), matvec=lambda v: X.T @ (sw * (X @ v)), dtype=float)
     val = eigsh(op, k=1, which="LA", tol=1e-6, return_eigenvectors=False)[0]
-    return float(val) * 1.001  # eigsh converges from below; keep the bound safe
+    return float(val) * 1.001  # Lanczos converges from below; keep the bound safe

@@ -41,6 +41,19 @@ class Penalty(ABC):
         """
         raise TypeError(f"{self!r} has no usable subgradient (it is a constraint).")
 
+    def split_smooth(self):
+        """``(nonsmooth, smooth)`` parts with ``psi = nonsmooth + smooth`` (either may be None).
+
+        Solvers put the smooth part in the loss (its gradient joins the
+        client gradient) and keep only the non-smooth part in the prox: dual
+        averaging with a strongly convex ``psi`` would otherwise shrink its
+        effective step like ``1 / r`` and converge sublinearly.
+        """
+        return (None, self) if self.smooth else (self, None)
+
+    #: curvature the smooth part adds to the loss (``alpha`` of a ridge term)
+    curvature = 0.0
+
     def gradient(self, W):
         if not self.smooth:
             raise TypeError(f"{self!r} is not differentiable.")

@@ -29,6 +29,10 @@ class L2(Penalty):
     def __init__(self, alpha):
         self.alpha = float(alpha)
 
+    @property
+    def curvature(self):
+        return self.alpha
+
     def value(self, W):
         return 0.5 * self.alpha * float(np.sum(W * W))
 
@@ -52,6 +56,10 @@ class ElasticNet(Penalty):
     @property
     def smooth(self):
         return self.l1_ratio == 0.0 or self.alpha == 0.0
+
+    def split_smooth(self):
+        a1, a2 = self.alpha * self.l1_ratio, self.alpha * (1.0 - self.l1_ratio)
+        return (L1(a1) if a1 > 0 else None), (L2(a2) if a2 > 0 else None)
 
     def value(self, W):
         a1, a2 = self.alpha * self.l1_ratio, self.alpha * (1.0 - self.l1_ratio)

@@ -21,9 +21,9 @@ class LocalUpdateSolver(FederatedSolver):
         clients computed locally: ``1 / (joint * L_block)`` with the constants
         of the averaged loss for one full-batch step under full participation
         (then one round is one proximal-gradient step, the exact regime), and
-        with the largest client's constants otherwise, multiplied by
-        ``n_j / batch_size`` for minibatches (a batch mean loss is at most
-        that much less smooth than the client's mean loss).
+        with the largest client's constants otherwise; for minibatches, with
+        a bound valid for any batch (see
+        :meth:`~skfed._problem.FederatedProblem.minibatch_steps`).
     server_lr : float
         Server learning rate ``eta_s``.
     local_steps : int
@@ -66,9 +66,10 @@ class LocalUpdateSolver(FederatedSolver):
                 and self.schedule_.n_steps(n_min) == 1
                 and participation >= 1.0
             )
-            steps = problem.block_steps(worst_client=not one_exact_step)
-            if self.batch_size is not None:
-                steps = steps * (min(self.batch_size, n_min) / n_min)
+            if self.batch_size is not None and self.batch_size < np.max(problem.n_samples):
+                steps = problem.minibatch_steps(self.batch_size)
+            else:
+                steps = problem.block_steps(worst_client=not one_exact_step)
             steps = steps * self._auto_lr_factor(problem)
         else:
             steps = layout.block_vector(self.client_lr, self.client_lr)
@@ -81,6 +82,10 @@ class LocalUpdateSolver(FederatedSolver):
         """Extra factor on the automatic step (a hook for solvers whose local
         objective adds curvature, e.g. FedProx's proximal term)."""
         return 1.0
+
+    def _local_gradient(self, client, w, rows):
+        """Gradient of ``L_j + psi_smooth`` at ``w`` on ``rows`` (all rows if None)."""
+        return self.problem_.add_smooth_gradient(client.gradient(w, rows), w)
 
     def _lr_scale(self, rnd):
         if self.client_lr_schedule == "inverse_sqrt":

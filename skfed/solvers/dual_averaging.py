@@ -43,7 +43,11 @@ class FedDualAvg(LocalUpdateSolver):
     Euclidean norm rather than ``||.||^2 / 2``. It converges to the same
     optimum and is much better conditioned when the intercept dominates the
     smoothness constant. ``eps`` accumulates the coefficient step, the only
-    block the penalty acts on.
+    block the penalty acts on. The smooth part of the penalty (the ridge term
+    of an elastic net) is treated as part of the loss and only the non-smooth
+    part is retrieved by the prox: dual averaging with a strongly convex
+    ``psi`` shrinks its effective step like ``1 / r`` and would converge
+    sublinearly.
     """
 
     name = "feddualavg"
@@ -66,13 +70,13 @@ class FedDualAvg(LocalUpdateSolver):
         return {"z": server["z"], "eps": server["eps"], "round": rnd}
 
     def client_update(self, client, state, message, rng):
-        layout, penalty = client.layout, self.problem_.penalty
+        layout, penalty = client.layout, self.problem_.prox_penalty
         scale = self._lr_scale(message["round"])
         steps, coef_step = self.steps_ * scale, self.coef_step_ * scale
         z, e = message["z"].copy(), float(message["eps"])
         for rows in self.schedule_.batches(client.n_samples, rng):
             w = layout.apply_prox(penalty, z, e) if self.client_prox else z
-            z -= steps * client.gradient(w, rows)
+            z -= steps * self._local_gradient(client, w, rows)
             e += coef_step
         return {"dz": z - message["z"], "deps": e - message["eps"]}, state
 
@@ -87,10 +91,10 @@ class FedDualAvg(LocalUpdateSolver):
                 "eps": server["eps"] + self.server_lr * deps}
 
     def server_model(self, server):
-        return self.problem_.layout.apply_prox(self.problem_.penalty, server["z"], server["eps"])
+        return self.problem_.layout.apply_prox(self.problem_.prox_penalty, server["z"], server["eps"])
 
     def client_models(self, server, message, replies):
-        lay, pen = self.problem_.layout, self.problem_.penalty
+        lay, pen = self.problem_.layout, self.problem_.prox_penalty
         return [lay.apply_prox(pen, message["z"] + r["dz"], message["eps"] + r["deps"])
                 for r in replies]
 

@@ -45,14 +45,14 @@ class _PrimalLocalSolver(LocalUpdateSolver):
         return {"w": server["w"], "round": rnd}
 
     def client_update(self, client, state, message, rng):
-        layout, penalty = client.layout, self.problem_.penalty
+        layout, penalty = client.layout, self.problem_.prox_penalty
         scale = self._lr_scale(message["round"])
         steps, coef_step = self.steps_ * scale, self.coef_step_ * scale
         w0 = message["w"]
         w = w0.copy()
         n_steps = 0
         for rows in self.schedule_.batches(client.n_samples, rng):
-            g = client.gradient(w, rows)
+            g = self._local_gradient(client, w, rows)
             if self.subgradient_penalty and penalty is not None:
                 g[: layout.n_coef] += penalty.subgradient(
                     layout.coef(w).reshape(layout.penalty_shape)).ravel()
@@ -73,7 +73,8 @@ class _PrimalLocalSolver(LocalUpdateSolver):
             )
         w = server["w"] + self.server_lr * dw
         if self.server_prox:
-            w = self.problem_.layout.apply_prox(self.problem_.penalty, w, self.server_lr * delta)
+            w = self.problem_.layout.apply_prox(self.problem_.prox_penalty, w,
+                                                self.server_lr * delta)
         return {"w": w}
 
     def server_model(self, server):
@@ -190,5 +191,5 @@ class FedProx(_PrimalLocalSolver):
         # One step starts at w_r, where the proximal term has zero gradient.
         if self.schedule_.n_steps(int(np.max(problem.n_samples))) == 1:
             return 1.0
-        Lc = max(l["coef"] for l in problem.lipschitz)
+        Lc = max(l["coef"] for l in problem.lipschitz) + problem.smooth_curvature
         return Lc / (Lc + self.mu) if np.isfinite(Lc) and Lc > 0 else 1.0

@@ -1,0 +1,47 @@
+"""Shared data and reference objectives for the test suite."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_diabetes
+from sklearn.exceptions import ConvergenceWarning
+
+from skfed.datasets import make_federated_lasso, simulate_clients
+
+
+def enet_objective(X, y, coef, intercept, alpha, l1_ratio=1.0, sample_weight=None):
+    """scikit-learn's ElasticNet / Lasso objective, written out independently."""
+    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+    r = y - X @ coef - intercept
+    return (0.5 * np.sum(sw * r**2) / sw.sum() + alpha * l1_ratio * np.abs(coef).sum()
+            + 0.5 * alpha * (1 - l1_ratio) * coef @ coef)
+
+
+def relative_gap(value, reference):
+    return (value - reference) / abs(reference)
+
+
+def fit_quietly(est, *args, **kwargs):
+    """Fit, ignoring the ConvergenceWarning of runs with tol=0 (fixed rounds)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(*args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def diabetes():
+    return load_diabetes(return_X_y=True)
+
+
+@pytest.fixture(scope="session")
+def synthetic():
+    """A small instance of the FCO paper's heterogeneous sparse regression."""
+    X, y, clients, w_true = make_federated_lasso(
+        "III", n_features=40, n_clients=8, n_samples_per_client=30, n_informative=5,
+        random_state=0)
+    return X, y, clients, w_true
+
+
+def make_split(X, y, scheme, n_clients=6):
+    return simulate_clients(X, y, n_clients, scheme=scheme, random_state=0)
