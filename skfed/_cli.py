@@ -11,7 +11,7 @@ def _r2(y, pred):
     return 1.0 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
 
 
-def run_demo(alpha=0.1, n_sites=5, out=sys.stdout):
+def run_demo(alpha=0.1, n_sites=5, out=None):
     """Federated Lasso on the diabetes data split into heterogeneous "hospitals".
 
     Sites are contiguous quantiles of BMI (strong covariate shift). Prints the
@@ -38,6 +38,7 @@ def run_demo(alpha=0.1, n_sites=5, out=sys.stdout):
     def objective(coef, b):
         return 0.5 * np.mean((ytr - Xtr @ coef - b) ** 2) + alpha * np.abs(coef).sum()
 
+    out = sys.stdout if out is None else out
     p = lambda *a, **k: print(*a, **k, file=out)  # noqa: E731
     p(f"skfed demo: Lasso(alpha={alpha}) on the diabetes data held by {n_sites} sites")
     p(f"  sites = quantiles of BMI (strong covariate shift); sizes "

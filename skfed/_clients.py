@@ -68,11 +68,16 @@ def client_weights(sample_weight_sums, weighting):
     )
 
 
+def describe_label(label):
+    """A client label for messages: ``1`` or ``'paris'``, never ``np.int64(1)``."""
+    return repr(label.item() if isinstance(label, np.generic) else label)
+
+
 def check_clients_nonempty(labels, indices, sample_weight):
     """Refuse a client with no rows, or whose rows all have zero weight."""
     for label, idx in zip(labels, indices):
         if idx.size == 0 or not np.any(sample_weight[idx] > 0):
             raise ValueError(
-                f"client {label!r} has no samples with positive weight; "
+                f"client {describe_label(label)} has no samples with positive weight; "
                 "drop it or give it data."
             )

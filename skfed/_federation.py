@@ -80,7 +80,8 @@ def _consensus(models, weights):
     return float(sum(a * np.sum((m - mean) ** 2) for a, m in zip(weights, models)))
 
 
-def _progress(verbose, rnd, max_rounds, objective, stationarity, target, done=False):
+def _progress(verbose, rnd, max_rounds, objective, stationarity, target):
+    """verbose=1: a progress bar redrawn in place; verbose>=2: one line per round."""
     if not verbose:
         return
     if verbose >= 2:
@@ -90,9 +91,14 @@ def _progress(verbose, rnd, max_rounds, objective, stationarity, target, done=Fa
     width = 30
     filled = int(width * rnd / max(max_rounds, 1))
     bar = "#" * filled + "-" * (width - filled)
-    end = "\n" if done else ""
     print(f"\r[{bar}] round {rnd}/{max_rounds}  objective {objective:.6g}  "
-          f"stationarity {stationarity:.2e}", end=end, file=sys.stderr, flush=True)
+          f"stationarity {stationarity:.2e}", end="", file=sys.stderr, flush=True)
+
+
+def _progress_done(verbose, rnd, converged):
+    if verbose:
+        state = "converged" if converged else "stopped at max_rounds"
+        print(("\n" if verbose == 1 else "") + f"{state} after {rnd} rounds", file=sys.stderr)
 
 
 def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
@@ -167,5 +173,5 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         )
         converged = stationarity <= target
         _progress(verbose, rnd, max_rounds, objective, stationarity, target)
-    _progress(verbose, rnd, max_rounds, objective, stationarity, target, done=True)
+    _progress_done(verbose, rnd, converged)
     return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged)
