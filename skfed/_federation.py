@@ -145,11 +145,9 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         else:
             active = np.sort(sampler.choice(N, size=n_active, replace=False))
         message = solver.broadcast(server, rnd)
-        tasks = [
-            (j, (solver, states[j], message,
-                 np.random.SeedSequence(entropy, spawn_key=(1, rnd, j)).generate_state(1)[0]))
-            for j in active
-        ]
+        # one seed per client and round, whoever runs it
+        seeds = np.random.SeedSequence(entropy, spawn_key=(1, rnd)).generate_state(N)
+        tasks = [(j, (solver, states[j], message, seeds[j])) for j in active]
         results = executor.map(client_round, tasks)
         replies = [reply for reply, _ in results]
         for j, (_, state) in zip(active, results):

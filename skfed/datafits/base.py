@@ -86,10 +86,17 @@ class ClientObjective:
 
     def value_and_gradient(self, theta, rows=None):
         """Mean loss and its gradient with respect to ``theta`` (on ``rows`` if given)."""
+        return self._evaluate(theta, rows, with_value=True)
+
+    def gradient(self, theta, rows=None):
+        """Gradient of the mean loss (on ``rows`` if given)."""
+        return self._evaluate(theta, rows, with_value=False)[1]
+
+    def _evaluate(self, theta, rows, with_value):
         X, Y, sw = self._rows(rows)
         total = float(np.sum(sw))
         Z = self.raw(theta, X)
-        value = self.datafit.loss_sum(Z, Y, sw) / total
+        value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total
         grad = np.empty(self.layout.size)
         # (X.T @ dZ).T works for dense and sparse X alike
@@ -97,9 +104,6 @@ class ClientObjective:
         if self.layout.fit_intercept:
             grad[self.layout.n_coef :] = dZ.sum(axis=0)
         return value, grad
-
-    def gradient(self, theta, rows=None):
-        return self.value_and_gradient(theta, rows)[1]
 
     def lipschitz(self):
         """Smoothness constants of this client's mean loss, per block.

@@ -180,10 +180,11 @@ class FedElasticNet(_FedLinearRegression):
     --------
     >>> from skfed import FedElasticNet
     >>> from skfed.datasets import make_federated_lasso
-    >>> X, y, site, w_true = make_federated_lasso("III", n_clients=8, random_state=0)
-    >>> est = FedElasticNet(alpha=0.1, l1_ratio=0.9).fit(X, y, clients=site)
-    >>> est.n_clients_
-    8
+    >>> X, y, site, w_true = make_federated_lasso(
+    ...     "III", n_features=50, n_informative=5, n_clients=8, random_state=0)
+    >>> est = FedElasticNet(alpha=0.5, l1_ratio=0.9).fit(X, y, clients=site)
+    >>> est.n_clients_, int((est.coef_ != 0).sum())
+    (8, 5)
     """
 
     _parameter_constraints = {
@@ -239,10 +240,13 @@ class FedLasso(_FedLinearRegression):
     --------
     >>> from skfed import FedLasso
     >>> from skfed.datasets import make_federated_lasso
-    >>> X, y, site, w_true = make_federated_lasso("III", n_clients=8, random_state=0)
-    >>> est = FedLasso(alpha=0.1).fit(X, y, clients=site)
-    >>> bool(est.history_["bytes_up"].sum() > 0)
-    True
+    >>> X, y, site, w_true = make_federated_lasso(
+    ...     "III", n_features=50, n_informative=5, n_clients=8, random_state=0)
+    >>> est = FedLasso(alpha=0.5).fit(X, y, clients=site)
+    >>> est.coef_[:6].round(2)
+    array([0.59, 0.59, 0.79, 0.78, 0.41, 0.  ])
+    >>> est.n_iter_, int(est.history_["nnz"][-1])
+    (721, 5)
     """
 
     _parameter_constraints = {

@@ -1,0 +1,120 @@
+"""FedLasso against scikit-learn's Lasso on the pooled data.
+
+For each problem: the wall time of FedLasso (sequential executor) to reach the
+pooled optimum within a 1e-6 relative objective gap, divided by the time of
+scikit-learn's Lasso on the pooled data reaching the same gap; and the
+per-round time against a pure-numpy floor (two matrix-vector products over
+all client data: what one full-batch gradient costs).
+
+Run: python benchmarks/bench_lasso.py [--quick]
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import Lasso
+
+from skfed import FedLasso
+from skfed.datasets import make_federated_lasso
+
+TARGET = 1e-6
+
+
+def objective(X, y, est, alpha):
+    r = y - X @ est.coef_ - est.intercept_
+    return 0.5 * np.mean(r**2) + alpha * np.abs(est.coef_).sum()
+
+
+def timed(fn, repeat=1):
+    best = np.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def sklearn_time_to_gap(X, y, alpha, f_star):
+    """Loosest tol whose pooled Lasso reaches the target gap, and its time."""
+    for tol in [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]:
+        t, est = timed(lambda: Lasso(alpha=alpha, tol=tol, max_iter=100_000).fit(X, y), 3)
+        if (objective(X, y, est, alpha) - f_star) / f_star <= TARGET:
+            return t, tol
+    raise RuntimeError("sklearn did not reach the target gap")
+
+
+def fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds):
+    """Rounds FedLasso needs to reach the target gap (from one run's history),
+    then the wall time of a fit of exactly that many rounds."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        probe = FedLasso(alpha=alpha, solver=solver, max_rounds=max_rounds, tol=1e-10)
+        history = probe.fit(X, y, clients=clients).history_.set_reference(f_star)
+        reached = np.flatnonzero(history["suboptimality"] <= TARGET)
+        if reached.size == 0:
+            return None
+        rounds = int(reached[0])
+        timed_fit = FedLasso(alpha=alpha, solver=solver, max_rounds=max(rounds, 1), tol=0)
+        t, est = timed(lambda: timed_fit.fit(X, y, clients=clients))
+    assert (objective(X, y, est, alpha) - f_star) / f_star <= TARGET
+    return t, est
+
+
+def numpy_floor(X, clients, repeat=20):
+    """Two matrix-vector products over every client's data."""
+    blocks = [X[clients == c] for c in np.unique(clients)]
+    w = np.random.default_rng(0).standard_normal(X.shape[1])
+
+    def one_pass():
+        for B in blocks:
+            r = B @ w
+            B.T @ r
+
+    return timed(lambda: [one_pass() for _ in range(repeat)])[0] / repeat
+
+
+def run(name, X, y, clients, alpha, solvers=("feddualavg", "fedmid-osp"), max_rounds=50_000):
+    ref = Lasso(alpha=alpha, tol=1e-12, max_iter=200_000).fit(X, y)
+    f_star = objective(X, y, ref, alpha)
+    t_sk, tol_sk = sklearn_time_to_gap(X, y, alpha, f_star)
+    floor = numpy_floor(X, clients)
+    print(f"\n{name}: n={X.shape[0]}, d={X.shape[1]}, clients={len(np.unique(clients))}, "
+          f"alpha={alpha}, nnz*={np.count_nonzero(ref.coef_)}")
+    print(f"  sklearn Lasso (pooled, tol={tol_sk:g}): {t_sk:.3f} s")
+    print(f"  numpy floor (2 matvecs over all clients): {1e3 * floor:.2f} ms")
+    print(f"  {'solver':<12}{'rounds':>8}{'fit s':>9}{'time/sklearn':>14}{'ms/round':>10}"
+          f"{'round/floor':>13}")
+    for solver in solvers:
+        found = fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds)
+        if found is None:
+            print(f"  {solver:<12} did not reach a {TARGET:g} gap in {max_rounds} rounds")
+            continue
+        t_fed, est = found
+        per_round = t_fed / max(est.n_iter_, 1)
+        print(f"  {solver:<12}{est.n_iter_:>8d}{t_fed:>9.3f}{t_fed / t_sk:>14.1f}"
+              f"{1e3 * per_round:>10.2f}{per_round / floor:>13.1f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller problems (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        X, y, c, _ = make_federated_lasso("I", n_features=200, n_clients=8,
+                                          n_samples_per_client=100, n_informative=20,
+                                          random_state=0)
+        run("FCO config I (reduced)", X, y, c, alpha=0.5)
+        return
+    X, y, c, _ = make_federated_lasso("I", random_state=0)
+    run("FCO LASSO config I", X, y, c, alpha=1.0)
+    X, y, c, _ = make_federated_lasso("I", n_features=500, n_clients=16,
+                                      n_samples_per_client=6250, n_informative=50,
+                                      random_state=0)
+    run("synthetic 100,000 x 500", X, y, c, alpha=0.5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Every example script runs (so the gallery cannot rot)."""
+
+import pathlib
+import runpy
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+EXAMPLES = sorted((pathlib.Path(__file__).parents[1] / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    runpy.run_path(str(path), run_name="__main__")
+    plt.close("all")
+
+
+def test_docstring_examples():
+    import doctest
+
+    import skfed.linear_model._coordinate as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
