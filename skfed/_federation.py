@@ -102,7 +102,7 @@ def _progress_done(verbose, rnd, converged):
 
 
 def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
-                   entropy, verbose=0, setup_bytes=0):
+                   entropy, verbose=0, setup_bytes=0, setup_rounds=0):
     """Run rounds until the stopping rule or ``max_rounds``.
 
     Stopping rule: ``stationarity <= tol * stationarity(0)``, the norm of the
@@ -117,6 +117,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     layout = problem.layout
     history = ConvergenceHistory()
     history.setup_bytes = setup_bytes
+    history.setup_rounds = setup_rounds
     monitor = _Monitor(problem, executor)
     sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
     n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))

@@ -24,6 +24,10 @@ class FederatedProblem:
     lipschitz : list of dict
         Per client: smoothness constants of ``L_j`` (see
         :meth:`ClientObjective.lipschitz`).
+    pooled_lipschitz : dict or None
+        The same constants for the pooled loss ``sum_j a_j L_j``, estimated
+        federatedly (:func:`skfed._smoothness.pooled_smoothness`); ``None``
+        falls back to the weighted average of the client constants.
     prox_penalty, smooth_penalty : Penalty or None
         The penalty split into the part solvers apply by its prox and the
         smooth part they add to the loss (:meth:`Penalty.split_smooth`).
@@ -35,6 +39,7 @@ class FederatedProblem:
     weights: np.ndarray
     n_samples: np.ndarray
     lipschitz: list = field(default_factory=list)
+    pooled_lipschitz: dict = None
 
     def __post_init__(self):
         if self.penalty is None:
@@ -63,15 +68,19 @@ class FederatedProblem:
         """Per-block step sizes ``1 / (scale * joint * L_block)`` as a theta-sized vector.
 
         ``worst_client=True`` uses the largest client constants (safe for local
-        steps on any client); otherwise the constants of the averaged loss.
+        steps on any client); otherwise the constants of the pooled loss.
         """
-        Lc = np.array([l["coef"] for l in self.lipschitz]) + self.smooth_curvature
-        Li = np.array([l["intercept"] for l in self.lipschitz])
-        joint = max(l["joint"] for l in self.lipschitz)
         if worst_client:
-            Lc, Li = Lc.max(), Li.max()
+            Lc = max(l["coef"] for l in self.lipschitz)
+            Li = max(l["intercept"] for l in self.lipschitz)
+            joint = max(l["joint"] for l in self.lipschitz)
+        elif self.pooled_lipschitz is not None:
+            Lc, Li, joint = (self.pooled_lipschitz[k] for k in ("coef", "intercept", "joint"))
         else:
-            Lc, Li = float(self.weights @ Lc), float(self.weights @ Li)
+            Lc = float(self.weights @ [l["coef"] for l in self.lipschitz])
+            Li = float(self.weights @ [l["intercept"] for l in self.lipschitz])
+            joint = max(l["joint"] for l in self.lipschitz)
+        Lc = Lc + self.smooth_curvature
         coef_step = 1.0 / (scale * joint * Lc) if Lc > 0 else 1.0
         int_step = 1.0 / (scale * joint * Li) if Li > 0 else 1.0
         return self.layout.block_vector(coef_step, int_step)

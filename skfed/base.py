@@ -20,6 +20,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ._clients import check_clients_nonempty, client_weights, group_clients
 from ._federation import SUMMARY_NBYTES, client_summary, run_federation
 from ._problem import FederatedProblem
+from ._smoothness import pooled_smoothness
 from .datafits import ClientObjective
 from .executors import EXECUTORS, Executor, resolve_executor
 from .solvers import SOLVERS, FederatedSolver, resolve_solver
@@ -75,13 +76,14 @@ class FederatedLinearModel(BaseEstimator):
                 n_samples=np.array([s["n_samples"] for s in summaries]),
                 lipschitz=[s["lipschitz"] for s in summaries],
             )
+            problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor, problem)
             solver.check_problem(problem, self.participation)
             solver.setup(problem, self.participation)
             result = run_federation(
                 solver=solver, problem=problem, executor=executor, theta0=theta0,
                 max_rounds=self.max_rounds, tol=self.tol, participation=self.participation,
                 entropy=entropy, verbose=self.verbose,
-                setup_bytes=SUMMARY_NBYTES * len(labels),
+                setup_bytes=SUMMARY_NBYTES * len(labels) + lz_bytes, setup_rounds=1 + lz_rounds,
             )
         finally:
             executor.close()

@@ -46,14 +46,18 @@ class ConvergenceHistory:
     Attributes
     ----------
     setup_bytes : int
-        One-time traffic before round one (client sizes and smoothness
-        constants).
+        One-time traffic before round one: client sizes and smoothness
+        constants, and the federated Lanczos estimate of the pooled loss's
+        smoothness (see :mod:`skfed._smoothness`).
+    setup_rounds : int
+        Communication rounds spent on that setup.
     reference_objective : float or None
     """
 
     def __init__(self):
         self.records = []
         self.setup_bytes = 0
+        self.setup_rounds = 0
         self.reference_objective = None
 
     def append(self, **record):

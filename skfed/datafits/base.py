@@ -105,6 +105,16 @@ class ClientObjective:
             grad[self.layout.n_coef :] = dZ.sum(axis=0)
         return value, grad
 
+    def curvature_matvec(self, v):
+        """``curvature * X.T @ diag(sw) @ X @ v / sum(sw)``: the coefficient block of
+        the Hessian bound applied to ``v`` (length ``n_features``)."""
+        curv = self.datafit.curvature
+        return curv * np.asarray(self.X.T @ (self.sample_weight * (self.X @ v))).ravel() / self.weight_sum
+
+    def feature_mean(self):
+        """Sample-weighted mean of the rows of ``X``."""
+        return np.asarray(self.X.T @ self.sample_weight).ravel() / self.weight_sum
+
     def lipschitz(self):
         """Smoothness constants of this client's mean loss, per block.
 
@@ -121,19 +131,28 @@ class ClientObjective:
         if curv is None:
             return {"coef": np.inf, "intercept": np.inf, "joint": 1.0, "row": np.inf}
         X, sw = self.X, self.sample_weight
-        mean = np.asarray(X.T @ sw).ravel() / self.weight_sum
+        mean = self.feature_mean()
         L_coef = curv * _top_eigenvalue_weighted_gram(X, sw) / self.weight_sum
         sq = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
         L_row = curv * float(np.max(sq)) if X.shape[0] else 0.0
         L_int = curv if self.layout.fit_intercept else 0.0
         joint = 1.0
-        if self.layout.fit_intercept and L_coef > 0:
-            # The Hessian scaled by each block's constant is [[A, c], [c^T, 1]]
-            # with A <= I and c = curv * mean / sqrt(L_coef * L_int): its top
-            # eigenvalue is at most 1 + ||c|| (and at most 2, being PSD).
-            cross = curv * np.linalg.norm(mean) / np.sqrt(L_coef * L_int)
-            joint = min(2.0, 1.0 + cross)
+        if self.layout.fit_intercept:
+            joint = joint_factor(curv, mean, L_coef, L_int)
         return {"coef": L_coef, "intercept": L_int, "joint": joint, "row": L_row}
+
+
+def joint_factor(curvature, mean, L_coef, L_int):
+    """Bound on the top eigenvalue of the block-scaled Hessian bound.
+
+    The bound is ``[[G, curv * mean], [curv * mean^T, curv]]``; scaled by
+    ``diag(L_coef, L_int)^(-1/2)`` on both sides it is ``[[A, c], [c^T, 1]]``
+    with ``A <= I`` and ``c = curv * mean / sqrt(L_coef * L_int)``, whose top
+    eigenvalue is at most ``1 + ||c||`` (and at most 2, being PSD).
+    """
+    if L_coef <= 0 or L_int <= 0:
+        return 1.0
+    return float(min(2.0, 1.0 + curvature * np.linalg.norm(mean) / np.sqrt(L_coef * L_int)))
 
 
 def _top_eigenvalue_weighted_gram(X, sw):

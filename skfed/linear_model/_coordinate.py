@@ -246,7 +246,7 @@ class FedLasso(_FedLinearRegression):
     >>> est.coef_[:6].round(2)
     array([0.59, 0.59, 0.79, 0.78, 0.41, 0.  ])
     >>> est.n_iter_, int(est.history_["nnz"][-1])
-    (721, 5)
+    (142, 5)
     """
 
     _parameter_constraints = {
