@@ -50,7 +50,14 @@ def test_bytes_are_what_feddualavg_sends(fitted):
     assert np.all(h["bytes_up"][1:] == 4 * (8 * p + 8))
     # monitoring: every client (8) gets the model and returns loss + gradient
     assert np.all(h["monitor_bytes"][1:] == 8 * (16 * p + 8))
-    assert h.setup_bytes == 8 * 6 * 8
+    # setup: one summary round (6 numbers per client), federated Lanczos rounds
+    # (v down, H_j v up: 2 vectors of n_features per client) and one round of
+    # feature means (one vector per client)
+    d, n_clients = X.shape[1], 8
+    lanczos_rounds = h.setup_rounds - 2
+    assert lanczos_rounds >= 1
+    assert h.setup_bytes == (8 * 6 * n_clients + lanczos_rounds * 2 * n_clients * 8 * d
+                             + n_clients * 8 * d)
 
 
 def test_bytes_are_what_fedmid_sends(synthetic):
