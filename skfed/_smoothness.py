@@ -61,7 +61,7 @@ def pooled_smoothness(executor, problem):
         L_coef = 0.0
     elif d < _DENSE_BELOW:
         H = np.column_stack([federated_matvec(e) for e in np.eye(d)])
-        L_coef = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
+        L_coef = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1]) * (1 + 1e-9)  # round-off
     else:
         from scipy.sparse.linalg import LinearOperator, eigsh
 

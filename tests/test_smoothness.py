@@ -1,0 +1,36 @@
+"""The federated estimate of the pooled loss's smoothness."""
+
+import numpy as np
+import pytest
+
+from skfed._layout import Layout
+from skfed._problem import FederatedProblem
+from skfed._smoothness import pooled_smoothness
+from skfed.datafits import ClientObjective, Quadratic
+from skfed.datasets import make_federated_lasso
+from skfed.executors import SequentialExecutor
+
+
+@pytest.mark.parametrize("n_features", [6, 80])  # dense path and Lanczos path
+def test_pooled_constant_is_the_pooled_hessians_top_eigenvalue(n_features):
+    X, y, clients, _ = make_federated_lasso("III", n_features=n_features, n_clients=6,
+                                            n_samples_per_client=20, n_informative=3,
+                                            random_state=0)
+    lay = Layout(1, n_features)
+    objs = [ClientObjective(Quadratic(), X[clients == c], y[clients == c, None],
+                            np.ones(20), lay) for c in range(6)]
+    ex = SequentialExecutor()
+    ex.open(objs)
+    problem = FederatedProblem(layout=lay, datafit=Quadratic(), penalty=None,
+                               weights=np.full(6, 1 / 6), n_samples=np.full(6, 20),
+                               lipschitz=[o.lipschitz() for o in objs])
+    constants, n_bytes, n_rounds = pooled_smoothness(ex, problem)
+    top = np.linalg.eigvalsh(X.T @ X / len(y))[-1]
+    assert top <= constants["coef"] <= top * (1 + 2e-3)
+    # much smaller than the average of the clients' own constants here
+    assert constants["coef"] < 0.5 * np.mean([o.lipschitz()["coef"] for o in objs])
+    # joint factor bounds the block-scaled pooled Hessian (with intercept)
+    Xt = np.column_stack([X, np.ones(len(y))])
+    D = np.diag(1 / np.sqrt(np.r_[np.full(n_features, constants["coef"]), 1.0]))
+    assert np.linalg.eigvalsh(D @ (Xt.T @ Xt / len(y)) @ D)[-1] <= constants["joint"] + 1e-9
+    assert n_bytes == (n_rounds - 1) * 2 * 6 * 8 * n_features + 6 * 8 * n_features
