@@ -4,9 +4,10 @@ from sklearn.base import clone
 
 from .base import FederatedSolver
 from .dual_averaging import FedDualAvg, FedDualAvgOSP
+from .dualfl import DualFL
 from .local_primal import FedAvg, FedMID, FedMIDOSP, FedProx
 
-_SOLVERS = (FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedProx)
+_SOLVERS = (DualFL, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedProx)
 SOLVERS = {cls.name: cls for cls in _SOLVERS}
 
 
@@ -27,5 +28,5 @@ def resolve_solver(solver):
     )
 
 
-__all__ = ["FederatedSolver", "FedDualAvg", "FedDualAvgOSP", "FedMID", "FedMIDOSP",
+__all__ = ["FederatedSolver", "DualFL", "FedDualAvg", "FedDualAvgOSP", "FedMID", "FedMIDOSP",
            "FedAvg", "FedProx", "SOLVERS", "resolve_solver"]

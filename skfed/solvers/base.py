@@ -44,6 +44,9 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     penalty_support = "prox"
     #: name under which ``solver="..."`` finds this class
     name = None
+    #: the server model is an average of clients' local solutions: return one
+    #: proximal-gradient step from it (exact zeros; see ``_federation._polish``)
+    polish_output = False
 
     # -- checks ---------------------------------------------------------
     def check_problem(self, problem, participation):
