@@ -24,6 +24,7 @@ class Datafit(ABC):
 
     smooth = True
     curvature = None
+    quadratic = False
     #: shape of the targets this loss expects: "continuous", "binary", ...
     target_kind = "continuous"
 
@@ -104,6 +105,30 @@ class ClientObjective:
         if self.layout.fit_intercept:
             grad[self.layout.n_coef :] = dZ.sum(axis=0)
         return value, grad
+
+    def normal_equations(self):
+        """``(G, B)`` with ``L_j(theta) = theta_o' G theta_o / 2 - B_o' theta_o + const``
+        per output ``o``, where ``theta_o = [coef_o, intercept_o]``.
+
+        Only for quadratic datafits. Cached on the object (computed once per
+        process holding the data).
+        """
+        if not self.datafit.quadratic:
+            raise TypeError(f"{self.datafit!r} is not a quadratic loss.")
+        if getattr(self, "_normal", None) is None:
+            X, sw, S = self.X, self.sample_weight, self.weight_sum
+            Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+            if self.layout.fit_intercept:
+                Xd = np.column_stack([Xd, np.ones(Xd.shape[0])])
+            G = Xd.T @ (Xd * sw[:, None]) / S
+            B = Xd.T @ (self.Y * sw[:, None]) / S
+            self._normal = (G, B)
+        return self._normal
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_normal", None)  # a cache, not data: never shipped
+        return state
 
     def curvature_matvec(self, v):
         """``curvature * X.T @ diag(sw) @ X @ v / sum(sw)``: the coefficient block of

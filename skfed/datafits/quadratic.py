@@ -16,6 +16,9 @@ class Quadratic(Datafit):
     smooth = True
     curvature = 1.0
     target_kind = "continuous"
+    #: the mean loss is a quadratic form: local problems without a non-smooth
+    #: penalty are linear systems (see ClientObjective.normal_equations)
+    quadratic = True
 
     def loss_sum(self, Z, Y, sw):
         R = Z - Y

@@ -44,6 +44,11 @@ class DualFL(FederatedSolver):
         The anchor ``c`` moves to the current server model when a round moves
         the model by less than ``recenter_tol`` times its distance to ``c``
         (the inner DualFL iteration has nearly solved the proximal problem).
+    local_solver : {"auto", "fista", "direct"}, default="auto"
+        ``"direct"`` solves each local problem exactly as a linear system
+        (least-squares loss, no non-smooth penalty; the client's Gram matrix
+        is computed once). ``"fista"``: accelerated proximal gradient with
+        restart. ``"auto"``: direct when it applies and ``n_features < 2000``.
     local_tol : float, default=1e-10
         Local problems are solved by FISTA with restart, warm-started, until
         their gradient mapping is below ``local_tol`` times its value at the
@@ -92,11 +97,12 @@ class DualFL(FederatedSolver):
     penalty_support = "prox"
 
     def __init__(self, nu=None, rho="auto", *, proximal="auto", recenter_tol=0.2,
-                 local_tol=1e-10, local_rtol=1e-2, max_local_iter=1000):
+                 local_solver="auto", local_tol=1e-10, local_rtol=1e-2, max_local_iter=1000):
         self.nu = nu
         self.rho = rho
         self.proximal = proximal
         self.recenter_tol = recenter_tol
+        self.local_solver = local_solver
         self.local_tol = local_tol
         self.local_rtol = local_rtol
         self.max_local_iter = max_local_iter
@@ -110,6 +116,15 @@ class DualFL(FederatedSolver):
         check_positive(self.local_tol, "local_tol")
         check_positive(self.local_rtol, "local_rtol", strict=False)
         check_positive(self.max_local_iter, "max_local_iter")
+        if self.local_solver not in ("auto", "fista", "direct"):
+            raise ValueError(
+                f"local_solver must be 'auto', 'fista' or 'direct'; got {self.local_solver!r}.")
+        direct_ok = problem.datafit.quadratic and problem.prox_penalty is None
+        if self.local_solver == "direct" and not direct_ok:
+            raise ValueError("local_solver='direct' needs a least-squares loss and no "
+                             "non-smooth penalty; use 'fista'.")
+        self.direct_ = direct_ok and (self.local_solver == "direct" or (
+            self.local_solver == "auto" and problem.layout.n_features < 2000))
         if not (self.rho == "auto" or (isinstance(self.rho, (int, float)) and 0 <= self.rho < 1)):
             raise ValueError(f"rho must be in [0, 1) or 'auto'; got {self.rho!r}.")
         lay = problem.layout
@@ -177,6 +192,22 @@ class DualFL(FederatedSolver):
 
         return grad, prox
 
+    def _direct_solve(self, client, state):
+        """Exact minimizer of the local quadratic problem, one linear system per output."""
+        problem, lay = self.problem_, client.layout
+        G, B = client.normal_equations()
+        scale = problem.n_clients * problem.weights[state["j"]]
+        k, d, p1 = lay.n_outputs, lay.n_features, G.shape[0]
+        linear = self.alpha_ * state["anchor"] + self.nu_ * state["zeta"]
+        out = np.empty(lay.size)
+        for o in range(k):
+            idx = np.r_[o * d:(o + 1) * d, lay.n_coef + o:lay.n_coef + o + (p1 - d)]
+            diag = self.alpha_[idx].copy()
+            diag[:d] += problem.smooth_curvature
+            rhs = scale * B[:, o] + linear[idx]
+            out[idx] = np.linalg.solve(scale * G + np.diag(diag), rhs)
+        return out
+
     def client_update(self, client, state, message, rng):
         state = dict(state)
         theta_bar = message["theta"]
@@ -191,6 +222,9 @@ class DualFL(FederatedSolver):
             state["u_prev"] = u
             if message["recenter"]:
                 state["anchor"] = theta_bar.copy()
+        if self.direct_:
+            state["local"] = self._direct_solve(client, state)
+            return {"theta": state["local"]}, state
         grad, prox = self._local_problem(client, state)
         local, _, state["reference"] = fista(
             grad, state["local"], self.local_steps_[state["j"]], prox,
