@@ -169,7 +169,8 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         message = solver.broadcast(server, rnd)
         # one seed per client and round, whoever runs it
         seeds = np.random.SeedSequence(entropy, spawn_key=(1, rnd)).generate_state(N)
-        tasks = [(j, (solver, states[j], message, seeds[j])) for j in active]
+        messages = [solver.personalize(server, message, j) for j in active]
+        tasks = [(j, (solver, states[j], m, seeds[j])) for j, m in zip(active, messages)]
         results = executor.map(client_round, tasks)
         replies = [reply for reply, _ in results]
         for j, (_, state) in zip(active, results):
@@ -187,7 +188,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             round=rnd, objective=objective, stationarity=stationarity, nnz=nnz, rank=rank,
             consensus=_consensus(models, weights) if models is not None else np.nan,
             bytes_up=int(sum(message_nbytes(r) for r in replies)),
-            bytes_down=int(message_nbytes(message) * len(active)),
+            bytes_down=int(sum(message_nbytes(m) for m in messages)),
             monitor_bytes=mon_bytes, n_participants=len(active),
             wall_time=time.perf_counter() - start,
         )

@@ -38,7 +38,8 @@ def drive(solver, clients, problem, rounds, theta0=None, participants=None, seed
         message = solver.broadcast(server, r)
         replies = []
         for j in active:
-            reply, states[j] = solver.client_update(clients[j], states[j], message, rng)
+            mine = solver.personalize(server, message, j)
+            reply, states[j] = solver.client_update(clients[j], states[j], mine, rng)
             replies.append(reply)
         w = problem.weights[active] / problem.weights[active].sum()
         server = solver.aggregate(server, replies, w, np.array(active))

@@ -2,5 +2,8 @@
 
 from .fista import fista
 from .schedule import LocalSchedule
+from .subproblem import (LOCAL_SOLVERS, local_steps, resolve_local_solver, solve_direct,
+                         solve_fista)
 
-__all__ = ["LocalSchedule", "fista"]
+__all__ = ["LocalSchedule", "fista", "LOCAL_SOLVERS", "local_steps", "resolve_local_solver",
+           "solve_direct", "solve_fista"]

@@ -6,8 +6,10 @@ from .base import FederatedSolver
 from .dual_averaging import FedDualAvg, FedDualAvgOSP
 from .dualfl import DualFL
 from .local_primal import FedAvg, FedMID, FedMIDOSP, FedProx
+from .primal_dual import AFedPD, FedADMM, FedDyn, FedPD
 
-_SOLVERS = (DualFL, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedProx)
+_SOLVERS = (DualFL, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedProx, FedPD,
+            FedADMM, FedDyn, AFedPD)
 SOLVERS = {cls.name: cls for cls in _SOLVERS}
 
 
@@ -29,4 +31,5 @@ def resolve_solver(solver):
 
 
 __all__ = ["FederatedSolver", "DualFL", "FedDualAvg", "FedDualAvgOSP", "FedMID", "FedMIDOSP",
-           "FedAvg", "FedProx", "SOLVERS", "resolve_solver"]
+           "FedAvg", "FedProx", "FedPD", "FedADMM", "FedDyn", "AFedPD", "SOLVERS",
+           "resolve_solver"]

@@ -92,6 +92,14 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     def broadcast(self, server, rnd):
         """The message the server sends to each participant in round ``rnd``."""
 
+    def personalize(self, server, message, j):
+        """The message client ``j`` receives (default: the common broadcast).
+
+        Solvers that keep per-client variables on the server (A-FedPD's
+        duals) add them here; ``bytes_down`` counts each client's message.
+        """
+        return message
+
     @abstractmethod
     def client_update(self, client, state, message, rng):
         """Local work of one client: returns ``(reply, new_state)``.

@@ -9,7 +9,7 @@ accelerated (FISTA-like) step; ``sum_j zeta_j = 0`` throughout.
 
 import numpy as np
 
-from ..local import fista
+from ..local import local_steps, resolve_local_solver, solve_direct, solve_fista
 from .base import FederatedSolver, check_positive
 
 # Proximal strength relative to the pooled smoothness when the objective is
@@ -116,15 +116,7 @@ class DualFL(FederatedSolver):
         check_positive(self.local_tol, "local_tol")
         check_positive(self.local_rtol, "local_rtol", strict=False)
         check_positive(self.max_local_iter, "max_local_iter")
-        if self.local_solver not in ("auto", "fista", "direct"):
-            raise ValueError(
-                f"local_solver must be 'auto', 'fista' or 'direct'; got {self.local_solver!r}.")
-        direct_ok = problem.datafit.quadratic and problem.prox_penalty is None
-        if self.local_solver == "direct" and not direct_ok:
-            raise ValueError("local_solver='direct' needs a least-squares loss and no "
-                             "non-smooth penalty; use 'fista'.")
-        self.direct_ = direct_ok and (self.local_solver == "direct" or (
-            self.local_solver == "auto" and problem.layout.n_features < 2000))
+        self.direct_ = resolve_local_solver(self.local_solver, problem, composite=True)
         if not (self.rho == "auto" or (isinstance(self.rho, (int, float)) and 0 <= self.rho < 1)):
             raise ValueError(f"rho must be in [0, 1) or 'auto'; got {self.rho!r}.")
         lay = problem.layout
@@ -147,15 +139,9 @@ class DualFL(FederatedSolver):
         self.nu_ = (alpha + lay.block_vector(mu_coef if not lay.fit_intercept else 0.0, 0.0)
                     if self.nu is None else lay.block_vector(self.nu, self.nu))
         # local smoothness per client and block: N a_j L_j + ridge + alpha
-        N = problem.n_clients
-        self.local_steps_ = []
-        for a, l in zip(problem.weights, problem.lipschitz):
-            coef_L = N * a * l["coef"] * l["joint"] + mu_coef
-            int_L = N * a * l["intercept"] * l["joint"]
-            smooth = lay.block_vector(coef_L, int_L) + alpha
-            self.local_steps_.append(1.0 / np.maximum(smooth, np.finfo(float).tiny))
-        q = min(float(np.min(self.nu_ * s)) for s in self.local_steps_)
-        self.local_q_ = q
+        self.local_steps_ = local_steps(problem, alpha)
+        self.local_q_ = min(float(np.min(self.nu_ * s)) for s in self.local_steps_)
+        q = self.local_q_
         if self.rho == "auto":
             self.rho_ = q if problem.prox_penalty is None else 0.0
         else:
@@ -175,39 +161,6 @@ class DualFL(FederatedSolver):
         return {"theta": server["theta"], "beta": server["beta"],
                 "recenter": float(server["recenter"])}
 
-    def _local_problem(self, client, state):
-        problem, lay = self.problem_, client.layout
-        j = state["j"]
-        scale = problem.n_clients * problem.weights[j]
-        shift = self.nu_ * state["zeta"]
-        alpha, anchor = self.alpha_, state["anchor"]
-
-        def grad(theta):
-            g = scale * client.gradient(theta)
-            problem.add_smooth_gradient(g, theta)
-            return g + alpha * (theta - anchor) - shift
-
-        def prox(v, steps):
-            return lay.apply_prox(problem.prox_penalty, v, float(steps[0]) if lay.n_coef else 0.0)
-
-        return grad, prox
-
-    def _direct_solve(self, client, state):
-        """Exact minimizer of the local quadratic problem, one linear system per output."""
-        problem, lay = self.problem_, client.layout
-        G, B = client.normal_equations()
-        scale = problem.n_clients * problem.weights[state["j"]]
-        k, d, p1 = lay.n_outputs, lay.n_features, G.shape[0]
-        linear = self.alpha_ * state["anchor"] + self.nu_ * state["zeta"]
-        out = np.empty(lay.size)
-        for o in range(k):
-            idx = np.r_[o * d:(o + 1) * d, lay.n_coef + o:lay.n_coef + o + (p1 - d)]
-            diag = self.alpha_[idx].copy()
-            diag[:d] += problem.smooth_curvature
-            rhs = scale * B[:, o] + linear[idx]
-            out[idx] = np.linalg.solve(scale * G + np.diag(diag), rhs)
-        return out
-
     def client_update(self, client, state, message, rng):
         state = dict(state)
         theta_bar = message["theta"]
@@ -222,17 +175,17 @@ class DualFL(FederatedSolver):
             state["u_prev"] = u
             if message["recenter"]:
                 state["anchor"] = theta_bar.copy()
+        # local problem: f_j + (alpha/2)||theta - c||^2 - <nu zeta, theta>
+        j, linear = state["j"], self.alpha_ * state["anchor"] + self.nu_ * state["zeta"]
         if self.direct_:
-            state["local"] = self._direct_solve(client, state)
-            return {"theta": state["local"]}, state
-        grad, prox = self._local_problem(client, state)
-        local, _, state["reference"] = fista(
-            grad, state["local"], self.local_steps_[state["j"]], prox,
-            strong_convexity=self.local_q_, tol=self.local_tol,
-            max_iter=self.max_local_iter, reference=state["reference"],
-            rtol=self.local_rtol)
-        state["local"] = local
-        return {"theta": local}, state
+            state["local"] = solve_direct(client, self.problem_, j, self.alpha_, linear)
+        else:
+            state["local"], state["reference"] = solve_fista(
+                client, self.problem_, j, self.alpha_, linear, state["local"],
+                self.local_steps_[j], composite=True, strong_convexity=self.local_q_,
+                tol=self.local_tol, rtol=self.local_rtol, max_iter=self.max_local_iter,
+                reference=state["reference"])
+        return {"theta": state["local"]}, state
 
     def aggregate(self, server, replies, weights, participants):
         theta = sum(r["theta"] for r in replies) / len(replies)
