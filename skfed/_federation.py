@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .history import ConvergenceHistory
-from .solvers.base import message_nbytes
 
 
 # --- client-side tasks (module level so process executors can pickle them) ---
@@ -184,11 +183,11 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         objective, stationarity, mon_bytes = monitor(theta)
         nnz, rank = _model_stats(layout, theta)
         models = solver.client_models(previous, message, replies)
+        bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
         history.append(
             round=rnd, objective=objective, stationarity=stationarity, nnz=nnz, rank=rank,
             consensus=_consensus(models, weights) if models is not None else np.nan,
-            bytes_up=int(sum(message_nbytes(r) for r in replies)),
-            bytes_down=int(sum(message_nbytes(m) for m in messages)),
+            bytes_up=bytes_up, bytes_down=bytes_down,
             monitor_bytes=mon_bytes, n_participants=len(active),
             wall_time=time.perf_counter() - start,
         )

@@ -4,12 +4,14 @@ from sklearn.base import clone
 
 from .base import FederatedSolver
 from .dual_averaging import FedDualAvg, FedDualAvgOSP
+from .control_variates import LocalGECL, Scaffold
+from .decentralized import DSGD
 from .dualfl import DualFL
 from .local_primal import FedAvg, FedMID, FedMIDOSP, FedProx
 from .primal_dual import AFedPD, FedADMM, FedDyn, FedPD
 
 _SOLVERS = (DualFL, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedProx, FedPD,
-            FedADMM, FedDyn, AFedPD)
+            FedADMM, FedDyn, AFedPD, Scaffold, LocalGECL, DSGD)
 SOLVERS = {cls.name: cls for cls in _SOLVERS}
 
 
@@ -31,5 +33,5 @@ def resolve_solver(solver):
 
 
 __all__ = ["FederatedSolver", "DualFL", "FedDualAvg", "FedDualAvgOSP", "FedMID", "FedMIDOSP",
-           "FedAvg", "FedProx", "FedPD", "FedADMM", "FedDyn", "AFedPD", "SOLVERS",
+           "FedAvg", "FedProx", "FedPD", "FedADMM", "FedDyn", "AFedPD", "Scaffold", "LocalGECL", "DSGD", "SOLVERS",
            "resolve_solver"]

@@ -120,6 +120,12 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     def server_model(self, server):
         """The model (flat ``theta``) the server would output now."""
 
+    def round_traffic(self, messages, replies, participants):
+        """``(bytes_up, bytes_down)`` of one round: by default the sizes of the
+        replies and of the messages. Decentralized solvers count per edge."""
+        return (int(sum(message_nbytes(r) for r in replies)),
+                int(sum(message_nbytes(m) for m in messages)))
+
     def client_models(self, server, message, replies):
         """Client models implied by the replies (for the consensus metric), or ``None``."""
         return None
