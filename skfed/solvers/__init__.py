@@ -7,11 +7,12 @@ from .dual_averaging import FedDualAvg, FedDualAvgOSP
 from .control_variates import LocalGECL, Scaffold
 from .decentralized import DSGD
 from .dualfl import DualFL
+from .fedmls import FedMLS
 from .local_primal import FedAvg, FedMID, FedMIDOSP, FedProx
 from .primal_dual import AFedPD, FedADMM, FedDyn, FedPD
 
 _SOLVERS = (DualFL, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedProx, FedPD,
-            FedADMM, FedDyn, AFedPD, Scaffold, LocalGECL, DSGD)
+            FedADMM, FedDyn, AFedPD, Scaffold, LocalGECL, DSGD, FedMLS)
 SOLVERS = {cls.name: cls for cls in _SOLVERS}
 
 
@@ -33,5 +34,5 @@ def resolve_solver(solver):
 
 
 __all__ = ["FederatedSolver", "DualFL", "FedDualAvg", "FedDualAvgOSP", "FedMID", "FedMIDOSP",
-           "FedAvg", "FedProx", "FedPD", "FedADMM", "FedDyn", "AFedPD", "Scaffold", "LocalGECL", "DSGD", "SOLVERS",
+           "FedAvg", "FedProx", "FedPD", "FedADMM", "FedDyn", "AFedPD", "Scaffold", "LocalGECL", "DSGD", "FedMLS", "SOLVERS",
            "resolve_solver"]
