@@ -48,6 +48,15 @@ class FederatedProblem:
             self.prox_penalty, self.smooth_penalty = self.penalty.split_smooth()
         self.smooth_curvature = self.smooth_penalty.curvature if self.smooth_penalty else 0.0
 
+    def pooled_constants(self):
+        """Smoothness constants of the pooled loss: the federated estimate when
+        available, else the weighted average of the clients' constants."""
+        if self.pooled_lipschitz is not None:
+            return self.pooled_lipschitz
+        return {"coef": float(self.weights @ [l["coef"] for l in self.lipschitz]),
+                "intercept": float(self.weights @ [l["intercept"] for l in self.lipschitz]),
+                "joint": max(l["joint"] for l in self.lipschitz)}
+
     def add_smooth_gradient(self, grad, theta):
         """Add the gradient of the penalty's smooth part (in place) and return ``grad``.
 
@@ -74,12 +83,9 @@ class FederatedProblem:
             Lc = max(l["coef"] for l in self.lipschitz)
             Li = max(l["intercept"] for l in self.lipschitz)
             joint = max(l["joint"] for l in self.lipschitz)
-        elif self.pooled_lipschitz is not None:
-            Lc, Li, joint = (self.pooled_lipschitz[k] for k in ("coef", "intercept", "joint"))
         else:
-            Lc = float(self.weights @ [l["coef"] for l in self.lipschitz])
-            Li = float(self.weights @ [l["intercept"] for l in self.lipschitz])
-            joint = max(l["joint"] for l in self.lipschitz)
+            pooled = self.pooled_constants()
+            Lc, Li, joint = (pooled[k] for k in ("coef", "intercept", "joint"))
         Lc = Lc + self.smooth_curvature
         coef_step = 1.0 / (scale * joint * Lc) if Lc > 0 else 1.0
         int_step = 1.0 / (scale * joint * Li) if Li > 0 else 1.0

@@ -120,9 +120,7 @@ class DualFL(FederatedSolver):
         if not (self.rho == "auto" or (isinstance(self.rho, (int, float)) and 0 <= self.rho < 1)):
             raise ValueError(f"rho must be in [0, 1) or 'auto'; got {self.rho!r}.")
         lay = problem.layout
-        pooled = problem.pooled_lipschitz or {
-            "coef": float(problem.weights @ [l["coef"] for l in problem.lipschitz]),
-            "intercept": float(problem.weights @ [l["intercept"] for l in problem.lipschitz])}
+        pooled = problem.pooled_constants()
         mu_coef = problem.smooth_curvature  # ridge part of the penalty
         strongly_convex = mu_coef > 0 and not lay.fit_intercept
         if self.proximal == "auto":

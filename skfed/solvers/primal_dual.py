@@ -53,9 +53,7 @@ class _PrimalDualSolver(FederatedSolver):
         check_positive(self.local_tol, "local_tol")
         check_positive(self.local_rtol, "local_rtol", strict=False)
         lay = problem.layout
-        pooled = problem.pooled_lipschitz or {
-            "coef": float(problem.weights @ [l["coef"] for l in problem.lipschitz]),
-            "intercept": float(problem.weights @ [l["intercept"] for l in problem.lipschitz])}
+        pooled = problem.pooled_constants()
         factor = 1.0 if self.rho == "auto" else float(self.rho)
         if self.rho == "auto":
             coef_rho = pooled["coef"] + problem.smooth_curvature
@@ -94,6 +92,18 @@ class _PrimalDualSolver(FederatedSolver):
             strong_convexity=self.q_, tol=self.local_tol, rtol=self.local_rtol,
             max_iter=self.max_local_iter, reference=state.get("reference"))
         return x
+
+    def _local_and_dual(self, client, state, theta_t):
+        """Solve the local problem with this client's dual, then take the dual step
+        ``lambda_j += rho (theta_j - theta_t)``; updates ``state``, returns ``theta_j``."""
+        lam = state.get("lam", np.zeros_like(theta_t))
+        x = self._solve_local(client, state, theta_t, lam)
+        state["lam"] = lam + self.rho_ * (x - theta_t)
+        state["local"] = x
+        return x
+
+    def broadcast(self, server, rnd):
+        return {"theta": server["theta"]}
 
     def init_client(self, j, theta0):
         return {"j": j}
@@ -142,16 +152,9 @@ class FedPD(_PrimalDualSolver):
     def init_server(self, theta0):
         return {"theta": np.array(theta0, dtype=float)}
 
-    def broadcast(self, server, rnd):
-        return {"theta": server["theta"]}
-
     def client_update(self, client, state, message, rng):
         state = dict(state)
-        theta_t = message["theta"]
-        lam = state.get("lam", np.zeros_like(theta_t))
-        x = self._solve_local(client, state, theta_t, lam)
-        state["lam"] = lam + self.rho_ * (x - theta_t)
-        state["local"] = x
+        x = self._local_and_dual(client, state, message["theta"])
         return {"v": x + state["lam"] / self.rho_}, state
 
     def aggregate(self, server, replies, weights, participants):
@@ -174,17 +177,10 @@ class FedADMM(_PrimalDualSolver):
         theta = np.array(theta0, dtype=float)
         return {"theta": theta, "mean_v": theta.copy()}
 
-    def broadcast(self, server, rnd):
-        return {"theta": server["theta"]}
-
     def client_update(self, client, state, message, rng):
         state = dict(state)
-        theta_t = message["theta"]
-        lam = state.get("lam", np.zeros_like(theta_t))
-        v_old = state.get("v", state.get("theta0", theta_t))
-        x = self._solve_local(client, state, theta_t, lam)
-        state["lam"] = lam + self.rho_ * (x - theta_t)
-        state["local"] = x
+        v_old = state.get("v", state["theta0"])
+        x = self._local_and_dual(client, state, message["theta"])
         state["v"] = x + state["lam"] / self.rho_
         return {"dv": state["v"] - v_old}, state
 
@@ -214,9 +210,6 @@ class FedDyn(_PrimalDualSolver):
     def init_server(self, theta0):
         theta = np.array(theta0, dtype=float)
         return {"theta": theta, "h_bar": np.zeros_like(theta)}
-
-    def broadcast(self, server, rnd):
-        return {"theta": server["theta"]}
 
     def client_update(self, client, state, message, rng):
         state = dict(state)
@@ -267,9 +260,6 @@ class AFedPD(_PrimalDualSolver):
         theta = np.array(theta0, dtype=float)
         N = self.problem_.n_clients
         return {"theta": theta, "lams": np.zeros((N, theta.size))}
-
-    def broadcast(self, server, rnd):
-        return {"theta": server["theta"]}
 
     def personalize(self, server, message, j):
         return {"theta": message["theta"], "lam": server["lams"][j]}
