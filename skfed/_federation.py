@@ -35,6 +35,8 @@ class FederationResult:
     history: ConvergenceHistory
     n_iter: int
     converged: bool
+    server: dict = None
+    states: list = None
 
 
 class _Monitor:
@@ -122,7 +124,7 @@ def _polish(monitor, layout, history, theta):
 
 
 def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
-                   entropy, verbose=0, setup_bytes=0, setup_rounds=0):
+                   entropy, verbose=0, setup_bytes=0, setup_rounds=0, resume=None):
     """Run rounds until the stopping rule or ``max_rounds``.
 
     Stopping rule: ``stationarity <= tol * stationarity(0)``, the norm of the
@@ -132,6 +134,9 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     Randomness (client sampling, minibatches) comes from ``entropy`` through
     ``SeedSequence``s keyed by (round, client), so any executor gives the
     same result.
+
+    ``resume=(server, states)`` continues from a previous run's solver state
+    (``warm_start``): duals, control variates and anchors included.
     """
     N = problem.n_clients
     layout = problem.layout
@@ -143,8 +148,12 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
 
     theta = np.array(theta0, dtype=float)
-    server = solver.init_server(theta)
-    states = [solver.init_client(j, theta) for j in range(N)]
+    if resume is not None:
+        server, states = resume
+        states = list(states)
+    else:
+        server = solver.init_server(theta)
+        states = [solver.init_client(j, theta) for j in range(N)]
 
     objective, stationarity, mon_bytes = monitor(theta)
     if np.any(theta):
@@ -196,4 +205,5 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
     _progress_done(verbose, rnd, converged)
-    return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged)
+    return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged,
+                            server=server, states=states)

@@ -26,6 +26,12 @@ from .executors import EXECUTORS, Executor, resolve_executor
 from .solvers import SOLVERS, FederatedSolver, resolve_solver
 
 
+def _state_key(solver, labels, layout):
+    """What must match for a warm start to resume a solver's internal state."""
+    return (type(solver).__name__, repr(solver.get_params()), tuple(map(str, labels)),
+            layout.size)
+
+
 class FederatedLinearModel(BaseEstimator):
     """Base class of skfed's estimators (not used directly).
 
@@ -34,7 +40,7 @@ class FederatedLinearModel(BaseEstimator):
 
     _parameter_constraints: dict = {
         "fit_intercept": ["boolean"],
-        "solver": [StrOptions(set(SOLVERS)), FederatedSolver],
+        "solver": [StrOptions(set(SOLVERS) | {"auto"}), FederatedSolver],
         "max_rounds": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "participation": [Interval(Real, 0, 1, closed="right")],
@@ -57,12 +63,15 @@ class FederatedLinearModel(BaseEstimator):
         labels, indices = group_clients(clients, n)
         check_clients_nonempty(labels, indices, sw)
 
-        theta0 = layout.zeros()
-        if self.warm_start and hasattr(self, "_theta"):
-            if self._theta.shape == theta0.shape:
-                theta0 = self._theta.copy()
-
-        solver = resolve_solver(self.solver)
+        solver = resolve_solver(self.solver, self.participation)
+        theta0, resume = layout.zeros(), None
+        if self.warm_start and hasattr(self, "_theta") and self._theta.shape == theta0.shape:
+            theta0 = self._theta.copy()
+            # continue the solver itself (duals, control variates) when it is the
+            # same solver on the same clients; otherwise restart it from the model
+            previous = getattr(self, "_solver_state", None)
+            if previous is not None and previous["key"] == _state_key(solver, labels, layout):
+                resume = (previous["server"], previous["states"])
         executor = resolve_executor(self.executor, self.n_jobs)
         entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         objectives = [ClientObjective(datafit, X[idx], Y[idx], sw[idx], layout) for idx in indices]
@@ -84,6 +93,7 @@ class FederatedLinearModel(BaseEstimator):
                 max_rounds=self.max_rounds, tol=self.tol, participation=self.participation,
                 entropy=entropy, verbose=self.verbose,
                 setup_bytes=SUMMARY_NBYTES * len(labels) + lz_bytes, setup_rounds=1 + lz_rounds,
+                resume=resume,
             )
         finally:
             executor.close()
@@ -95,6 +105,8 @@ class FederatedLinearModel(BaseEstimator):
         self.n_iter_ = result.n_iter
         self.objective_ = result.history["objective"][-1]
         self._theta = result.theta
+        self._solver_state = {"key": _state_key(solver, labels, layout),
+                              "server": result.server, "states": result.states}
         if not result.converged:
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol} in {self.max_rounds} "

@@ -18,8 +18,9 @@ matplotlib.use("Agg")
 @pytest.fixture
 def fitted(synthetic):
     X, y, clients, _ = synthetic
-    return fit_quietly(FedLasso(alpha=0.3, max_rounds=40, tol=0, participation=0.5,
-                                random_state=0), X, y, clients=clients), synthetic
+    return fit_quietly(FedLasso(alpha=0.3, solver="feddualavg", max_rounds=40, tol=0,
+                                participation=0.5, random_state=0), X, y,
+                       clients=clients), synthetic
 
 
 def test_records_and_fields(fitted):
@@ -95,6 +96,22 @@ def test_zero_solution_converges_at_round_zero(synthetic):
     X, y, clients, _ = synthetic
     est = FedLasso(alpha=1e6, fit_intercept=False).fit(X, y, clients=clients)
     assert est.n_iter_ == 0 and not np.any(est.coef_)
+
+
+@pytest.mark.parametrize("solver", ["dualfl", "feddualavg", "feddyn", "scaffold", "fedmls"])
+def test_warm_start_resumes_the_solver_state(synthetic, solver):
+    """50 rounds, then 50 more with warm_start, is the same run as 100 rounds."""
+    X, y, clients, _ = synthetic
+    kw = {"alpha": 0.3, "l1_ratio": 0.0 if solver == "scaffold" else 1.0, "solver": solver,
+          "tol": 0}
+    from skfed import FedElasticNet
+
+    warm = FedElasticNet(max_rounds=20, warm_start=True, **kw)
+    fit_quietly(warm, X, y, clients=clients)
+    fit_quietly(warm, X, y, clients=clients)
+    cold = fit_quietly(FedElasticNet(max_rounds=40, **kw), X, y, clients=clients)
+    np.testing.assert_allclose(warm.history_["objective"][-1], cold.history_["objective"][-1],
+                               rtol=1e-10)
 
 
 def test_warm_start_continues(synthetic):

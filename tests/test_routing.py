@@ -80,4 +80,4 @@ def test_gridsearch_over_the_solver_itself(data):
                           cv=GroupKFold(2))
     search.fit(X, y, groups=site, clients=site)
     assert len(search.cv_results_["params"]) == 3
-    assert est.solver == "feddualavg"
+    assert est.solver == "auto"

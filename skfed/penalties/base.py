@@ -70,5 +70,5 @@ class Penalty(ABC):
 
 
 def soft_threshold(z, tau):
-    """``sign(z) * max(|z| - tau, 0)``, elementwise."""
-    return np.sign(z) * np.maximum(np.abs(z) - tau, 0.0)
+    """``sign(z) * max(|z| - tau, 0)``, elementwise (zeros are +0.0, not -0.0)."""
+    return np.sign(z) * np.maximum(np.abs(z) - tau, 0.0) + 0.0

@@ -110,7 +110,8 @@ class FedMLS(FederatedSolver):
         return {"j": j, "x": t, "y": t.copy(), "z": t.copy()}
 
     def broadcast(self, server, rnd):
-        return {"y": server["y"], "round": rnd}
+        # the server's own round count, so that a resumed (warm-started) fit continues
+        return {"y": server["y"], "round": int(server.get("k", 0))}
 
     def client_update(self, client, state, message, rng):
         state = dict(state)
