@@ -76,7 +76,8 @@ def numpy_floor(X, clients, repeat=20):
     return timed(lambda: [one_pass() for _ in range(repeat)])[0] / repeat
 
 
-def run(name, X, y, clients, alpha, solvers=("feddualavg", "fedmid-osp"), max_rounds=50_000):
+def run(name, X, y, clients, alpha, solvers=("dualfl", "feddualavg", "fedmid-osp"),
+        max_rounds=50_000):
     ref = Lasso(alpha=alpha, tol=1e-12, max_iter=200_000).fit(X, y)
     f_star = objective(X, y, ref, alpha)
     t_sk, tol_sk = sklearn_time_to_gap(X, y, alpha, f_star)

@@ -205,3 +205,23 @@ def test_local_gecl_needs_full_participation(synthetic):
     with pytest.raises(ValueError, match="needs full participation"):
         FedElasticNet(l1_ratio=0.0, solver="local-gecl", participation=0.5).fit(
             X, y, clients=clients)
+
+
+def test_local_gecl_warm_start_duals():
+    """lambda_i(0) = grad f_i(x0) - grad f(x0): one gathering round, then a head start."""
+    rng = np.random.default_rng(3)
+    blocks = [(rng.standard_normal((8, 3)) + 2 * j, rng.standard_normal(8) + j) for j in range(3)]
+    clients, lay = quadratic_clients(blocks)
+    problem = make_problem(clients, lay)
+    trace = drive(LocalGECL(lr=0.02, local_steps=5, warm_start_duals=True), clients, problem, 2)
+    assert trace[0]["message"] == {"x": trace[0]["message"]["x"], "gather": 1.0}
+    grads = [X.T @ (X @ np.zeros(3) - y) / 8 for X, y in blocks]  # f_j = N a_j L_j
+    expected = [g - np.mean(grads, axis=0) for g in grads]
+    np.testing.assert_allclose([s["lam"] for s in trace[1]["states"]], expected, atol=1e-12)
+    X, y = load_diabetes(return_X_y=True)
+    site = simulate_clients(X, y, 8, scheme="quantile")
+    cold = _fit(LocalGECL(), X, y, site, max_rounds=15, tol=0)
+    warm = _fit(LocalGECL(warm_start_duals=True), X, y, site, max_rounds=16, tol=0)
+    assert warm.history_["objective"][-1] < cold.history_["objective"][-1]
+    with pytest.raises(ValueError, match="centralized topology only"):
+        _fit(LocalGECL(topology="ring", warm_start_duals=True), X, y, site, max_rounds=2)

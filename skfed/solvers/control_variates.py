@@ -129,6 +129,8 @@ class LocalGECL(_ControlVariateSolver):
     alpha : float, default=0.0
         G-ECL's edge coupling ``alpha_{{i|j}}`` (decentralized only; 0 in all of
         the paper's experiments).
+    warm_start_duals : bool, default=False
+        Start the duals at ``grad f_i(x0) - grad f(x0)`` (one extra round).
     first_gradient : {{"local", "server"}}, default="local"
         Where the first local step of a round takes its gradient: at the
         client's previous local model (the paper's Algorithm 2) or at the
@@ -151,8 +153,9 @@ class LocalGECL(_ControlVariateSolver):
     worker then sets ``lambda_i += (x_server - x_i) / (K eta)``. Full
     participation (the paper's analysis has no sampling). Decentralized
     Local G-ECL over a topology is :class:`DecentralizedLocalGECL`.
-    Not implemented: the paper's warm start of the duals (one extra round of
-    gradients); the duals start at zero, as in all of the paper's experiments.
+    ``warm_start_duals=True`` spends the first round on gradients:
+    ``lambda_i = grad f_i(x0) - grad f(x0)`` (the paper's section IV-B; centralized
+    only). By default the duals start at zero, as in all the paper's experiments.
     """.format(lr=_LR_DOC)
 
     name = "local-gecl"
@@ -163,11 +166,13 @@ class LocalGECL(_ControlVariateSolver):
     min_auto_divisor = 4
 
     def __init__(self, lr="auto", *, local_steps=10, topology="centralized", alpha=0.0,
-                 first_gradient="local", edge_probability=None, seed=0):
+                 warm_start_duals=False, first_gradient="local", edge_probability=None,
+                 seed=0):
         self.lr = lr
         self.local_steps = local_steps
         self.topology = topology
         self.alpha = alpha
+        self.warm_start_duals = warm_start_duals
         self.first_gradient = first_gradient
         self.edge_probability = edge_probability
         self.seed = seed
@@ -186,6 +191,9 @@ class LocalGECL(_ControlVariateSolver):
             ).setup(problem, participation)
         elif self.alpha:
             raise ValueError("alpha (the G-ECL edge term) applies to decentralized topologies only.")
+        if self.warm_start_duals and self.decentralized_ is not None:
+            raise ValueError("warm_start_duals is implemented for the centralized topology only "
+                             "(the decentralized version needs gossiped gradients).")
         return super().setup(problem, participation)
 
     # a decentralized topology runs Algorithm 1 (see skfed.solvers.decentralized)
@@ -205,20 +213,33 @@ class LocalGECL(_ControlVariateSolver):
     def init_server(self, theta0):
         if self._impl():
             return self._impl().init_server(theta0)
-        return {"x": np.array(theta0, dtype=float)}
+        # with warm_start_duals the first round only gathers gradients
+        return {"x": np.array(theta0, dtype=float), "gathering": bool(self.warm_start_duals),
+                "mean_grad": None}
 
     def broadcast(self, server, rnd):
         if self._impl():
             return self._impl().broadcast(server, rnd)
-        return {"x": server["x"]}
+        message = {"x": server["x"]}
+        if server.get("gathering"):
+            message["gather"] = 1.0
+        if server.get("mean_grad") is not None:
+            message["mean_grad"] = server["mean_grad"]
+        return message
 
     def client_update(self, client, state, message, rng):
         if self._impl():
             return self._impl().client_update(client, state, message, rng)
         state = dict(state)
         x_server, j, eta, K = message["x"], state["j"], self.steps_, self.local_steps
+        if message.get("gather"):  # warm start of the duals: send grad f_j(x0) first
+            state["grad0"] = self._grad(client, j, x_server)
+            return {"grad": state["grad0"]}, state
         if "lam" not in state:
-            state.update(lam=np.zeros_like(x_server), x=x_server.copy())
+            lam = np.zeros_like(x_server)
+            if "mean_grad" in message:  # lambda_j = grad f_j(x0) - grad f(x0) (Section IV-B)
+                lam = state.pop("grad0") - message["mean_grad"]
+            state.update(lam=lam, x=x_server.copy())
         else:  # dual step of the previous round, now that its average is known
             state["lam"] = state["lam"] + (x_server - state["x"]) / (K * eta)
         first = state["x"] if self.first_gradient == "local" else x_server
@@ -231,7 +252,11 @@ class LocalGECL(_ControlVariateSolver):
     def aggregate(self, server, replies, weights, participants):
         if self._impl():
             return self._impl().aggregate(server, replies, weights, participants)
-        return {"x": sum(r["x"] for r in replies) / len(replies)}
+        if server.get("gathering"):
+            return {"x": server["x"], "gathering": False,
+                    "mean_grad": sum(r["grad"] for r in replies) / len(replies)}
+        return {"x": sum(r["x"] for r in replies) / len(replies), "gathering": False,
+                "mean_grad": None}
 
     def client_models(self, server, message, replies):
-        return [r["x"] for r in replies]
+        return [r["x"] for r in replies] if "x" in replies[0] else None
