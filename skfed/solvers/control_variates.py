@@ -41,6 +41,15 @@ class _ControlVariateSolver(FederatedSolver):
             self.steps_ = lay.block_vector(self.lr, self.lr)
         return self
 
+    def _corrected_steps(self, client, j, start, first_point, lam):
+        """``K`` steps ``x <- x - eta (grad f_j(.) - lam)`` from ``start``; the first
+        gradient is taken at ``first_point`` (Local G-ECL's stale first step)."""
+        eta = self.steps_
+        x = start - eta * (self._grad(client, j, first_point) - lam)
+        for _ in range(self.local_steps - 1):
+            x = x - eta * (self._grad(client, j, x) - lam)
+        return x
+
     def _grad(self, client, j, x):
         problem = self.problem_
         g = problem.n_clients * problem.weights[j] * client.gradient(x)
@@ -243,9 +252,7 @@ class LocalGECL(_ControlVariateSolver):
         else:  # dual step of the previous round, now that its average is known
             state["lam"] = state["lam"] + (x_server - state["x"]) / (K * eta)
         first = state["x"] if self.first_gradient == "local" else x_server
-        x = x_server - eta * (self._grad(client, j, first) - state["lam"])
-        for _ in range(K - 1):
-            x = x - eta * (self._grad(client, j, x) - state["lam"])
+        x = self._corrected_steps(client, j, x_server, first, state["lam"])
         state["x"] = x
         return {"x": x}, state
 

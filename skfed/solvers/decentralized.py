@@ -133,9 +133,7 @@ class DecentralizedGECLImpl(_DecentralizedSolver):
             if self.alpha:
                 state["lam"] = state["lam"] + 0.5 * self.alpha * message["laplacian"]
         # first step: gradient at the node's previous model, step from the mixed model
-        x = mixed - eta * (self._grad(client, j, state["x"]) - state["lam"])
-        for _ in range(K - 1):
-            x = x - eta * (self._grad(client, j, x) - state["lam"])
+        x = self._corrected_steps(client, j, mixed, state["x"], state["lam"])
         state["v"] = (mixed - x) / (K * eta)
         state["x"] = x
         return {"x": x, "v": state["v"]}, state
