@@ -102,19 +102,24 @@ def run(name, X, y, clients, alpha, solvers=("dualfl", "feddualavg", "fedmid-osp
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller problems (a smoke run)")
+    parser.add_argument("--problems", nargs="+", default=["fco-I", "synthetic-100k"],
+                        choices=["fco-I", "synthetic-100k"])
+    parser.add_argument("--solvers", nargs="+", default=["dualfl", "feddualavg", "fedmid-osp"])
     args = parser.parse_args()
     if args.quick:
         X, y, c, _ = make_federated_lasso("I", n_features=200, n_clients=8,
                                           n_samples_per_client=100, n_informative=20,
                                           random_state=0)
-        run("FCO config I (reduced)", X, y, c, alpha=0.5)
+        run("FCO config I (reduced)", X, y, c, alpha=0.5, solvers=args.solvers)
         return
-    X, y, c, _ = make_federated_lasso("I", random_state=0)
-    run("FCO LASSO config I", X, y, c, alpha=1.0)
-    X, y, c, _ = make_federated_lasso("I", n_features=500, n_clients=16,
-                                      n_samples_per_client=6250, n_informative=50,
-                                      random_state=0)
-    run("synthetic 100,000 x 500", X, y, c, alpha=0.5)
+    if "fco-I" in args.problems:
+        X, y, c, _ = make_federated_lasso("I", random_state=0)
+        run("FCO LASSO config I", X, y, c, alpha=1.0, solvers=args.solvers)
+    if "synthetic-100k" in args.problems:
+        X, y, c, _ = make_federated_lasso("I", n_features=500, n_clients=16,
+                                          n_samples_per_client=6250, n_informative=50,
+                                          random_state=0)
+        run("synthetic 100,000 x 500", X, y, c, alpha=0.5, solvers=args.solvers)
 
 
 if __name__ == "__main__":
