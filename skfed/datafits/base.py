@@ -95,7 +95,7 @@ class ClientObjective:
 
     def _evaluate(self, theta, rows, with_value):
         X, Y, sw = self._rows(rows)
-        total = float(np.sum(sw))
+        total = self.weight_sum if rows is None else float(np.sum(sw))
         Z = self.raw(theta, X)
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total

@@ -33,7 +33,13 @@ class _DecentralizedSolver(_ControlVariateSolver):
     def init_server(self, theta0):
         N = self.problem_.n_clients
         X = np.tile(np.asarray(theta0, dtype=float), (N, 1))
-        return {"X": X, "V": None, "mixed_prev": None, "x": X.mean(axis=0)}
+        return self._network_state(X, None, None)
+
+    def _network_state(self, X, V, mixed_prev):
+        """What the network holds after a round; ``mixed`` (``W @ X``, what every node
+        will mix next round) is computed once here, and each node reads its row."""
+        return {"X": X, "V": V, "mixed": self.mixing_ @ X, "mixed_prev": mixed_prev,
+                "x": X.mean(axis=0)}
 
     def broadcast(self, server, rnd):
         return {"round": rnd}
@@ -83,7 +89,7 @@ class DSGD(_DecentralizedSolver):
         self.seed = seed
 
     def personalize(self, server, message, j):
-        return {"mixed_x": self.mixing_[j] @ server["X"]}
+        return {"mixed_x": server["mixed"][j]}
 
     def client_update(self, client, state, message, rng):
         x = message["mixed_x"].copy()
@@ -92,8 +98,7 @@ class DSGD(_DecentralizedSolver):
         return {"x": x}, state
 
     def aggregate(self, server, replies, weights, participants):
-        X = np.array([r["x"] for r in replies])
-        return {"X": X, "V": None, "mixed_prev": None, "x": X.mean(axis=0)}
+        return self._network_state(np.array([r["x"] for r in replies]), None, None)
 
 
 class DecentralizedGECLImpl(_DecentralizedSolver):
@@ -114,7 +119,7 @@ class DecentralizedGECLImpl(_DecentralizedSolver):
         self.seed = seed
 
     def personalize(self, server, message, j):
-        out = {"mixed_x": self.mixing_[j] @ server["X"]}
+        out = {"mixed_x": server["mixed"][j]}
         if server["V"] is not None:
             out["mixed_v"] = self.mixing_[j] @ server["V"]
             if self.alpha:
@@ -141,5 +146,5 @@ class DecentralizedGECLImpl(_DecentralizedSolver):
     def aggregate(self, server, replies, weights, participants):
         X = np.array([r["x"] for r in replies])
         V = np.array([r["v"] for r in replies])
-        mixed_prev = self.mixing_ @ server["X"]  # what every node mixed this round
-        return {"X": X, "V": V, "mixed_prev": mixed_prev, "x": X.mean(axis=0)}
+        # server["mixed"] is what every node mixed this round (the edge term's x-tilde)
+        return self._network_state(X, V, server["mixed"])
