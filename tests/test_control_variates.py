@@ -225,3 +225,13 @@ def test_local_gecl_warm_start_duals():
     assert warm.history_["objective"][-1] < cold.history_["objective"][-1]
     with pytest.raises(ValueError, match="centralized topology only"):
         _fit(LocalGECL(topology="ring", warm_start_duals=True), X, y, site, max_rounds=2)
+
+
+def test_decentralized_edge_coupling_alpha():
+    X, y = load_diabetes(return_X_y=True)
+    clients = simulate_clients(X, y, 10, scheme="quantile")
+    est = _fit(LocalGECL(topology="ring", alpha=0.01), X, y, clients, max_rounds=3000,
+               tol=1e-10)
+    assert _gap(est, X, y) <= 1e-8
+    with pytest.raises(ValueError, match="decentralized topologies only"):
+        _fit(LocalGECL(alpha=0.01), X, y, clients, max_rounds=2)

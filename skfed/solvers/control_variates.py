@@ -137,7 +137,9 @@ class LocalGECL(_ControlVariateSolver):
         edge and direction each round).
     alpha : float, default=0.0
         G-ECL's edge coupling ``alpha_{{i|j}}`` (decentralized only; 0 in all of
-        the paper's experiments).
+        the paper's experiments). In absolute units (a curvature, like the
+        gradients it is added to): on the diabetes ring of the tests 0.01
+        converges (faster than 0) while 0.1 diverges.
     warm_start_duals : bool, default=False
         Start the duals at ``grad f_i(x0) - grad f(x0)`` (one extra round).
     first_gradient : {{"local", "server"}}, default="local"
