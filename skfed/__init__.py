@@ -6,8 +6,11 @@ clients, and get the pooled optimum with the evidence attached
 """
 
 from .history import ConvergenceHistory
-from .linear_model import FedElasticNet, FedLasso
+from .linear_model import FedElasticNet, FedLasso, FedLogisticRegression
+from .low_rank import FedLowRank
+from .svm import FedLinearSVC, FedSVM
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["FedLasso", "FedElasticNet", "ConvergenceHistory", "__version__"]
+__all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
+           "FedLowRank", "ConvergenceHistory", "__version__"]

@@ -103,6 +103,22 @@ def _progress_done(verbose, rnd, converged):
         print(("\n" if verbose == 1 else "") + f"{state} after {rnd} rounds", file=sys.stderr)
 
 
+#: rounds over which a non-smooth fit must stop improving before it stops
+PLATEAU_WINDOW = 20
+
+
+def _plateaued(history, tol):
+    """Stopping rule for non-smooth losses, whose (sub)gradient mapping does not
+    vanish at the optimum: the best objective of the last ``PLATEAU_WINDOW``
+    rounds improved on the best before them by at most ``tol`` relatively."""
+    values = history["objective"]
+    if len(values) <= PLATEAU_WINDOW:
+        return False
+    before = float(np.min(values[:-PLATEAU_WINDOW]))
+    recent = float(np.min(values[-PLATEAU_WINDOW:]))
+    return before - recent <= tol * max(abs(before), np.finfo(float).tiny)
+
+
 def _polish(monitor, layout, history, theta):
     """Return one proximal-gradient step from the final server model.
 
@@ -129,7 +145,9 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
 
     Stopping rule: ``stationarity <= tol * stationarity(0)``, the norm of the
     proximal-gradient mapping relative to its value at the zero model, which
-    each client can contribute to with one gradient (``monitor_bytes``).
+    each client can contribute to with one gradient (``monitor_bytes``). For
+    a non-smooth loss (hinge) that mapping does not vanish at the optimum:
+    the fit stops when the objective stops improving (:func:`_plateaued`).
 
     Randomness (client sampling, minibatches) comes from ``entropy`` through
     ``SeedSequence``s keyed by (round, client), so any executor gives the
@@ -167,7 +185,8 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     history.append(round=0, objective=objective, stationarity=stationarity, nnz=nnz,
                    rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
                    monitor_bytes=mon_bytes, n_participants=0, wall_time=0.0)
-    converged = stationarity <= target
+    smooth = problem.datafit.smooth
+    converged = stationarity <= target and smooth
     rnd = 0
     while not converged and rnd < max_rounds:
         if n_active == N:
@@ -200,7 +219,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             monitor_bytes=mon_bytes, n_participants=len(active),
             wall_time=time.perf_counter() - start,
         )
-        converged = stationarity <= target
+        converged = (stationarity <= target if smooth else _plateaued(history, tol))
         _progress(verbose, rnd, max_rounds, objective, stationarity, target)
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)

@@ -42,8 +42,8 @@ def pooled_smoothness(executor, problem):
     n_rounds : int
         Communication rounds spent.
     """
-    curv = problem.datafit.curvature
-    if curv is None or not problem.datafit.smooth:
+    curv = problem.datafit.step_curvature
+    if curv is None:
         return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}, 0, 0
     N, d, weights = problem.n_clients, problem.layout.n_features, problem.weights
     spent = {"bytes": 0, "rounds": 0}

@@ -63,7 +63,7 @@ class FederatedLinearModel(BaseEstimator):
         labels, indices = group_clients(clients, n)
         check_clients_nonempty(labels, indices, sw)
 
-        solver = resolve_solver(self.solver, self.participation)
+        solver = resolve_solver(self.solver, self.participation, datafit, penalty)
         theta0, resume = layout.zeros(), None
         if self.warm_start and hasattr(self, "_theta") and self._theta.shape == theta0.shape:
             theta0 = self._theta.copy()

@@ -47,3 +47,43 @@ def density(coef, cutoff=1e-2):
 def relative_suboptimality(objective, objective_star):
     """``(objective - objective_star) / |objective_star|``."""
     return (np.asarray(objective) - objective_star) / max(abs(objective_star), np.finfo(float).tiny)
+
+
+def rank(W, cutoff=None):
+    """Rank of a coefficient matrix: the number of singular values above ``cutoff``.
+
+    Parameters
+    ----------
+    W : array-like of shape (d1, d2)
+    cutoff : float or None, default=None
+        Absolute threshold (the FedDualAvg paper counts singular values above
+        1e-2). ``None``: the numerical rank (``max(d1, d2) * eps * s_max``).
+
+    Returns
+    -------
+    rank : int
+    """
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    if W.size == 0:
+        return 0
+    s = np.linalg.svd(W, compute_uv=False)
+    if cutoff is None:
+        cutoff = max(W.shape) * np.finfo(float).eps * (s[0] if s.size else 0.0)
+    return int(np.sum(s > cutoff))
+
+
+def recovery_error(W, W_true):
+    """Frobenius distance ``||W - W_true||_F`` (the FedDualAvg paper's recovery error).
+
+    Parameters
+    ----------
+    W, W_true : array-like of the same shape
+
+    Returns
+    -------
+    error : float
+    """
+    W, W_true = np.asarray(W, dtype=float), np.asarray(W_true, dtype=float)
+    if W.shape != W_true.shape:
+        raise ValueError(f"W has shape {W.shape} but W_true has shape {W_true.shape}.")
+    return float(np.linalg.norm(W - W_true))

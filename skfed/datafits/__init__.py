@@ -1,6 +1,9 @@
 """Client losses of linear models (see :mod:`skfed.datafits.base`)."""
 
 from .base import ClientObjective, Datafit
+from .hinge import Hinge, SquaredHinge
+from .logistic import Logistic, Multinomial
 from .quadratic import Quadratic
 
-__all__ = ["ClientObjective", "Datafit", "Quadratic"]
+__all__ = ["ClientObjective", "Datafit", "Hinge", "Logistic", "Multinomial", "Quadratic",
+           "SquaredHinge"]

@@ -24,7 +24,12 @@ class Datafit(ABC):
 
     smooth = True
     curvature = None
+    #: for a non-smooth loss: the curvature used only to scale automatic step
+    #: sizes and the monitor's proximal-gradient mapping (no smoothness claim)
+    scale_curvature = None
     quadratic = False
+    #: exact local solves by dual coordinate ascent apply (hinge)
+    dual_coordinate = False
     #: shape of the targets this loss expects: "continuous", "binary", ...
     target_kind = "continuous"
 
@@ -35,6 +40,11 @@ class Datafit(ABC):
     @abstractmethod
     def raw_gradient(self, Z, Y, sw):
         """Derivative of :meth:`loss_sum` with respect to ``Z``."""
+
+    @property
+    def step_curvature(self):
+        """Curvature behind the Lipschitz constants: the loss's own, else its scale."""
+        return self.curvature if self.curvature is not None else self.scale_curvature
 
     def __repr__(self):
         return f"{type(self).__name__}()"
@@ -133,7 +143,7 @@ class ClientObjective:
     def curvature_matvec(self, v):
         """``curvature * X.T @ diag(sw) @ X @ v / sum(sw)``: the coefficient block of
         the Hessian bound applied to ``v`` (length ``n_features``)."""
-        curv = self.datafit.curvature
+        curv = self.datafit.step_curvature
         return curv * np.asarray(self.X.T @ (self.sample_weight * (self.X @ v))).ravel() / self.weight_sum
 
     def feature_mean(self):
@@ -149,10 +159,11 @@ class ClientObjective:
         after scaling each block by its own constant (between 1 and 2). A
         gradient step of size ``1 / (joint * L_block)`` per block is then safe.
         ``row`` bounds the coefficient block of any minibatch mean loss
-        (``curvature * max_i ||x_i||^2``). For a non-smooth loss the constants
-        describe nothing and are ``inf``.
+        (``curvature * max_i ||x_i||^2``). For a non-smooth loss they are the
+        constants of its ``scale_curvature`` (step scales, not smoothness
+        bounds), or ``inf`` when it has none.
         """
-        curv = self.datafit.curvature
+        curv = self.datafit.step_curvature
         if curv is None:
             return {"coef": np.inf, "intercept": np.inf, "joint": 1.0, "row": np.inf}
         X, sw = self.X, self.sample_weight

@@ -56,3 +56,64 @@ def make_federated_lasso(config="I", *, n_features=1024, n_clients=None,
     y = X @ w_true + b_true + noise * rng.standard_normal(M * n_m)
     clients = np.repeat(np.arange(M), n_m)
     return X, y, clients, w_true
+
+
+# config: (true rank r, clients M, samples per client n_m), 32 x 32 matrices
+LOW_RANK_CONFIGS = {"I": (16, 64, 128), "II": (4, 64, 128), "III": (1, 64, 128),
+                    "IV": (16, 256, 32)}
+
+
+def make_federated_low_rank(config="I", *, matrix_shape=(32, 32), n_clients=None,
+                            n_samples_per_client=None, rank=None, noise=1.0,
+                            flatten=False, random_state=None):
+    """Synthetic low-rank matrix regression with strong client heterogeneity.
+
+    For client ``m`` a centre ``mu_m`` (a ``d1 x d2`` matrix of iid N(0, 1)
+    entries) is drawn, and its samples are ``X = mu_m + delta`` (iid N(0, 1)
+    entries); ``y = <W_true, X> + b + eps`` with ``W_true = diag(1_r, 0)``,
+    ``b ~ N(0, 1)`` and ``eps ~ N(0, noise^2)`` (Yuan, Zaheer & Reddi, ICML
+    2021, App. B.3.1).
+
+    Parameters
+    ----------
+    config : {"I", "II", "III", "IV"}, default="I"
+        The paper's sets: (rank, clients, samples per client) =
+        I (16, 64, 128), II (4, 64, 128), III (1, 64, 128), IV (16, 256, 32),
+        all with 32 x 32 matrices.
+    matrix_shape : tuple of two ints, default=(32, 32)
+    n_clients, n_samples_per_client, rank : int, optional
+        Override the configuration (for smaller experiments).
+    noise : float, default=1.0
+        Standard deviation of the label noise.
+    flatten : bool, default=False
+        Return ``X`` as ``(n_samples, d1 * d2)`` (row-major) instead of
+        ``(n_samples, d1, d2)``.
+    random_state : int, RandomState or None, default=None
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, d1, d2) or (n_samples, d1 * d2)
+    y : ndarray of shape (n_samples,)
+    clients : ndarray of shape (n_samples,)
+    W_true : ndarray of shape (d1, d2)
+    """
+    if config not in LOW_RANK_CONFIGS:
+        raise ValueError(f"config must be one of {sorted(LOW_RANK_CONFIGS)}; got {config!r}.")
+    r, M, n_m = LOW_RANK_CONFIGS[config]
+    r = rank if rank is not None else r
+    M = n_clients if n_clients is not None else M
+    n_m = n_samples_per_client if n_samples_per_client is not None else n_m
+    d1, d2 = (int(v) for v in matrix_shape)
+    if not 0 <= r <= min(d1, d2):
+        raise ValueError(f"rank={r} must be between 0 and min(matrix_shape)={min(d1, d2)}.")
+    rng = check_random_state(random_state)
+    W_true = np.zeros((d1, d2))
+    W_true[np.arange(r), np.arange(r)] = 1.0
+    b_true = rng.standard_normal()
+    centres = rng.standard_normal((M, d1, d2))
+    X = np.repeat(centres, n_m, axis=0) + rng.standard_normal((M * n_m, d1, d2))
+    y = np.einsum("ijk,jk->i", X, W_true) + b_true + noise * rng.standard_normal(M * n_m)
+    clients = np.repeat(np.arange(M), n_m)
+    if flatten:
+        X = X.reshape(M * n_m, d1 * d2)
+    return X, y, clients, W_true

@@ -1,5 +1,6 @@
-"""Federated linear regression models."""
+"""Federated linear models: regression and logistic regression."""
 
 from ._coordinate import FedElasticNet, FedLasso
+from ._logistic import FedLogisticRegression
 
-__all__ = ["FedElasticNet", "FedLasso"]
+__all__ = ["FedElasticNet", "FedLasso", "FedLogisticRegression"]

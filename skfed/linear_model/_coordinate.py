@@ -9,49 +9,11 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._layout import Layout
+from .._constraints import CONSTRAINT_DOC, CONSTRAINT_PARAMETERS, constrain
+from .._docstrings import SHARED_DOC as _SHARED_DOC
 from ..base import FederatedLinearModel
 from ..datafits import Quadratic
 from ..penalties import ElasticNet, L1
-
-_SHARED_DOC = """
-    fit_intercept : bool, default=True
-        Fit an unpenalized intercept.
-    solver : str or FederatedSolver, default="auto"
-        ``"auto"``: DualFL under full participation, FedDyn under partial
-        participation; both reach the pooled optimum under any heterogeneity
-        without tuning, and DualFL needed the fewest rounds and bytes of all
-        solvers in our benchmark. Or a name (``"dualfl"``, ``"feddyn"``,
-        ``"afedpd"``, ``"fedadmm"``, ``"fedpd"``, ``"feddualavg"``,
-        ``"feddualavg-osp"``, ``"fedmid"``, ``"fedmid-osp"``, ``"fedavg"``,
-        ``"fedprox"``, ``"fedmls"``; for a ridge penalty also ``"scaffold"``,
-        ``"local-gecl"``, ``"dsgd"``) or a solver object such as
-        ``FedDualAvg(client_lr=0.01, local_epochs=1, batch_size=10)``.
-        ``solver_`` is the solver used. See Notes.
-    max_rounds : int, default=1000
-        Communication rounds at most.
-    tol : float, default=1e-4
-        Stop when the norm of the proximal-gradient mapping of the global
-        objective at the server model falls below ``tol`` times its value at
-        the zero model. ``tol=0`` runs ``max_rounds`` rounds.
-    participation : float in (0, 1], default=1.0
-        Fraction of clients sampled each round.
-    client_weighting : {"samples", "uniform"}, default="samples"
-        ``"samples"``: each client's mean loss weighs its share of the
-        (sample-weighted) data, so the objective is exactly the pooled one.
-        ``"uniform"``: every client weighs ``1 / n_clients`` (the papers').
-    executor : {"sequential", "threads", "loky"} or Executor, default="sequential"
-        Where client work runs; data is shipped once per fit.
-    n_jobs : int or None, default=None
-        Workers for the threads / loky executors.
-    random_state : int, RandomState or None, default=None
-        Seeds client sampling and minibatches (same result on every executor).
-    verbose : int, default=0
-        1 shows a progress bar, 2 one line per round (on stderr).
-    warm_start : bool, default=False
-        Continue from the previous fit: the same solver on the same clients
-        resumes its whole state (duals, control variates, anchors); otherwise
-        it restarts from the previous model.
-"""
 
 _ATTRS_DOC = """
     Attributes
@@ -240,6 +202,7 @@ class FedLasso(_FedLinearRegression):
     ----------
     alpha : float, default=1.0
         L1 strength (>= 0).
+    {constraint}
     {shared}
     {attrs}
     See Also
@@ -265,14 +228,17 @@ class FedLasso(_FedLinearRegression):
 
     _parameter_constraints = {
         **FederatedLinearModel._parameter_constraints,
+        **CONSTRAINT_PARAMETERS,
         "alpha": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", max_rounds=1000,
-                 tol=1e-4, participation=1.0, client_weighting="samples",
-                 executor="sequential", n_jobs=None, random_state=None, verbose=0,
-                 warm_start=False):
+    def __init__(self, alpha=1.0, *, constraint=None, radius=1.0, fit_intercept=True,
+                 solver="auto", max_rounds=1000, tol=1e-4, participation=1.0,
+                 client_weighting="samples", executor="sequential", n_jobs=None,
+                 random_state=None, verbose=0, warm_start=False):
         self.alpha = alpha
+        self.constraint = constraint
+        self.radius = radius
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_rounds = max_rounds
@@ -286,9 +252,10 @@ class FedLasso(_FedLinearRegression):
         self.warm_start = warm_start
 
     def _penalty(self):
-        return L1(self.alpha)
+        return constrain(L1(self.alpha), self.constraint, self.radius)
 
 
 for _cls in (FedElasticNet, FedLasso):
     _cls.__doc__ = _cls.__doc__.format(shared=_SHARED_DOC.strip("\n").lstrip(),
+                                       constraint=CONSTRAINT_DOC.strip("\n").lstrip(),
                                        attrs=_ATTRS_DOC, notes=_NOTES_DOC.strip("\n").lstrip())

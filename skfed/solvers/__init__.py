@@ -16,15 +16,23 @@ _SOLVERS = (DualFL, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP, FedAvg, FedPro
 SOLVERS = {cls.name: cls for cls in _SOLVERS}
 
 
-def resolve_solver(solver, participation=1.0):
+def resolve_solver(solver, participation=1.0, datafit=None, penalty=None):
     """A fresh solver instance from a name or a solver object (never mutated).
 
     ``"auto"`` is DualFL under full participation (fewest rounds and bytes to
     the pooled optimum in benchmarks/bench_solvers.py) and FedDyn otherwise
     (DualFL needs every client every round; FedDyn was the fastest exact
-    solver we measured at 10% participation).
+    solver we measured at 10% participation). For a non-smooth loss (hinge):
+    DualFL (solving its local problems in the dual) when the penalty is
+    smooth, FedMLS with an L1 penalty, and subgradient FedAvg under partial
+    participation (the only one of them that samples clients).
     """
     if isinstance(solver, str) and solver == "auto":
+        if datafit is not None and not datafit.smooth:
+            if participation < 1.0:
+                return FedAvg()
+            nonsmooth = penalty.split_smooth()[0] if penalty is not None else None
+            return DualFL() if nonsmooth is None else FedMLS()
         return DualFL() if participation >= 1.0 else FedDyn()
     if isinstance(solver, str):
         key = solver.lower()

@@ -142,6 +142,7 @@ class FedAvg(_PrimalLocalSolver):
     """.format(params=_PARAMS_DOC)
 
     name = "fedavg"
+    requires_smooth_datafit = False  # subgradients of the hinge loss too
     server_prox = False
     subgradient_penalty = True
     penalty_support = "subgradient"

@@ -1,0 +1,66 @@
+"""Parameter documentation shared by every estimator."""
+
+SHARED_DOC = """
+    fit_intercept : bool, default=True
+        Fit an unpenalized intercept.
+    solver : str or FederatedSolver, default="auto"
+        ``"auto"``: DualFL under full participation, FedDyn under partial
+        participation; both reach the pooled optimum under any heterogeneity
+        without tuning, and DualFL needed the fewest rounds and bytes of all
+        solvers in our benchmark. Or a name (``"dualfl"``, ``"feddyn"``,
+        ``"afedpd"``, ``"fedadmm"``, ``"fedpd"``, ``"feddualavg"``,
+        ``"feddualavg-osp"``, ``"fedmid"``, ``"fedmid-osp"``, ``"fedavg"``,
+        ``"fedprox"``, ``"fedmls"``; for a smooth penalty also ``"scaffold"``,
+        ``"local-gecl"``, ``"dsgd"``) or a solver object such as
+        ``FedDualAvg(client_lr=0.01, local_epochs=1, batch_size=10)``.
+        ``solver_`` is the solver used. Which solver suits which model, and
+        which reach the pooled optimum: ``skfed.support_matrix()``.
+    max_rounds : int, default=1000
+        Communication rounds at most.
+    tol : float, default=1e-4
+        Stop when the norm of the proximal-gradient mapping of the global
+        objective at the server model falls below ``tol`` times its value at
+        the zero model. ``tol=0`` runs ``max_rounds`` rounds.
+    participation : float in (0, 1], default=1.0
+        Fraction of clients sampled each round.
+    client_weighting : {"samples", "uniform"}, default="samples"
+        ``"samples"``: each client's mean loss weighs its share of the
+        (sample-weighted) data, so the objective is exactly the pooled one.
+        ``"uniform"``: every client weighs ``1 / n_clients`` (the papers').
+    executor : {"sequential", "threads", "loky"} or Executor, default="sequential"
+        Where client work runs; data is shipped once per fit.
+    n_jobs : int or None, default=None
+        Workers for the threads / loky executors.
+    random_state : int, RandomState or None, default=None
+        Seeds client sampling and minibatches (same result on every executor).
+    verbose : int, default=0
+        1 shows a progress bar, 2 one line per round (on stderr).
+    warm_start : bool, default=False
+        Continue from the previous fit: the same solver on the same clients
+        resumes its whole state (duals, control variates, anchors); otherwise
+        it restarts from the previous model.
+"""
+
+CLASSIFIER_ATTRS_DOC = """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The union of the labels held by the clients, sorted.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        One row for two classes (the score of ``classes_[1]``), else one per class.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    n_iter_ : int
+        Rounds run.
+    objective_ : float
+        Final value of the objective (divided by ``C`` times the total weight).
+    history_ : ConvergenceHistory
+        Per-round objective, stationarity, sparsity and bytes communicated.
+    solver_ : FederatedSolver
+        The solver used, with its resolved step sizes.
+    clients_ : ndarray
+        Client labels, in the order clients are indexed.
+    n_clients_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined when ``X`` has feature names.
+"""
