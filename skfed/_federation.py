@@ -112,7 +112,7 @@ def _plateaued(history, tol):
     vanish at the optimum: the best objective of the last ``PLATEAU_WINDOW``
     rounds improved on the best before them by at most ``tol`` relatively."""
     values = history["objective"]
-    if len(values) <= PLATEAU_WINDOW:
+    if tol <= 0 or len(values) <= PLATEAU_WINDOW:
         return False
     before = float(np.min(values[:-PLATEAU_WINDOW]))
     recent = float(np.min(values[-PLATEAU_WINDOW:]))

@@ -51,7 +51,7 @@ def solve_hinge_dual(client, problem, j, D, linear, beta, *, tol, rtol, max_epoc
                     continue
                 g = 1.0 - y[i] * (Xt[i] @ w)
                 # projected gradient: no move possible at an active bound
-                pg = min(g, 0.0) if b[i] <= 0.0 else (max(g, 0.0) if b[i] >= cap[i] else g)
+                pg = max(g, 0.0) if b[i] <= 0.0 else (min(g, 0.0) if b[i] >= cap[i] else g)
                 worst = max(worst, abs(pg))
                 if pg != 0.0:
                     new = min(max(b[i] + g / Q[i], 0.0), cap[i])
