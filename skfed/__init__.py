@@ -7,10 +7,11 @@ clients, and get the pooled optimum with the evidence attached
 
 from .history import ConvergenceHistory
 from .linear_model import FedElasticNet, FedLasso, FedLogisticRegression
+from ._support import support_matrix
 from .low_rank import FedLowRank
 from .svm import FedLinearSVC, FedSVM
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
-           "FedLowRank", "ConvergenceHistory", "__version__"]
+           "FedLowRank", "support_matrix", "ConvergenceHistory", "__version__"]

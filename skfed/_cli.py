@@ -85,7 +85,13 @@ def main(argv=None):
     demo = sub.add_parser("demo", help="federated Lasso on a built-in heterogeneous dataset")
     demo.add_argument("--alpha", type=float, default=0.1, help="L1 strength (default 0.1)")
     demo.add_argument("--sites", type=int, default=5, help="number of sites (default 5)")
+    sub.add_parser("support-matrix",
+                   help="print the estimator x solver support matrix (Markdown), from the code")
     args = parser.parse_args(argv)
     if args.command == "demo":
         run_demo(alpha=args.alpha, n_sites=args.sites)
+    elif args.command == "support-matrix":
+        from ._support import format_support_matrix, support_matrix
+
+        print(format_support_matrix(support_matrix()), end="")
     return 0

@@ -4,7 +4,7 @@ from numbers import Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .penalties import Constrained, L1Ball, L2Ball
+from .penalties import L1, Constrained, L1Ball, L2Ball
 
 CONSTRAINT_PARAMETERS = {
     "constraint": [StrOptions({"l1_ball", "l2_ball"}), None],
@@ -27,5 +27,7 @@ def constrain(penalty, constraint, radius):
     """``penalty`` restricted to the requested ball (``penalty`` may be None)."""
     if constraint is None:
         return penalty
+    if isinstance(penalty, L1) and penalty.alpha == 0:  # alpha=0: the ball alone
+        penalty = None
     ball = L1Ball(radius) if constraint == "l1_ball" else L2Ball(radius)
     return Constrained(penalty, ball)

@@ -54,6 +54,19 @@ class LocalUpdateSolver(FederatedSolver):
                 f"client_lr_schedule must be one of {LR_SCHEDULES}; got {self.client_lr_schedule!r}."
             )
 
+    def guarantee(self, problem, participation=1.0):
+        self._check_local_params()
+        schedule = LocalSchedule(self.local_steps, self.local_epochs, self.batch_size)
+        one_step = (self.batch_size is None and participation >= 1.0
+                    and schedule.n_steps(int(np.max(problem.n_samples))) == 1)
+        if not one_step:
+            return "biased", ("several local steps, minibatches or client sampling: its "
+                              "fixed point moves with client drift")
+        return self._one_step_guarantee(problem)
+
+    def _one_step_guarantee(self, problem):
+        return "exact", "one full-batch step per round: a proximal-gradient method"
+
     def setup(self, problem, participation=1.0):
         self._check_local_params()
         super().setup(problem, participation)

@@ -74,6 +74,19 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
                     f"{label} only handles smooth penalties, not {pen!r}."
                 )
 
+    # -- what the solver promises (skfed.support_matrix) -----------------
+    def guarantee(self, problem, participation=1.0):
+        """What this solver, with its current hyper-parameters, reaches on ``problem``.
+
+        Returns ``(status, reason)`` with ``status`` one of ``"exact"`` (the
+        pooled optimum, at a linear or accelerated rate), ``"sublinear"``
+        (the pooled optimum, slowly: subgradient-type methods) or
+        ``"biased"`` (a nearby point: client drift, a doubled penalty, a
+        constant subgradient step). Call after :meth:`check_problem`; the
+        claims are tested by ``tests/test_support_matrix.py``.
+        """
+        return "exact", "reaches the pooled optimum"
+
     # -- lifecycle ------------------------------------------------------
     def setup(self, problem, participation=1.0):
         """Resolve defaults for ``problem``; sets attributes ending in ``_``."""

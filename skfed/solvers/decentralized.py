@@ -80,6 +80,9 @@ class DSGD(_DecentralizedSolver):
 
     name = "dsgd"
 
+    def guarantee(self, problem, participation=1.0):
+        return "biased", "constant-step gossip SGD: nodes disagree by a drift-dependent amount"
+
     def __init__(self, topology="ring", *, lr="auto", local_steps=10, edge_probability=None,
                  seed=0):
         self.topology = topology

@@ -111,4 +111,7 @@ class FedDualAvgOSP(FedDualAvg):
     """
 
     name = "feddualavg-osp"
+
+    def guarantee(self, problem, participation=1.0):
+        return "biased", "no convergence theory: clients step without the penalty (ablation)"
     client_prox = False

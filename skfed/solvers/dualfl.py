@@ -118,6 +118,12 @@ class DualFL(FederatedSolver):
                 "needs a subgradient solver ('fedmls' or 'fedavg')."
             )
 
+    def guarantee(self, problem, participation=1.0):
+        if not problem.datafit.smooth:
+            return "sublinear", ("exact local solves in the dual; the non-smooth loss makes "
+                                 "the dual non-strongly concave, so the rate is O(1/r^2)")
+        return "exact", "exact local solves, accelerated dual ascent, re-centred proximal term"
+
     def __init__(self, nu=None, rho="auto", *, proximal="auto", recenter_tol=0.2,
                  local_solver="auto", local_tol=1e-10, local_rtol=1e-2, max_local_iter=1000):
         self.nu = nu

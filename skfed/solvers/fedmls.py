@@ -56,6 +56,9 @@ class FedMLS(FederatedSolver):
     penalty_support = "subgradient"
     polish_output = True
 
+    def guarantee(self, problem, participation=1.0):
+        return "sublinear", "subgradient-type local solves: converges, at a sublinear rate"
+
     def __init__(self, lambda0="auto", *, t0=1.0, radius=None, batch_fraction=None):
         self.lambda0 = lambda0
         self.t0 = t0

@@ -20,6 +20,7 @@ FedProx        SGD on loss +        prox(eta_s K eta_c) 1 full step, eta_s = 1
 import numpy as np
 
 from ._local_update import LocalUpdateSolver
+from ..penalties import L1Ball, L2Ball
 from .base import check_positive
 
 
@@ -112,6 +113,13 @@ class FedMID(_PrimalLocalSolver):
     """.format(params=_PARAMS_DOC)
 
     name = "fedmid"
+
+    def _one_step_guarantee(self, problem):
+        pen = problem.prox_penalty
+        if pen is None or isinstance(pen, (L1Ball, L2Ball)):  # a projection is idempotent
+            return super()._one_step_guarantee(problem)
+        return "biased", ("the penalty's prox is applied on the clients and again on the "
+                          "server (the solution at twice the penalty for an L1 term)")
     client_prox = True
 
 
@@ -143,6 +151,12 @@ class FedAvg(_PrimalLocalSolver):
 
     name = "fedavg"
     requires_smooth_datafit = False  # subgradients of the hinge loss too
+
+    def _one_step_guarantee(self, problem):
+        if problem.prox_penalty is None and problem.datafit.smooth:
+            return super()._one_step_guarantee(problem)
+        return "biased", ("subgradient steps (non-smooth loss or penalty) at a constant "
+                          "step: no exact zeros; only a decaying step converges, slowly")
     server_prox = False
     subgradient_penalty = True
     penalty_support = "subgradient"
