@@ -50,8 +50,8 @@ class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
         n_classes = len(self.classes_)
         if n_classes < 2:
             raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in the data; "
-                f"all clients together hold only class {self.classes_[0]!r}."
+                f"{type(self).__name__} needs samples of at least 2 classes in the data, "
+                f"got 1 class: all clients together hold only {self.classes_[0]!r}."
             )
         y_index = np.searchsorted(self.classes_, y)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)

@@ -1,9 +1,9 @@
-"""scikit-learn's estimator checks over both estimators and every solver."""
+"""scikit-learn's estimator checks over every estimator and every solver valid for it."""
 
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skfed import FedElasticNet, FedLasso
+from skfed import FedElasticNet, FedLasso, FedLinearSVC, FedLogisticRegression, FedLowRank
 from skfed.solvers import SOLVERS
 
 # Solvers that are not exact in general never meet ``tol``, and FedMLS's local work
@@ -24,12 +24,37 @@ def _estimators():
         else:
             out += [FedLasso(alpha=0.1, solver=name, **kw),
                     FedElasticNet(alpha=0.1, solver=name, **kw)]
+    # the new estimators: every solver valid for each, rounds capped (the checks
+    # test the API; test_support_matrix tests convergence)
+    for name in sorted(SOLVERS):
+        kw = {"max_rounds": min(CAPPED.get(name, 100), 100)}
+        out += [FedLogisticRegression(C=1.0, solver=name, **kw),
+                FedLinearSVC(C=1.0, solver=name, **kw)]
+        if name in ("dualfl", "fedmls", "fedavg"):  # the solvers of the hinge loss
+            out.append(FedLinearSVC(C=1.0, loss="hinge", solver=name, **kw))
+        if SOLVERS[name].penalty_support == "prox":  # the nuclear norm needs a prox
+            out.append(FedLowRank(alpha=0.1, solver=name, **kw))
     return out
 
 
 def _expected_failed_checks(estimator):
     # Every check passes for the other solvers (sample-weight equivalence
     # included: "samples" weighting makes the objective the pooled one).
+    failures = {}
+    if getattr(estimator, "loss", None) == "hinge":
+        if estimator.solver == "dualfl":
+            reason = ("DualFL on the hinge loss converges at a sublinear (dual) rate and "
+                      "its fits stop on an objective plateau: within the capped rounds the "
+                      "weighted and the repeated-rows fits differ by more than this check "
+                      "allows")
+            failures["check_sample_weight_equivalence_on_dense_data"] = reason
+            failures["check_sample_weight_equivalence_on_sparse_data"] = reason
+        if estimator.solver == "fedmls":
+            failures["check_class_weight_classifiers"] = (
+                "FedMLS's subgradient-type rate on the hinge loss does not reach the "
+                "balanced-class accuracy this check needs within its capped rounds")
+    if failures:
+        return failures
     if estimator.solver == "feddualavg-osp":
         return {
             "check_regressors_train": (

@@ -123,7 +123,8 @@ class FedLowRank(RegressorMixin, FederatedLinearModel):
         X = check_array(X, allow_nd=True, ensure_2d=False, dtype=None, ensure_all_finite=False)
         if X.ndim not in (2, 3):
             raise ValueError(f"X must be 2-D (samples x features) or 3-D (samples x d1 x d2); "
-                             f"got {X.ndim}-D.")
+                             f"got {X.ndim}-D. Reshape your data: X.reshape(-1, 1) for a "
+                             "single feature, X.reshape(1, -1) for a single sample.")
         shape = self._matrix_shape(X) if reset else getattr(self, "_matrix_shape_", None)
         if X.ndim == 3:
             if not reset and shape is not None and X.shape[1:] != shape:

@@ -140,6 +140,10 @@ class FedMLS(FederatedSolver):
                 lay)
             theta_t = 2.0 * (t + 1) / (t * (t + 3))
             u_avg = (1 - theta_t) * u_avg + theta_t * u
+        if not np.all(np.isfinite(u)):
+            raise FloatingPointError(
+                f"FedMLS diverged on client {j} in round {k}: the local (sub)gradient "
+                "weight is too large for this problem; lower lambda0 (or use 'auto').")
         state["z"] = u
         state["x"] = (1 - gamma) * state["x"] + gamma * u_avg
         state["y"] = (1 - gamma_next) * state["x"] + gamma_next * state["z"]

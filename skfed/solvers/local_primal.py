@@ -20,7 +20,6 @@ FedProx        SGD on loss +        prox(eta_s K eta_c) 1 full step, eta_s = 1
 import numpy as np
 
 from ._local_update import LocalUpdateSolver
-from ..penalties import L1Ball, L2Ball
 from .base import check_positive
 
 
@@ -115,11 +114,12 @@ class FedMID(_PrimalLocalSolver):
     name = "fedmid"
 
     def _one_step_guarantee(self, problem):
-        pen = problem.prox_penalty
-        if pen is None or isinstance(pen, (L1Ball, L2Ball)):  # a projection is idempotent
+        if problem.prox_penalty is None:
             return super()._one_step_guarantee(problem)
-        return "biased", ("the penalty's prox is applied on the clients and again on the "
-                          "server (the solution at twice the penalty for an L1 term)")
+        # even a projection: the server averages the clients' projected points,
+        # and an average of projections is not the projection of the average
+        return "biased", ("the clients apply the penalty's prox (or projection) before "
+                          "averaging (the solution at twice the penalty for an L1 term)")
     client_prox = True
 
 
