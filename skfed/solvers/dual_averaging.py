@@ -83,12 +83,12 @@ class FedDualAvg(LocalUpdateSolver):
     def aggregate(self, server, replies, weights, participants):
         dz = sum(a * r["dz"] for a, r in zip(weights, replies))
         deps = sum(a * r["deps"] for a, r in zip(weights, replies))
-        if not np.all(np.isfinite(dz)):
+        z = server["z"] + self.server_lr * dz
+        if not (np.all(np.isfinite(dz)) and np.all(np.isfinite(z))):
             raise FloatingPointError(
                 "FedDualAvg diverged (non-finite update); lower client_lr or server_lr."
             )
-        return {"z": server["z"] + self.server_lr * dz,
-                "eps": server["eps"] + self.server_lr * deps}
+        return {"z": z, "eps": server["eps"] + self.server_lr * deps}
 
     def server_model(self, server):
         return self.problem_.layout.apply_prox(self.problem_.prox_penalty, server["z"], server["eps"])
