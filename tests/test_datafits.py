@@ -82,3 +82,93 @@ def test_lipschitz_wide_client_uses_small_gram():
     client, _ = make_client(n=5, d=300)
     H = hessian(client)
     assert client.lipschitz()["coef"] == pytest.approx(np.linalg.eigvalsh(H[:300, :300])[-1])
+
+
+# --- the classification losses --------------------------------------------
+from scipy.special import expit, logsumexp  # noqa: E402
+
+from skfed.datafits import Hinge, Logistic, Multinomial, SquaredHinge  # noqa: E402
+
+
+def _targets(fit, rng, n, k):
+    if isinstance(fit, Multinomial):
+        return np.eye(k)[rng.integers(0, k, n)]
+    return np.where(rng.random((n, k)) > 0.5, 1.0, -1.0)
+
+
+@pytest.mark.parametrize("fit, k", [(Logistic(), 1), (Multinomial(), 3), (SquaredHinge(), 1),
+                                    (SquaredHinge(), 3)])
+def test_classification_gradients_match_finite_differences(fit, k):
+    rng = np.random.default_rng(0)
+    X, sw = rng.standard_normal((30, 4)), rng.random(30) + 0.5
+    Y = _targets(fit, rng, 30, k)
+    client = ClientObjective(fit, X, Y, sw, Layout(k, 4, True))
+    theta = 0.3 * rng.standard_normal(client.layout.size)
+    g = client.gradient(theta)
+    eps = 1e-6
+    fd = [(client.value(theta + eps * e) - client.value(theta - eps * e)) / (2 * eps)
+          for e in np.eye(theta.size)]
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-8)
+
+
+def test_logistic_and_multinomial_values_are_the_textbook_ones():
+    Z = np.array([[0.3], [-1.2]])
+    Y = np.array([[1.0], [-1.0]])
+    sw = np.array([1.0, 2.0])
+    expected = np.log1p(np.exp(-0.3)) + 2 * np.log1p(np.exp(-1.2))
+    assert np.isclose(Logistic().loss_sum(Z, Y, sw), expected)
+    Zm = np.array([[0.1, 0.5, -0.2]])
+    assert np.isclose(Multinomial().loss_sum(Zm, np.array([[0, 1.0, 0]]), np.ones(1)),
+                      logsumexp(Zm) - 0.5)
+    assert np.allclose(Logistic().raw_gradient(Z, Y, np.ones(2)), -Y * expit(-Y * Z))
+
+
+@pytest.mark.parametrize("fit, bound", [(Logistic(), 0.25), (Multinomial(), 0.5),
+                                        (SquaredHinge(), 2.0)])
+def test_declared_curvature_bounds_the_second_derivative(fit, bound):
+    assert fit.curvature == bound
+    rng = np.random.default_rng(1)
+    k = 4 if isinstance(fit, Multinomial) else 1
+    for _ in range(20):
+        z = 3 * rng.standard_normal((1, k))
+        y = _targets(fit, rng, 1, k)
+        eps = 1e-5
+        H = np.array([[(fit.raw_gradient(z + eps * e, y, np.ones(1))
+                        - fit.raw_gradient(z - eps * e, y, np.ones(1)))[0, i] / (2 * eps)
+                       for e in np.eye(k)] for i in range(k)])
+        assert np.linalg.eigvalsh(0.5 * (H + H.T))[-1] <= bound + 1e-6
+
+
+def test_hinge_subgradient_and_scale():
+    Z = np.array([[0.5], [2.0], [1.0]])
+    Y = np.ones((3, 1))
+    assert Hinge().loss_sum(Z, Y, np.ones(3)) == 0.5
+    np.testing.assert_array_equal(Hinge().raw_gradient(Z, Y, np.ones(3)).ravel(), [-1, 0, 0])
+    assert not Hinge().smooth and Hinge().step_curvature == 1.0
+
+
+def test_hinge_local_dual_solve_meets_the_kkt_conditions():
+    """The hinge local problem solved by dual coordinate ascent: theta = M^-1 (l + sum
+    beta_i y_i xt_i), beta_i = 0 where the margin exceeds 1, = c_i where it is below."""
+    from types import SimpleNamespace
+
+    from skfed.local.sdca import solve_hinge_dual
+
+    rng = np.random.default_rng(0)
+    X, sw = rng.standard_normal((25, 3)), rng.random(25) + 0.5
+    Y = np.where(X[:, :1] + 0.3 * rng.standard_normal((25, 1)) > 0, 1.0, -1.0)
+    lay = Layout(1, 3, True)
+    client = ClientObjective(Hinge(), X, Y, sw, lay)
+    problem = SimpleNamespace(n_clients=2, weights=np.array([0.5, 0.5]), smooth_curvature=0.1)
+    D, linear = np.full(4, 0.2), rng.standard_normal(4) * 0.1
+    theta, beta, _ = solve_hinge_dual(client, problem, 0, D, linear, None, tol=1e-14,
+                                      rtol=0.0, max_epochs=5000, reference=None)
+    cap = sw / sw.sum()  # s = N a_j = 1
+    Xt = np.column_stack([X, np.ones(25)])
+    M = D + np.r_[0.1, 0.1, 0.1, 0.0]
+    np.testing.assert_allclose(theta, (linear + Xt.T @ (beta[:, 0] * Y[:, 0])) / M, atol=1e-12)
+    margin = Y[:, 0] * (Xt @ theta)
+    b = beta[:, 0]
+    assert np.all((b >= -1e-15) & (b <= cap + 1e-15))
+    assert np.all(b[margin > 1 + 1e-7] <= 1e-10)
+    assert np.all(np.abs(b[margin < 1 - 1e-7] - cap[margin < 1 - 1e-7]) <= 1e-10)
