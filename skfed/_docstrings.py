@@ -41,18 +41,11 @@ SHARED_DOC = """
         it restarts from the previous model.
 """
 
-CLASSIFIER_ATTRS_DOC = """
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-        The union of the labels held by the clients, sorted.
-    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        One row for two classes (the score of ``classes_[1]``), else one per class.
-    intercept_ : ndarray of shape (1,) or (n_classes,)
-    n_iter_ : int
+# attributes every fitted estimator has (after its own coef_ / intercept_)
+FIT_ATTRS_DOC = """    n_iter_ : int
         Rounds run.
     objective_ : float
-        Final value of the objective (divided by ``C`` times the total weight).
+        Final value of the objective (in skfed's units: the mean loss plus the penalty).
     history_ : ConvergenceHistory
         Per-round objective, stationarity, sparsity and bytes communicated.
     solver_ : FederatedSolver
@@ -64,3 +57,13 @@ CLASSIFIER_ATTRS_DOC = """
     feature_names_in_ : ndarray of str
         Defined when ``X`` has feature names.
 """
+
+CLASSIFIER_ATTRS_DOC = """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The union of the labels held by the clients, sorted.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        One row for two classes (the score of ``classes_[1]``), else one per class.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+""" + FIT_ATTRS_DOC

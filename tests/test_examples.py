@@ -20,10 +20,13 @@ def test_example_runs(path, monkeypatch):
     plt.close("all")
 
 
-def test_docstring_examples():
+@pytest.mark.parametrize("module_name", [
+    "skfed.linear_model._coordinate", "skfed.linear_model._logistic", "skfed.svm._classes",
+    "skfed.low_rank._low_rank"])
+def test_docstring_examples(module_name):
     import doctest
+    import importlib
 
-    import skfed.linear_model._coordinate as module
-
+    module = importlib.import_module(module_name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

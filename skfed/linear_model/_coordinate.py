@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._layout import Layout
 from .._constraints import CONSTRAINT_DOC, CONSTRAINT_PARAMETERS, constrain
-from .._docstrings import SHARED_DOC as _SHARED_DOC
+from .._docstrings import FIT_ATTRS_DOC, SHARED_DOC as _SHARED_DOC
 from ..base import FederatedLinearModel
 from ..datafits import Quadratic
 from ..penalties import ElasticNet, L1
@@ -23,21 +23,7 @@ _ATTRS_DOC = """
     sparse_coef_ : scipy.sparse.csr_matrix
         ``coef_`` as a sparse matrix.
     intercept_ : float or ndarray of shape (n_targets,)
-    n_iter_ : int
-        Rounds run.
-    objective_ : float
-        Final value of the (pooled) objective.
-    history_ : ConvergenceHistory
-        Per-round objective, stationarity, sparsity and bytes communicated.
-    solver_ : FederatedSolver
-        The solver used, with its resolved step sizes.
-    clients_ : ndarray
-        Client labels, in the order clients are indexed.
-    n_clients_ : int
-    n_features_in_ : int
-    feature_names_in_ : ndarray of str
-        Defined when ``X`` has feature names.
-"""
+""" + FIT_ATTRS_DOC
 
 _NOTES_DOC = """
     Which solvers reach the pooled optimum (under any client heterogeneity):

@@ -67,7 +67,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
     >>> clf.classes_, clf.coef_.shape
     (array([0, 1]), (1, 30))
     >>> round(clf.score(X, y), 3)
-    0.982
+    0.981
     """
 
     _parameter_constraints = {
