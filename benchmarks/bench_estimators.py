@@ -173,7 +173,7 @@ def main(argv=None):
         else:
             solver, rounds, seconds, mb, gap = row
             line = (f"| {label} | `{solver}` | {rounds} | {seconds:.2f} | {mb:.2f} | {ref_name} "
-                    f"| {t_pool:.3f} | {seconds / t_pool:.0f}x |")
+                    f"| {t_pool:.3f} | {seconds / t_pool:.2g}x |")
         lines.append(line)
         print(line, flush=True)
     if args.markdown:
