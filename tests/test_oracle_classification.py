@@ -90,8 +90,11 @@ def test_logistic_matches_sklearn(name, split, l1_ratio, solver):
     X, y, clients = _data(name, split)
     ref = _reference(name, l1_ratio)
     C = (C_VALUES if l1_ratio == 0 else C_L1)[name]
+    # SCAFFOLD and Local G-ECL step at the roughest client's constant: with
+    # Dirichlet(0.1) clients of 1-4 rows they need ~20,000 rounds (measured 19,533
+    # on breast cancer), which only the slow suite runs
     est = FedLogisticRegression(C=C, l1_ratio=l1_ratio, solver=solver, tol=1e-8,
-                                max_rounds=8000, random_state=0)
+                                max_rounds=30000, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y, clients=clients)
