@@ -108,10 +108,13 @@ class FederatedLinearModel(BaseEstimator):
         self._solver_state = {"key": _state_key(solver, labels, layout),
                               "server": result.server, "states": result.states}
         if not result.converged:
+            if datafit.smooth:
+                where = f"stationarity {result.history['stationarity'][-1]:.3e}"
+            else:  # non-smooth losses stop on an objective plateau
+                where = "the objective was still improving by more than tol"
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol} in {self.max_rounds} "
-                f"rounds (stationarity {result.history['stationarity'][-1]:.3e}); increase "
-                "max_rounds, or choose another solver.",
+                f"rounds ({where}); increase max_rounds, or choose another solver.",
                 ConvergenceWarning,
             )
         return result.theta
