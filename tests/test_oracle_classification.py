@@ -161,10 +161,11 @@ def test_svc_without_intercept_matches_liblinear(loss):
 @pytest.mark.parametrize("fast", [pytest.param(True), pytest.param(False, marks=pytest.mark.slow)])
 def test_fedmls_hinge_svm_reaches_1e_4(fast):
     """The issue's hinge target: FedMLS within 1e-4 of the exact SVM (SVC, libsvm).
-    Default suite: 1e-3 after 250 rounds (sublinear rate); slow: 1e-4 after 1000."""
+    Default suite: 1e-3 after 250 rounds (sublinear rate); slow: 1e-4 after 2,000
+    (measured: 2.0e-4 after 1,000 rounds; each round k runs k local steps)."""
     X, y, clients = _data("breast_cancer", "iid")
     best = orc.svc_optimum(X, y, 0.05, "hinge", "l2", fit_intercept=True)
-    rounds, target = (250, 1e-3) if fast else (1000, 1e-4)
+    rounds, target = (250, 1e-3) if fast else (2000, 1e-4)
     est = FedLinearSVC(C=0.05, loss="hinge", solver="fedmls", tol=0.0, max_rounds=rounds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
