@@ -12,6 +12,11 @@ from ._layout import Layout
 from .base import FederatedLinearModel
 
 
+def binary_targets(y_index):
+    """``+1`` for ``classes_[1]``, ``-1`` for ``classes_[0]``, as one output column."""
+    return np.where(y_index == 1, 1.0, -1.0)[:, None]
+
+
 def union_of_client_classes(y, clients):
     """Sorted union of the label sets each client reports (no pooling needed:
     a client sends its distinct labels once; a client may hold only some)."""
@@ -106,13 +111,6 @@ class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
         scores = self.decision_function(X)
         index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[index]
-
-    @property
-    def sparse_coef_(self):
-        """``coef_`` as a scipy CSR matrix."""
-        import scipy.sparse as sp
-
-        return sp.csr_matrix(self.coef_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

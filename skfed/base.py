@@ -56,6 +56,13 @@ class FederatedLinearModel(BaseEstimator):
     # GridSearchCV / cross_validate route it to ``fit`` without set_fit_request.
     __metadata_request__fit = {"clients": True}
 
+    @property
+    def sparse_coef_(self):
+        """``coef_`` as a scipy CSR matrix (2-D)."""
+        import scipy.sparse as sp
+
+        return sp.csr_matrix(np.atleast_2d(self.coef_))
+
     def _fit_federated(self, X, Y, *, clients, sample_weight, datafit, penalty, layout):
         """Run the federated fit; returns the flat solution ``theta``."""
         n = X.shape[0]

@@ -3,7 +3,6 @@
 from numbers import Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -86,11 +85,6 @@ class _FedLinearRegression(RegressorMixin, FederatedLinearModel):
         else:
             self.coef_, self.intercept_ = coef.copy(), intercept.copy()
         return self
-
-    @property
-    def sparse_coef_(self):
-        """``coef_`` as a scipy CSR matrix."""
-        return sp.csr_matrix(np.atleast_2d(self.coef_))
 
     def predict(self, X):
         """Predict with the federated linear model.

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._classification import FederatedLinearClassifier
+from .._classification import FederatedLinearClassifier, binary_targets
 from .._constraints import CONSTRAINT_DOC, CONSTRAINT_PARAMETERS, constrain
 from .._docstrings import CLASSIFIER_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel
@@ -105,7 +105,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
 
     def _encode(self, y_index, n_classes):
         if n_classes == 2:
-            return np.where(y_index == 1, 1.0, -1.0)[:, None]
+            return binary_targets(y_index)
         return np.eye(n_classes)[y_index]
 
     def _penalty(self, total_weight):

@@ -5,7 +5,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._classification import FederatedLinearClassifier
+from .._classification import FederatedLinearClassifier, binary_targets
 from .._docstrings import CLASSIFIER_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel
 from ..datafits import Hinge, SquaredHinge
@@ -103,7 +103,7 @@ class FedLinearSVC(FederatedLinearClassifier):
 
     def _encode(self, y_index, n_classes):
         if n_classes == 2:
-            return np.where(y_index == 1, 1.0, -1.0)[:, None]
+            return binary_targets(y_index)
         return np.where(np.eye(n_classes)[y_index] > 0, 1.0, -1.0)  # one-vs-rest
 
     def _penalty(self, total_weight):
