@@ -2,10 +2,12 @@
 
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from .exceptions import ClientDroppedWarning, ClientFailureError
 from .history import ConvergenceHistory
 
 
@@ -14,11 +16,6 @@ def client_summary(client):
     """What a client sends once before round one: sizes and smoothness constants."""
     return {"n_samples": client.n_samples, "weight_sum": client.weight_sum,
             "lipschitz": client.lipschitz()}
-
-
-def client_round(client, solver, state, message, seed):
-    """One client's local work in one round (a pure function of its inputs)."""
-    return solver.client_update(client, state, message, np.random.default_rng(seed))
 
 
 def client_monitor(client, theta):
@@ -139,6 +136,44 @@ def _polish(monitor, layout, history, theta):
     return polished
 
 
+def _handle_failures(solver, executor, history, rnd, failures, n_active):
+    """Drop the failed clients from round ``rnd``, or stop the fit if that is not sound.
+
+    Dropping is sound for solvers that allow partial participation: the
+    round is then one with fewer participants, and a dropped client's state
+    is left as it was. Solvers that need everyone (the executor has already
+    retried where it could) and lost state stop the fit with the reason.
+    """
+    def describe(j):
+        f = failures[j]
+        where = f" on worker {f.worker}" if f.worker else ""
+        return f"client {executor.labels[j]!r}{where}: {f.error}"
+
+    lost = [j for j in failures if failures[j].state_lost]
+    if solver.requires_full_participation or lost or len(failures) == n_active:
+        if lost:
+            why = ("its solver state (duals, control variates) was lost with its worker, "
+                   "so the algorithm cannot continue exactly; re-run the fit")
+        elif len(failures) == n_active:
+            why = "every participant failed"
+        else:
+            why = (f"solver {solver.name!r} needs every client in every round, and no "
+                   "retry succeeded; fix the client or use a solver that allows partial "
+                   "participation (e.g. 'feddyn', 'fedavg')")
+        first = (lost or list(failures))[0]
+        detail = "; ".join(describe(j) for j in failures)
+        raise ClientFailureError(
+            f"round {rnd} failed: {detail}. The fit stopped because {why}. "
+            f"Traceback of client {executor.labels[first]!r}:\n{failures[first].traceback}")
+    for j in failures:
+        history.dropped.append({"round": rnd, "client": executor.labels[j],
+                                "worker": failures[j].worker, "error": failures[j].error})
+    warnings.warn(
+        f"round {rnd} went on without {len(failures)} failed client(s): "
+        + "; ".join(describe(j) for j in failures) + " (see history_.dropped).",
+        ClientDroppedWarning, stacklevel=4)
+
+
 def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
                    entropy, verbose=0, setup_bytes=0, setup_rounds=0, resume=None):
     """Run rounds until the stopping rule or ``max_rounds``.
@@ -168,10 +203,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     theta = np.array(theta0, dtype=float)
     if resume is not None:
         server, states = resume
-        states = list(states)
     else:
         server = solver.init_server(theta)
         states = [solver.init_client(j, theta) for j in range(N)]
+    executor.place_states(states)  # client state lives with the client from now on
 
     objective, stationarity, mon_bytes = monitor(theta)
     if np.any(theta):
@@ -184,7 +219,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     start = time.perf_counter()
     history.append(round=0, objective=objective, stationarity=stationarity, nnz=nnz,
                    rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
-                   monitor_bytes=mon_bytes, n_participants=0, wall_time=0.0)
+                   monitor_bytes=mon_bytes, n_participants=0, n_dropped=0, wall_time=0.0)
     smooth = problem.datafit.smooth
     converged = stationarity <= target and smooth
     rnd = 0
@@ -197,11 +232,13 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         # one seed per client and round, whoever runs it
         seeds = np.random.SeedSequence(entropy, spawn_key=(1, rnd)).generate_state(N)
         messages = [solver.personalize(server, message, j) for j in active]
-        tasks = [(j, (solver, states[j], m, seeds[j])) for j, m in zip(active, messages)]
-        results = executor.map(client_round, tasks)
-        replies = [reply for reply, _ in results]
-        for j, (_, state) in zip(active, results):
-            states[j] = state
+        by_client, failures = executor.run_round(
+            solver, rnd + 1, [(j, m, seeds[j]) for j, m in zip(active, messages)],
+            retry=solver.requires_full_participation)
+        if failures:
+            _handle_failures(solver, executor, history, rnd + 1, failures, len(active))
+            active = np.array([j for j in active if j in by_client])
+        replies = [by_client[j] for j in active]
         weights = problem.weights[active] / problem.weights[active].sum()
         previous = server
         server = solver.aggregate(server, replies, weights, active)
@@ -216,7 +253,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             round=rnd, objective=objective, stationarity=stationarity, nnz=nnz, rank=rank,
             consensus=_consensus(models, weights) if models is not None else np.nan,
             bytes_up=bytes_up, bytes_down=bytes_down,
-            monitor_bytes=mon_bytes, n_participants=len(active),
+            monitor_bytes=mon_bytes, n_participants=len(active), n_dropped=len(failures),
             wall_time=time.perf_counter() - start,
         )
         converged = (stationarity <= target if smooth else _plateaued(history, tol))
@@ -224,5 +261,6 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
     _progress_done(verbose, rnd, converged)
+    history.placement_bytes = getattr(executor, "placement_bytes_", 0)
     return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged,
-                            server=server, states=states)
+                            server=server, states=executor.collect_states())

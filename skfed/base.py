@@ -83,7 +83,7 @@ class FederatedLinearModel(BaseEstimator):
         entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         objectives = [ClientObjective(datafit, X[idx], Y[idx], sw[idx], layout) for idx in indices]
         try:
-            executor.open(objectives)
+            executor.open(objectives, labels)
             summaries = executor.map(client_summary, [(j, ()) for j in range(len(labels))])
             sums = np.array([s["weight_sum"] for s in summaries])
             problem = FederatedProblem(

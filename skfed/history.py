@@ -5,7 +5,7 @@ import numpy as np
 FIELDS = (
     "round", "objective", "stationarity", "suboptimality", "nnz", "rank",
     "consensus", "bytes_up", "bytes_down", "monitor_bytes", "n_participants",
-    "wall_time",
+    "n_dropped", "wall_time",
 )
 
 
@@ -40,6 +40,9 @@ class ConvergenceHistory:
         Extra traffic spent only on monitoring (every client sends its loss
         and gradient at the server model).
     n_participants : int
+        Clients whose replies were aggregated this round.
+    n_dropped : int
+        Clients that failed this round and were left out (see ``dropped``).
     wall_time : float
         Seconds since the first round started.
 
@@ -51,6 +54,13 @@ class ConvergenceHistory:
         smoothness (see :mod:`skfed._smoothness`).
     setup_rounds : int
         Communication rounds spent on that setup.
+    placement_bytes : int
+        One-time bytes moved to place the clients' data and initial solver
+        state where they run (a Dask worker, loky's memory-mapped files; 0 in
+        process). Not part of any round's traffic.
+    dropped : list of dict
+        One entry per client left out of a round because it failed:
+        ``round``, ``client`` (its label), ``worker`` and ``error``.
     reference_objective : float or None
     """
 
@@ -58,6 +68,8 @@ class ConvergenceHistory:
         self.records = []
         self.setup_bytes = 0
         self.setup_rounds = 0
+        self.placement_bytes = 0
+        self.dropped = []
         self.reference_objective = None
 
     def append(self, **record):

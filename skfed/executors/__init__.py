@@ -1,10 +1,13 @@
 """Where client work runs: in process, on threads, in processes (Dask: skfed[dask])."""
 
 from .base import Executor
+from .dask_executor import DaskExecutor
 from .local import SequentialExecutor, ThreadExecutor
 from .loky import LokyExecutor
 
-EXECUTORS = {"sequential": SequentialExecutor, "threads": ThreadExecutor, "loky": LokyExecutor}
+#: ``executor="dask"`` uses the running Dask client (needs ``skfed[dask]``)
+EXECUTORS = {"sequential": SequentialExecutor, "threads": ThreadExecutor, "loky": LokyExecutor,
+             "dask": DaskExecutor}
 
 
 def resolve_executor(executor, n_jobs=None):
@@ -18,5 +21,5 @@ def resolve_executor(executor, n_jobs=None):
     )
 
 
-__all__ = ["Executor", "SequentialExecutor", "ThreadExecutor", "LokyExecutor",
+__all__ = ["Executor", "SequentialExecutor", "ThreadExecutor", "LokyExecutor", "DaskExecutor",
            "EXECUTORS", "resolve_executor"]

@@ -8,28 +8,93 @@ executor.
 
 from abc import ABC, abstractmethod
 
+import numpy as np
+
+from ..exceptions import ClientFailure
+
+
+def client_round(client, solver, state, message, seed):
+    """One client's local work in one round: ``(reply, new_state)``.
+
+    An exception raised by the client's code is returned as a
+    :class:`~skfed.exceptions.ClientFailure` instead of propagating, so the
+    server can drop or retry that client and keep the others' work.
+    """
+    try:
+        return solver.client_update(client, state, message, np.random.default_rng(seed))
+    except Exception as exc:  # the client's fault is reported, not raised
+        return ClientFailure.from_exception(exc)
+
 
 class Executor(ABC):
-    """Base class: ``open(clients)``, then ``map(fn, tasks)`` each round, then ``close()``.
+    """Base class: ``open(clients)``, then rounds, then ``close()``.
 
-    ``tasks`` is a list of ``(client_index, args)``; the executor calls
-    ``fn(client, *args)`` with the client object it holds and returns the
-    results in task order.
+    Two kinds of calls run on the clients:
+
+    - :meth:`map` runs a stateless function (sizes, monitoring gradients)
+      for ``tasks``, a list of ``(client_index, args)``, calling
+      ``fn(client, *args)`` and returning the results in task order.
+    - :meth:`run_round` runs one round of a solver. Each client's solver
+      state (duals, control variates) is kept by the executor, next to the
+      client's data, between rounds: :meth:`place_states` puts it there at
+      the start of a fit, :meth:`collect_states` brings it back at the end
+      (for ``warm_start``). A client whose code raises is reported as a
+      failure and its state is left as it was before the round.
+
+    Attributes
+    ----------
+    placement_bytes_ : int
+        Bytes moved once to place the clients' data and initial state where
+        they run (0 in process), reported as ``history_.placement_bytes``.
     """
 
     def __init__(self, n_jobs=None):
         self.n_jobs = n_jobs
 
-    @abstractmethod
-    def open(self, clients):
-        """Place the client objects (once per fit)."""
+    def open(self, clients, labels=None):
+        """Place the client objects (once per fit); ``labels`` name them in errors."""
+        self.clients = list(clients)
+        self.labels = list(labels) if labels is not None else list(range(len(self.clients)))
+        self.placement_bytes_ = 0
+        self._states = [None] * len(self.clients)
+        self._start()
+
+    def _start(self):
+        """Start workers after the clients are known (in-process: nothing)."""
 
     @abstractmethod
     def map(self, fn, tasks):
         """Run ``fn(client, *args)`` for each ``(index, args)``, results in order."""
 
+    def place_states(self, states):
+        """Keep each client's initial solver state where the client runs."""
+        self._states = list(states)
+
+    def collect_states(self):
+        """The clients' current solver states, in client order."""
+        return list(self._states)
+
+    def run_round(self, solver, rnd, jobs, *, retry=False):
+        """Run ``solver.client_update`` for ``jobs``, a list of ``(index, message, seed)``.
+
+        Returns ``(replies, failures)``: dicts from client index to its reply,
+        or to a :class:`~skfed.exceptions.ClientFailure`. ``retry`` asks for a
+        failed client to be run again elsewhere if the executor can (one
+        process cannot: there is nowhere else to run it).
+        """
+        tasks = [(j, (solver, self._states[j], message, seed)) for j, message, seed in jobs]
+        replies, failures = {}, {}
+        for (j, _), result in zip(tasks, self.map(client_round, tasks)):
+            if isinstance(result, ClientFailure):
+                failures[j] = result
+            else:
+                replies[j], self._states[j] = result
+        return replies, failures
+
     def close(self):
         """Release workers and placed data."""
+        self.clients = None
+        self._states = None
 
     def __enter__(self):
         return self

@@ -8,14 +8,8 @@ from .base import Executor
 class SequentialExecutor(Executor):
     """Runs clients one after the other in this process (2 ms/round at 64 clients)."""
 
-    def open(self, clients):
-        self.clients = list(clients)
-
     def map(self, fn, tasks):
         return [fn(self.clients[j], *args) for j, args in tasks]
-
-    def close(self):
-        self.clients = None
 
 
 class ThreadExecutor(Executor):
@@ -24,8 +18,7 @@ class ThreadExecutor(Executor):
     NumPy releases the GIL in BLAS calls, so large clients run in parallel.
     """
 
-    def open(self, clients):
-        self.clients = list(clients)
+    def _start(self):
         self._pool = Parallel(n_jobs=self.n_jobs or -1, prefer="threads", require="sharedmem")
         self._pool.__enter__()
 
@@ -37,4 +30,4 @@ class ThreadExecutor(Executor):
         if pool is not None:
             pool.__exit__(None, None, None)
         self._pool = None
-        self.clients = None
+        super().close()

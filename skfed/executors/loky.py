@@ -17,7 +17,8 @@ class LokyExecutor(Executor):
     loads it back memory-mapped; what crosses to a worker each round is then
     a reference to the file (joblib pickles memmaps by name; nothing else is
     auto-memmapped, so small broadcasts are not written to disk), the broadcast
-    and the client state, never the data. The pool stays open for the fit.
+    and the client's solver state (duals, control variates), never the data.
+    The pool stays open for the fit.
 
     Parameters
     ----------
@@ -31,13 +32,13 @@ class LokyExecutor(Executor):
         super().__init__(n_jobs)
         self.temp_folder = temp_folder
 
-    def open(self, clients):
+    def _start(self):
         self._dir = tempfile.mkdtemp(prefix="skfed-", dir=self.temp_folder)
-        self.clients = []
-        for j, client in enumerate(clients):
+        for j, client in enumerate(self.clients):
             path = os.path.join(self._dir, f"client{j}.joblib")
             joblib.dump(client, path)
-            self.clients.append(joblib.load(path, mmap_mode="r"))
+            self.placement_bytes_ += os.path.getsize(path)
+            self.clients[j] = joblib.load(path, mmap_mode="r")
         self._pool = Parallel(n_jobs=self.n_jobs or -1, backend="loky", max_nbytes=None)
         self._pool.__enter__()
 
@@ -49,7 +50,7 @@ class LokyExecutor(Executor):
         if pool is not None:
             pool.__exit__(None, None, None)
         self._pool = None
-        self.clients = None
+        super().close()
         if getattr(self, "_dir", None):
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

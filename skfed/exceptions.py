@@ -1,0 +1,41 @@
+"""Errors and warnings about clients that fail during a federated fit."""
+
+import traceback
+from dataclasses import dataclass
+
+
+class ClientFailureError(RuntimeError):
+    """A client could not complete its work and the fit cannot go on without it.
+
+    Raised when a solver that needs every client in every round (DualFL,
+    FedPD, SCAFFOLD, FedMLS, Local G-ECL) loses one and no retry succeeded,
+    when every participant of a round failed, or when a client's solver
+    state (duals, control variates) was lost with its worker. The estimator
+    keeps what it had before ``fit`` was called.
+    """
+
+
+class ClientDroppedWarning(UserWarning):
+    """A client failed in a round and the round went on without it.
+
+    Only solvers that allow partial participation drop clients; the dropped
+    clients are listed in ``history_.dropped``.
+    """
+
+
+@dataclass
+class ClientFailure:
+    """What a failed client task reports instead of a reply (never aggregated)."""
+
+    error: str
+    traceback: str = ""
+    worker: str = None
+    #: the worker running the client died (its data went with it)
+    worker_lost: bool = False
+    #: the client's solver state is gone (its worker died), so it cannot be retried
+    state_lost: bool = False
+
+    @classmethod
+    def from_exception(cls, exc, worker=None):
+        return cls(error=f"{type(exc).__name__}: {exc}",
+                   traceback="".join(traceback.format_exception(exc)), worker=worker)

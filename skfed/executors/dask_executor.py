@@ -1,0 +1,401 @@
+"""Dask executor: each client's data and solver state resident on one worker.
+
+Needs the optional extra ``skfed[dask]`` (``dask[distributed]``), imported
+only when a fit starts. The cluster is the user's: the executor finds the
+running ``distributed.Client`` (or connects to ``address``) when ``fit``
+starts and never stores it as a parameter, so estimators holding a
+``DaskExecutor`` still clone and pickle.
+
+What travels, per fit and per round::
+
+    open         each client's data, once, scattered to its worker (pinned)
+    each round   one task per worker over its resident clients: the solver's
+                 messages go in, only the replies come back; the clients'
+                 solver states stay in a store on the worker
+    close        the states come back once (for warm_start); the store and
+                 the data are released
+"""
+
+import numbers
+import uuid
+
+import numpy as np
+
+from ..exceptions import ClientFailure, ClientFailureError
+from .base import Executor, client_round
+
+#: errors that mean "the worker (and what it held) is gone", not "the client raised"
+_WORKER_LOST = ("FutureCancelledError", "KilledWorker", "CommClosedError", "CancelledError",
+                "StreamClosedError")
+
+
+# --- worker side (module level: pickled by reference) -------------------------------
+def _store(token):
+    """This worker's dict of client solver states for the fit ``token``."""
+    from distributed import get_worker
+
+    stores = get_worker().__dict__.setdefault("_skfed_states", {})
+    return stores.setdefault(token, {})
+
+
+def _put_states(token, states):
+    _store(token).update(states)
+    return len(states)
+
+
+def _take_states(token, indices, remove):
+    store = _store(token)
+    return {j: (store.pop(j) if remove else store[j]) for j in indices}
+
+
+def _drop_store(token, dask_worker=None):
+    dask_worker.__dict__.get("_skfed_states", {}).pop(token, None)
+
+
+def _worker_round(token, solver, data, jobs):
+    """Run a round for this worker's clients; states are updated in place on success."""
+    store = _store(token)
+    out = {}
+    for j, message, seed in jobs:
+        if j not in store:  # the data moved here without its state
+            out[j] = ClientFailure(error="its solver state is not on this worker",
+                                   state_lost=True)
+            continue
+        result = client_round(data[j], solver, store[j], message, seed)
+        if isinstance(result, ClientFailure):
+            out[j] = result  # state untouched: as if the client had not taken part
+        else:
+            out[j], store[j] = result
+    return out
+
+
+def _worker_map(fn, data, jobs):
+    out = {}
+    for j, args in jobs:
+        try:
+            out[j] = fn(data[j], *args)
+        except Exception as exc:  # reported per client, raised on the server
+            out[j] = ClientFailure.from_exception(exc)
+    return out
+
+
+def _register_sizeof():
+    """Tell Dask how big a client is (its arrays), for memory limits and accounting."""
+    from dask.sizeof import sizeof
+
+    from ..datafits import ClientObjective
+
+    @sizeof.register(ClientObjective)
+    def _sizeof_client(client):
+        return sum(sizeof(v) for v in vars(client).values())
+
+    return sizeof
+
+
+class DaskExecutor(Executor):
+    """Runs clients on a Dask cluster, each client's data resident on one worker.
+
+    Parameters
+    ----------
+    address : str or None
+        Scheduler address to connect to when a fit starts (a new
+        ``distributed.Client`` that the executor closes after the fit).
+        ``None`` (default) uses the current client, ``distributed.get_client()``.
+    placement : dict or None
+        ``{client label: worker}`` pins named clients to named workers (the
+        worker's ``name`` or its address): the cross-silo case where a site's
+        worker runs on the site's own machine. A pinned client only ever runs
+        there; if that worker leaves, the client's data is not moved elsewhere.
+        Other clients are spread over the workers, balancing rows.
+    timeout : float or None
+        Seconds to wait for one round's (or monitoring pass's) replies; on
+        expiry the fit stops with ``TimeoutError`` and the estimator keeps
+        what it had before ``fit``. ``None`` waits indefinitely.
+    n_jobs : None
+        Ignored (the cluster's workers set the parallelism); accepted so that
+        ``executor="dask"`` resolves like the other names.
+
+    Notes
+    -----
+    Faults. A client whose code raises in a round is reported by its worker;
+    a worker that dies takes its clients' data and states with it. The round
+    loop then drops the client from that round (solvers that allow partial
+    participation; ``history_.dropped`` records it and a
+    :class:`~skfed.exceptions.ClientDroppedWarning` is issued), or, for
+    solvers that need every client, the executor runs it again on another
+    worker, re-sending its data from this process (unless it is pinned), and
+    moving its solver state from the old worker if that worker is alive. A
+    client whose state died with its worker cannot be continued exactly: the
+    fit stops with :class:`~skfed.exceptions.ClientFailureError` naming the
+    client, its worker and the round. Stateless solvers (FedAvg, FedProx,
+    FedDualAvg, FedMID) just re-place the data on a surviving worker.
+
+    Accounting. ``history_`` counts in ``bytes_up`` / ``bytes_down`` only the
+    solver's messages, as with every executor; the one-time data and state
+    placement is ``history_.placement_bytes`` (Dask's ``sizeof``).
+    """
+
+    def __init__(self, address=None, *, placement=None, timeout=None, n_jobs=None):
+        super().__init__(n_jobs)
+        self.address = address
+        self.placement = placement
+        self.timeout = timeout
+
+    def __repr__(self):
+        return (f"DaskExecutor(address={self.address!r}, placement={self.placement!r}, "
+                f"timeout={self.timeout!r})")
+
+    # -- placement -----------------------------------------------------------
+    def _start(self):
+        try:
+            import distributed
+        except ImportError as exc:  # pragma: no cover - exercised without the extra
+            raise ImportError(
+                "DaskExecutor needs the optional dependency 'dask[distributed]': "
+                "pip install 'skfed[dask]'.") from exc
+        if self.timeout is not None and not (isinstance(self.timeout, numbers.Real)
+                                             and self.timeout > 0):
+            raise ValueError(f"timeout must be a positive number or None; got {self.timeout!r}.")
+        self._sizeof = _register_sizeof()
+        self._token = uuid.uuid4().hex
+        self._data, self._where, self._solver, self._stateless = {}, {}, (None, None), True
+        self._owns_client = self.address is not None
+        if self._owns_client:
+            self._client = distributed.Client(self.address)
+        else:
+            try:
+                self._client = distributed.get_client()
+            except ValueError as exc:
+                raise ValueError(
+                    "DaskExecutor found no running Dask client: create one first "
+                    "(distributed.Client(...) or a LocalCluster), or pass "
+                    "DaskExecutor(address='tcp://scheduler:8786').") from exc
+        self._pins = self._resolve_pins()
+        load, workers = {}, self._workers()
+        sizes = [c.n_samples for c in self.clients]
+        # pinned clients first, then the largest unpinned ones to the least loaded worker
+        order = sorted(range(len(self.clients)), key=lambda j: (j not in self._pins, -sizes[j], j))
+        for j in order:
+            worker = self._choose_worker(j, load, exclude=(), workers=workers)
+            load[worker] = load.get(worker, 0) + sizes[j]
+            self._where[j] = worker
+        for worker in sorted(set(self._where.values())):
+            self._scatter([j for j, w in self._where.items() if w == worker], worker)
+
+    def _workers(self):
+        """Live workers: ``{address: name}``."""
+        info = self._client.scheduler_info(n_workers=-1)["workers"]
+        return {addr: str(w.get("name", addr)) for addr, w in info.items()}
+
+    def _resolve_pins(self):
+        pins = dict(self.placement or {})
+        by_label = {str(label): j for j, label in enumerate(self.labels)}
+        unknown = [label for label in pins if str(label) not in by_label]
+        if unknown:
+            raise ValueError(f"placement names clients {unknown!r} that are not in this fit; "
+                             f"clients are {list(self.labels)!r}.")
+        workers = self._workers()
+        known = set(workers) | set(workers.values())
+        missing = sorted({str(w) for w in pins.values()} - known)
+        if missing:
+            raise ValueError(f"placement names workers {missing!r} that are not in the cluster; "
+                             f"workers are {sorted(workers.values())!r} "
+                             f"(names) at {sorted(workers)!r}.")
+        return {by_label[str(label)]: str(w) for label, w in pins.items()}
+
+    def _choose_worker(self, j, load, exclude, workers=None):
+        """Where client ``j`` may run now: its pinned worker, or the least loaded one."""
+        workers = self._workers() if workers is None else workers
+        if j in self._pins:
+            pin = self._pins[j]
+            match = [a for a, name in workers.items() if pin in (a, name) and a not in exclude]
+            return match[0] if match else None
+        free = sorted(a for a in workers if a not in exclude)
+        if not free:
+            return None
+        return min(free, key=lambda a: (load.get(a, 0), a))
+
+    def _scatter(self, indices, worker):
+        objs = [self.clients[j] for j in indices]
+        futures = self._client.scatter(objs, workers=[worker], hash=False)
+        self.placement_bytes_ += int(sum(self._sizeof(o) for o in objs))
+        for j, future in zip(indices, futures):
+            self._data[j], self._where[j] = future, worker
+
+    def place_states(self, states):
+        self._stateless = all(s is None for s in states)
+        by_worker = {}
+        for j, state in enumerate(states):
+            by_worker.setdefault(self._where[j], {})[j] = state
+        futures = [self._client.submit(_put_states, self._token, part, workers=[w],
+                                       allow_other_workers=False, pure=False)
+                   for w, part in by_worker.items()]
+        self._client.gather(futures)
+        self.placement_bytes_ += int(sum(self._sizeof(s) for s in states if s is not None))
+
+    def _move(self, j, reason):
+        """Re-place client ``j`` on another live worker; returns a failure if it cannot."""
+        old, workers = self._where[j], self._workers()
+        alive = old in workers
+        load = {}
+        for k, w in self._where.items():
+            load[w] = load.get(w, 0) + self.clients[k].n_samples
+        new = self._choose_worker(j, load, exclude=(old,), workers=workers)
+        if new is None:
+            pinned = f"pinned to worker {self._pins[j]!r}, " if j in self._pins else ""
+            return ClientFailure(error=f"{reason}; it is {pinned}and no other worker can take "
+                                       "its data", worker=old)
+        if self._stateless:
+            state = {j: None}
+        elif alive:
+            state = self._client.submit(_take_states, self._token, [j], True, workers=[old],
+                                        allow_other_workers=False, pure=False).result()
+        else:
+            return ClientFailure(error=f"{reason}, and its solver state was lost with it",
+                                 worker=old, state_lost=True)
+        self._scatter([j], new)
+        self._client.submit(_put_states, self._token, state, workers=[new],
+                            allow_other_workers=False, pure=False).result()
+        return None
+
+    # -- rounds --------------------------------------------------------------
+    def _dispatch(self, task, jobs, rnd, solver=None):
+        """Run ``task`` per worker over its clients' ``jobs`` (``(j, ...)`` tuples).
+
+        Returns ``{j: result or ClientFailure}``; clients whose worker is gone
+        get a failure with ``state_lost`` unknown (checked by :meth:`_move`).
+        """
+        by_worker = {}
+        for job in jobs:
+            by_worker.setdefault(self._where[job[0]], []).append(job)
+        futures = {}
+        for worker, part in by_worker.items():
+            data = {job[0]: self._data[job[0]] for job in part}
+            args = (self._token, solver, data, part) if solver is not None else (task[1], data,
+                                                                                  part)
+            futures[worker] = self._client.submit(
+                task[0], *args, workers=[worker], allow_other_workers=False, pure=False,
+                key=f"skfed-{self._token[:8]}-r{rnd}-{task[0].__name__}-{uuid.uuid4().hex[:8]}")
+        self._wait(list(futures.values()), rnd)
+        out = {}
+        finished = {w: f for w, f in futures.items() if f.status == "finished"}
+        for w, result in zip(finished, self._client.gather(list(finished.values()))):
+            for j, value in result.items():
+                if isinstance(value, ClientFailure):
+                    value.worker = value.worker or w
+                out[j] = value
+        for worker, future in futures.items():
+            if worker in finished:
+                continue
+            try:
+                exc = future.exception()
+            except BaseException as cancelled:  # a cancelled future raises instead
+                exc = cancelled
+            lost = type(exc).__name__ in _WORKER_LOST
+            for job in by_worker[worker]:
+                failure = (ClientFailure(error=f"its worker was lost ({type(exc).__name__})",
+                                         worker=worker, worker_lost=True) if lost
+                           else ClientFailure.from_exception(exc, worker))
+                out[job[0]] = failure
+        return out
+
+    def _wait(self, futures, rnd):
+        from distributed import wait
+
+        try:
+            wait(futures, timeout=self.timeout)
+        except TimeoutError:
+            self._client.cancel(futures)
+            raise TimeoutError(
+                f"round {rnd}: Dask workers did not reply within timeout={self.timeout} s; "
+                "the fit was stopped (the estimator keeps what it had before fit)."
+            ) from None
+
+    def _lost(self, j):
+        return self._data[j].status != "finished"
+
+    def _replace_lost(self, indices):
+        """Re-place, before running, clients whose data future is gone."""
+        failures = {}
+        for j in indices:
+            if self._lost(j):
+                failure = self._move(j, f"its worker {self._where[j]} left the cluster")
+                if failure is not None:
+                    failures[j] = failure
+        return failures
+
+    def run_round(self, solver, rnd, jobs, *, retry=False):
+        if self._solver[0] is not solver:  # ship the solver once per fit, not per round
+            self._solver = (solver, self._client.scatter(solver, broadcast=True, hash=False))
+        failures = self._replace_lost([j for j, _, _ in jobs])
+        runnable = [job for job in jobs if job[0] not in failures]
+        results = self._dispatch((_worker_round,), runnable, rnd, solver=self._solver[1])
+        if retry:
+            again = [job for job in runnable if isinstance(results[job[0]], ClientFailure)
+                     and not results[job[0]].state_lost]
+            for job in again:
+                j = job[0]
+                failure = results[j]
+                moved = (self._replace_lost([j]).get(j) if failure.worker_lost
+                         else self._move(j, f"it failed on worker {failure.worker}"))
+                if moved is not None:
+                    failures[j] = moved
+                    results.pop(j)
+            retried = [job for job in again if job[0] in results]
+            if retried:
+                results.update(self._dispatch((_worker_round,), retried, rnd,
+                                              solver=self._solver[1]))
+        replies = {}
+        for j, value in results.items():
+            (failures if isinstance(value, ClientFailure) else replies)[j] = value
+        return replies, failures
+
+    def map(self, fn, tasks):
+        jobs = [(j, args) for j, args in tasks]
+        failures = self._replace_lost(sorted({j for j, _ in jobs}))
+        results = self._dispatch((_worker_map, fn), [t for t in jobs if t[0] not in failures],
+                                 rnd="-")
+        lost = [j for j, v in results.items() if isinstance(v, ClientFailure) and v.worker_lost]
+        if lost:  # a worker died under this call: re-place and run those again once
+            failures.update(self._replace_lost(lost))
+            results.update(self._dispatch((_worker_map, fn),
+                                          [t for t in jobs if t[0] in lost and t[0] not in failures],
+                                          rnd="-"))
+        failures.update({j: v for j, v in results.items() if isinstance(v, ClientFailure)})
+        if failures:
+            j = min(failures)
+            raise ClientFailureError(
+                f"client {self.labels[j]!r} could not run {getattr(fn, '__name__', fn)!r} on "
+                f"worker {failures[j].worker}: {failures[j].error}\n{failures[j].traceback}")
+        return [results[j] for j, _ in jobs]
+
+    # -- end of fit ----------------------------------------------------------
+    def collect_states(self):
+        n = len(self.clients)
+        if self._stateless:
+            return [None] * n
+        by_worker = {}
+        for j in range(n):
+            by_worker.setdefault(self._where[j], []).append(j)
+        futures = [self._client.submit(_take_states, self._token, idx, False, workers=[w],
+                                       allow_other_workers=False, pure=False)
+                   for w, idx in by_worker.items()]
+        states = {}
+        for part in self._client.gather(futures):
+            states.update(part)
+        return [states[j] for j in range(n)]
+
+    def close(self):
+        client = getattr(self, "_client", None)
+        if client is not None:
+            try:
+                client.run(_drop_store, self._token)
+                held = list(getattr(self, "_data", {}).values())
+                if getattr(self, "_solver", (None, None))[1] is not None:
+                    held.append(self._solver[1])
+                client.cancel(held)
+            finally:
+                if self._owns_client:
+                    client.close()
+        self._client, self._data, self._solver = None, {}, (None, None)
+        super().close()

@@ -1,0 +1,203 @@
+"""DaskExecutor: same model as every other executor, data resident, honest bytes.
+
+Runs on an in-process ``LocalCluster(processes=False)``; one ``slow`` test
+uses worker processes. Skipped with the reason when ``skfed[dask]`` is not
+installed (``.ci/run`` installs it).
+"""
+
+import re
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
+
+distributed = pytest.importorskip(
+    "distributed", reason="the Dask executor needs the optional extra: pip install 'skfed[dask]'")
+
+from dask.sizeof import sizeof  # noqa: E402
+
+from skfed import FedLasso, FedLogisticRegression  # noqa: E402
+from skfed.datafits import ClientObjective, Quadratic  # noqa: E402
+from skfed._layout import Layout  # noqa: E402
+from skfed.executors import DaskExecutor, LokyExecutor  # noqa: E402
+from skfed.executors import dask_executor  # noqa: E402
+from skfed.solvers import SOLVERS  # noqa: E402
+
+from .conftest import fit_quietly  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)[:240]
+    return X, y[:240], np.arange(240) % 6
+
+
+def _participation(name):
+    return 1.0 if SOLVERS[name].requires_full_participation else 0.5
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_same_coef_on_every_executor_for_every_solver(dask_client, cancer, name):
+    """Same random_state, same model: sequential, threads, loky and Dask."""
+    X, y, clients = cancer
+    coefs = []
+    for executor in ["sequential", "threads", LokyExecutor(n_jobs=2), DaskExecutor()]:
+        est = FedLogisticRegression(C=1.0, solver=name, participation=_participation(name),
+                                    max_rounds=4, tol=0, executor=executor, n_jobs=2,
+                                    random_state=3)
+        fit_quietly(est, X, y, clients=clients)
+        coefs.append(np.r_[est.coef_.ravel(), est.intercept_])
+        assert est.n_iter_ == 4
+    for other in coefs[1:]:
+        np.testing.assert_allclose(other, coefs[0], rtol=1e-12, atol=1e-14)
+
+
+def test_executor_by_name_uses_the_running_client(dask_client, cancer):
+    X, y, clients = cancer
+    a = fit_quietly(FedLasso(alpha=0.05, max_rounds=5, tol=0, executor="dask"), X, y,
+                    clients=clients)
+    b = fit_quietly(FedLasso(alpha=0.05, max_rounds=5, tol=0), X, y, clients=clients)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-12, atol=1e-14)
+    assert a.history_.placement_bytes >= X.nbytes  # the data went to the workers once
+    assert b.history_.placement_bytes == 0
+
+
+def _objectives(n_clients=4, n=30, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    lay = Layout(1, d)
+    return [ClientObjective(Quadratic(), rng.normal(size=(n + j, d)), rng.normal(size=(n + j, 1)),
+                            np.ones(n + j), lay) for j in range(n_clients)]
+
+
+def test_data_is_placed_once_and_pinned(dask_client):
+    workers = dask_client.scheduler_info()["workers"]
+    names = {str(w["name"]): addr for addr, w in workers.items()}
+    objs = _objectives()
+    ex = DaskExecutor(placement={"site-b": "1", "site-d": names["0"]})
+    ex.open(objs, labels=["site-a", "site-b", "site-c", "site-d"])
+    try:
+        where = {j: dask_client.who_has(ex._data[j])[ex._data[j].key] for j in range(4)}
+        assert all(len(w) == 1 for w in where.values())  # one copy, on one worker
+        assert where[1] == [names["1"]] and where[3] == [names["0"]]
+        # unpinned clients balance the rows over the workers
+        assert {where[0][0], where[2][0]} == set(names.values())
+        assert ex.map(lambda c, k: c.n_samples * k, [(2, (2,)), (0, (1,))]) == [64, 30]
+        assert ex.placement_bytes_ == sum(sizeof(o) for o in objs)
+        assert ex.placement_bytes_ >= sum(o.X.nbytes + o.Y.nbytes for o in objs)
+    finally:
+        ex.close()
+
+
+@pytest.mark.parametrize("placement, match", [
+    ({"site-z": "0"}, "placement names clients \\['site-z'\\]"),
+    ({"site-a": "no-such-worker"}, "placement names workers \\['no-such-worker'\\]"),
+])
+def test_placement_errors(dask_client, placement, match):
+    ex = DaskExecutor(placement=placement)
+    with pytest.raises(ValueError, match=match):
+        ex.open(_objectives(2), labels=["site-a", "site-b"])
+    ex.close()
+
+
+def test_no_running_client_is_a_clear_error(cancer, monkeypatch):
+    X, y, clients = cancer
+
+    def no_client():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "get_client", no_client)
+    with pytest.raises(ValueError, match="found no running Dask client"):
+        FedLasso(alpha=0.05, max_rounds=2, executor=DaskExecutor()).fit(X, y, clients=clients)
+
+
+def test_bad_timeout(dask_client):
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        DaskExecutor(timeout=-1).open(_objectives(2))
+
+
+def _worker_logs(client, which):
+    logs = client.run(lambda dask_worker: list(getattr(dask_worker, which)))
+    return [entry for log in logs.values() for entry in log]
+
+
+_RECEIVED = []  # sizes of the messages the workers received (same process: inproc cluster)
+_ORIGINAL_ROUND = dask_executor._worker_round
+
+
+def _spy_round(token, solver, data, jobs):
+    """The worker's round task, measuring with Dask's sizeof what arrived."""
+    _RECEIVED.extend(sizeof(message) for _, message, _ in jobs)
+    return _ORIGINAL_ROUND(token, solver, data, jobs)
+
+
+def test_bytes_match_dask_transfer_counters(dask_client, monkeypatch):
+    """bytes_up is what Dask's workers report sending; bytes_down what they receive."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 2000))
+    y = X[:, :5].sum(axis=1) + rng.normal(size=240)
+    clients = np.arange(240) % 6
+    received = _RECEIVED
+    received.clear()
+    monkeypatch.setattr(dask_executor, "_worker_round", _spy_round)
+    before = {e["stop"] for e in _worker_logs(dask_client, "transfer_outgoing_log")}
+    est = fit_quietly(FedLasso(alpha=0.1, solver="fedavg", max_rounds=6, tol=0,
+                               executor=DaskExecutor()), X, y, clients=clients)
+    sent = [e for e in _worker_logs(dask_client, "transfer_outgoing_log")
+            if e["stop"] not in before and any(re.search(r"^skfed-\w+-r\d+-", str(k))
+                                               for k in e["keys"])]
+    dask_up = sum(e["total"] for e in sent)
+    ours_up = int(est.history_["bytes_up"].sum())
+    ours_down = int(est.history_["bytes_down"].sum())
+    n_messages = 6 * 6
+    # Dask adds only container overhead (dicts, keys) to the arrays we count
+    assert 0 <= dask_up - ours_up <= 1000 * n_messages
+    assert ours_up > 0.95 * dask_up
+    assert len(received) == n_messages
+    assert 0 <= sum(received) - ours_down <= 1000 * n_messages
+    # no client data crossed between workers during the rounds
+    moved = _worker_logs(dask_client, "transfer_incoming_log")
+    assert not any("ClientObjective" in str(k) for e in moved for k in e["keys"])
+
+
+def test_grid_search_on_the_dask_joblib_backend(dask_client, synthetic):
+    """Coarse parallelism: whole fits as Dask tasks, through joblib."""
+    import joblib
+    from sklearn.model_selection import GridSearchCV, GroupKFold
+
+    X, y, clients, _ = synthetic
+    grid = {"alpha": [0.01, 0.1]}
+    searches = []
+    for backend in ["dask", "loky"]:
+        search = GridSearchCV(FedLasso(max_rounds=500, tol=1e-4), grid, cv=GroupKFold(3),
+                              n_jobs=-1)
+        with joblib.parallel_config(backend=backend):
+            search.fit(X, y, groups=clients, clients=clients)
+        searches.append(search)
+    np.testing.assert_allclose(searches[0].cv_results_["mean_test_score"],
+                               searches[1].cv_results_["mean_test_score"], rtol=1e-12)
+    assert searches[0].best_params_ == searches[1].best_params_
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dualfl", "feddyn", "scaffold", "feddualavg"])
+def test_same_coef_with_worker_processes(cancer, name):
+    X, y, clients = cancer
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        coefs = []
+        for executor in ["sequential", DaskExecutor()]:
+            est = FedLogisticRegression(C=1.0, solver=name, participation=_participation(name),
+                                        max_rounds=10, tol=0, executor=executor, random_state=0)
+            coefs.append(fit_quietly(est, X, y, clients=clients).coef_)
+    np.testing.assert_allclose(coefs[1], coefs[0], rtol=1e-12, atol=1e-14)
