@@ -9,7 +9,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._clients import group_clients
 from ._layout import Layout
-from .base import FederatedLinearModel
+from .base import FederatedLinearModel, fit_all_or_nothing
 
 
 def binary_targets(y_index):
@@ -31,6 +31,7 @@ class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
     ``_encode(y_index, n_classes)`` (targets for the loss, ``(n, n_outputs)``).
     """
 
+    @fit_all_or_nothing
     def fit(self, X, y, clients=None, sample_weight=None):
         """Fit the classifier on data held by several clients.
 

@@ -7,6 +7,7 @@ runs the round loop. Estimators only choose a datafit, a penalty and a layout,
 and turn the flat solution back into scikit-learn attributes.
 """
 
+import functools
 import warnings
 from numbers import Integral, Real
 
@@ -30,6 +31,25 @@ def _state_key(solver, labels, layout):
     """What must match for a warm start to resume a solver's internal state."""
     return (type(solver).__name__, repr(solver.get_params()), tuple(map(str, labels)),
             layout.size)
+
+
+def fit_all_or_nothing(fit):
+    """Decorate ``fit`` so that a fit that does not finish changes nothing.
+
+    An error, a client failure, a timeout or a ``KeyboardInterrupt`` during
+    ``fit`` leaves the estimator as it was before the call: unfitted if it
+    was, else with its previous model (its attributes are restored).
+    """
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        saved = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+    return wrapper
 
 
 class FederatedLinearModel(BaseEstimator):

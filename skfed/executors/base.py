@@ -54,7 +54,9 @@ class Executor(ABC):
     def open(self, clients, labels=None):
         """Place the client objects (once per fit); ``labels`` name them in errors."""
         self.clients = list(clients)
-        self.labels = list(labels) if labels is not None else list(range(len(self.clients)))
+        labels = range(len(self.clients)) if labels is None else labels
+        # plain Python labels, so errors read 'site-3', not np.str_('site-3')
+        self.labels = [lab.item() if isinstance(lab, np.generic) else lab for lab in labels]
         self.placement_bytes_ = 0
         self._states = [None] * len(self.clients)
         self._start()

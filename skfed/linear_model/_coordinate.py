@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._layout import Layout
 from .._constraints import CONSTRAINT_DOC, CONSTRAINT_PARAMETERS, constrain
 from .._docstrings import FIT_ATTRS_DOC, SHARED_DOC as _SHARED_DOC
-from ..base import FederatedLinearModel
+from ..base import FederatedLinearModel, fit_all_or_nothing
 from ..datafits import Quadratic
 from ..penalties import ElasticNet, L1
 
@@ -55,6 +55,7 @@ _NOTES_DOC = """
 class _FedLinearRegression(RegressorMixin, FederatedLinearModel):
     """Shared fit/predict of least-squares estimators with an L1/L2 penalty."""
 
+    @fit_all_or_nothing
     def fit(self, X, y, clients=None, sample_weight=None):
         """Fit the model on data held by several clients.
 

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._docstrings import SHARED_DOC
 from .._layout import Layout
-from ..base import FederatedLinearModel
+from ..base import FederatedLinearModel, fit_all_or_nothing
 from ..datafits import Quadratic
 from ..metrics import rank as matrix_rank
 from ..penalties import NuclearNorm
@@ -133,6 +133,7 @@ class FedLowRank(RegressorMixin, FederatedLinearModel):
             X = X.reshape(X.shape[0], -1)
         return X, shape
 
+    @fit_all_or_nothing
     def fit(self, X, y, clients=None, sample_weight=None):
         """Fit the low-rank model on data held by several clients.
 
