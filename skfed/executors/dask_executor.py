@@ -29,6 +29,23 @@ _WORKER_LOST = ("FutureCancelledError", "KilledWorker", "CommClosedError", "Canc
                 "StreamClosedError")
 
 
+class _Jobs:
+    """A worker's part of a round, wrapped so that Dask does not walk it.
+
+    Dask searches task arguments that are lists, tuples or dicts for futures,
+    item by item; with hundreds of clients per worker that search cost ~10 ms
+    per task. The jobs hold no futures (the data shards are passed apart).
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+    def __reduce__(self):
+        return (_Jobs, (self.items,))
+
+
 # --- worker side (module level: pickled by reference) -------------------------------
 def _store(token):
     """This worker's dict of client solver states for the fit ``token``."""
@@ -52,11 +69,16 @@ def _drop_store(token, dask_worker=None):
     dask_worker.__dict__.get("_skfed_states", {}).pop(token, None)
 
 
-def _worker_round(token, solver, data, jobs):
+def _merge(shards):
+    """The worker's clients by index, from the data shards it holds."""
+    return {j: client for shard in shards for j, client in shard.items()}
+
+
+def _worker_round(token, solver, shards, jobs):
     """Run a round for this worker's clients; states are updated in place on success."""
-    store = _store(token)
+    store, data = _store(token), _merge(shards)
     out = {}
-    for j, message, seed in jobs:
+    for j, message, seed in jobs.items:
         if j not in store:  # the data moved here without its state
             out[j] = ClientFailure(error="its solver state is not on this worker",
                                    state_lost=True)
@@ -69,9 +91,9 @@ def _worker_round(token, solver, data, jobs):
     return out
 
 
-def _worker_map(fn, data, jobs):
-    out = {}
-    for j, args in jobs:
+def _worker_map(fn, shards, jobs):
+    data, out = _merge(shards), {}
+    for j, args in jobs.items:
         try:
             out[j] = fn(data[j], *args)
         except Exception as exc:  # reported per client, raised on the server
@@ -216,10 +238,12 @@ class DaskExecutor(Executor):
         return min(free, key=lambda a: (load.get(a, 0), a))
 
     def _scatter(self, indices, worker):
-        objs = [self.clients[j] for j in indices]
-        futures = self._client.scatter(objs, workers=[worker], hash=False)
-        self.placement_bytes_ += int(sum(self._sizeof(o) for o in objs))
-        for j, future in zip(indices, futures):
+        """Ship clients ``indices`` to ``worker`` as one shard (one Dask key, one dependency)."""
+        shard = {j: self.clients[j] for j in indices}
+        key = f"skfed-data-{self._token[:8]}-{uuid.uuid4().hex[:8]}"
+        future = self._client.scatter({key: shard}, workers=[worker], hash=False)[key]
+        self.placement_bytes_ += int(sum(self._sizeof(o) for o in shard.values()))
+        for j in indices:
             self._data[j], self._where[j] = future, worker
 
     def place_states(self, states):
@@ -259,27 +283,30 @@ class DaskExecutor(Executor):
         return None
 
     # -- rounds --------------------------------------------------------------
-    def _dispatch(self, task, jobs, rnd, solver=None):
-        """Run ``task`` per worker over its clients' ``jobs`` (``(j, ...)`` tuples).
+    def _dispatch(self, func, head, jobs, label):
+        """Run ``func(*head, shards, part)`` on each worker over its part of ``jobs``.
 
-        Returns ``{j: result or ClientFailure}``; clients whose worker is gone
-        get a failure with ``state_lost`` unknown (checked by :meth:`_move`).
+        ``jobs`` are tuples starting with the client index. Returns
+        ``{j: result or ClientFailure}``; the clients of a worker that died
+        under the task get a failure with ``worker_lost`` set.
         """
         by_worker = {}
         for job in jobs:
             by_worker.setdefault(self._where[job[0]], []).append(job)
         futures = {}
+        self._n_dispatch = getattr(self, "_n_dispatch", 0) + 1
         for worker, part in by_worker.items():
-            data = {job[0]: self._data[job[0]] for job in part}
-            args = (self._token, solver, data, part) if solver is not None else (task[1], data,
-                                                                                  part)
+            data = list({self._data[job[0]].key: self._data[job[0]] for job in part}.values())
             futures[worker] = self._client.submit(
-                task[0], *args, workers=[worker], allow_other_workers=False, pure=False,
-                key=f"skfed-{self._token[:8]}-r{rnd}-{task[0].__name__}-{uuid.uuid4().hex[:8]}")
-        self._wait(list(futures.values()), rnd)
+                func, *head, data, _Jobs(part), workers=[worker], allow_other_workers=False,
+                pure=False, key=self._key(label, self._n_dispatch))
+        if self.timeout is not None:
+            self._wait(list(futures.values()), label)
+        # one trip: failed futures are skipped here and examined below
+        results = self._client.gather(list(futures.values()), errors="skip")
         out = {}
         finished = {w: f for w, f in futures.items() if f.status == "finished"}
-        for w, result in zip(finished, self._client.gather(list(finished.values()))):
+        for w, result in zip(finished, results):
             for j, value in result.items():
                 if isinstance(value, ClientFailure):
                     value.worker = value.worker or w
@@ -299,7 +326,12 @@ class DaskExecutor(Executor):
                 out[job[0]] = failure
         return out
 
-    def _wait(self, futures, rnd):
+    def _key(self, label, number):
+        """Dask key of one task: fit, dispatch number, what it runs (read by benchmarks)."""
+        tag = label.replace(" ", "")
+        return f"skfed-{self._token[:8]}-{number:07d}-{tag}-{uuid.uuid4().hex[:8]}"
+
+    def _wait(self, futures, label):
         from distributed import wait
 
         try:
@@ -307,7 +339,7 @@ class DaskExecutor(Executor):
         except TimeoutError:
             self._client.cancel(futures)
             raise TimeoutError(
-                f"round {rnd}: Dask workers did not reply within timeout={self.timeout} s; "
+                f"{label}: Dask workers did not reply within timeout={self.timeout} s; "
                 "the fit was stopped (the estimator keeps what it had before fit)."
             ) from None
 
@@ -329,7 +361,8 @@ class DaskExecutor(Executor):
             self._solver = (solver, self._client.scatter(solver, broadcast=True, hash=False))
         failures = self._replace_lost([j for j, _, _ in jobs])
         runnable = [job for job in jobs if job[0] not in failures]
-        results = self._dispatch((_worker_round,), runnable, rnd, solver=self._solver[1])
+        head = (self._token, self._solver[1])
+        results = self._dispatch(_worker_round, head, runnable, f"round {rnd}")
         if retry:
             again = [job for job in runnable if isinstance(results[job[0]], ClientFailure)
                      and not results[job[0]].state_lost]
@@ -343,8 +376,7 @@ class DaskExecutor(Executor):
                     results.pop(j)
             retried = [job for job in again if job[0] in results]
             if retried:
-                results.update(self._dispatch((_worker_round,), retried, rnd,
-                                              solver=self._solver[1]))
+                results.update(self._dispatch(_worker_round, head, retried, f"round {rnd}"))
         replies = {}
         for j, value in results.items():
             (failures if isinstance(value, ClientFailure) else replies)[j] = value
@@ -353,14 +385,15 @@ class DaskExecutor(Executor):
     def map(self, fn, tasks):
         jobs = [(j, args) for j, args in tasks]
         failures = self._replace_lost(sorted({j for j, _ in jobs}))
-        results = self._dispatch((_worker_map, fn), [t for t in jobs if t[0] not in failures],
-                                 rnd="-")
+        label = getattr(fn, "__name__", "map")
+        results = self._dispatch(_worker_map, (fn,), [t for t in jobs if t[0] not in failures],
+                                 label)
         lost = [j for j, v in results.items() if isinstance(v, ClientFailure) and v.worker_lost]
         if lost:  # a worker died under this call: re-place and run those again once
             failures.update(self._replace_lost(lost))
-            results.update(self._dispatch((_worker_map, fn),
+            results.update(self._dispatch(_worker_map, (fn,),
                                           [t for t in jobs if t[0] in lost and t[0] not in failures],
-                                          rnd="-"))
+                                          label))
         failures.update({j: v for j, v in results.items() if isinstance(v, ClientFailure)})
         if failures:
             j = min(failures)
@@ -390,7 +423,7 @@ class DaskExecutor(Executor):
         if client is not None:
             try:
                 client.run(_drop_store, self._token)
-                held = list(getattr(self, "_data", {}).values())
+                held = list({f.key: f for f in getattr(self, "_data", {}).values()}.values())
                 if getattr(self, "_solver", (None, None))[1] is not None:
                     held.append(self._solver[1])
                 client.cancel(held)
