@@ -103,7 +103,7 @@ def main(argv=None):
         import distributed
 
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
+                                           dashboard_address=":0")
         client = distributed.Client(cluster)
     header = ("| clients | data | executor | ms/round | overhead ms/round "
               "| worker compute ms/round | setup s | algorithm KB/round | monitor KB/round "

@@ -27,8 +27,13 @@ SHARED_DOC = """
         ``"samples"``: each client's mean loss weighs its share of the
         (sample-weighted) data, so the objective is exactly the pooled one.
         ``"uniform"``: every client weighs ``1 / n_clients`` (the papers').
-    executor : {"sequential", "threads", "loky"} or Executor, default="sequential"
-        Where client work runs; data is shipped once per fit.
+    executor : {"sequential", "threads", "loky", "dask"} or Executor, default="sequential"
+        Where client work runs; data is shipped once per fit. ``"dask"`` (or
+        :class:`~skfed.executors.DaskExecutor` with ``placement=``) uses the
+        running Dask client, each client's data and solver state resident on
+        one worker (needs ``skfed[dask]``). A client that fails is dropped from
+        its round or the fit stops with :class:`~skfed.exceptions.ClientFailureError`;
+        a fit that does not finish leaves the estimator as it was.
     n_jobs : int or None, default=None
         Workers for the threads / loky executors.
     random_state : int, RandomState or None, default=None

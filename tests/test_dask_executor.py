@@ -6,6 +6,7 @@ installed (``.ci/run`` installs it).
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ from .conftest import fit_quietly  # noqa: E402
 @pytest.fixture(scope="module")
 def dask_client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         yield client
 
@@ -60,6 +61,36 @@ def test_same_coef_on_every_executor_for_every_solver(dask_client, cancer, name)
         assert est.n_iter_ == 4
     for other in coefs[1:]:
         np.testing.assert_allclose(other, coefs[0], rtol=1e-12, atol=1e-14)
+
+
+def _estimator_cases():
+    from sklearn.datasets import load_iris
+
+    from skfed import FedElasticNet, FedLinearSVC, FedLowRank
+
+    X, y = load_iris(return_X_y=True)
+    clients = np.arange(len(y)) % 5
+    rng = np.random.default_rng(0)
+    Y = X @ rng.normal(size=(4, 3))
+    return [
+        (FedElasticNet(alpha=0.05, l1_ratio=0.5, solver="feddyn", participation=0.6), X, Y[:, 0]),
+        (FedLinearSVC(loss="hinge", C=0.1, solver="dualfl"), X, y),    # sample-sized dual state
+        (FedLinearSVC(loss="hinge", penalty="l1", C=0.1, solver="fedmls"), X, y),
+        (FedLogisticRegression(C=0.5, solver="scaffold"), X, y),         # multinomial
+        (FedLowRank(alpha=0.1, solver="fedadmm"), X, Y),
+    ], clients
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_every_estimator_gives_the_same_model_on_dask(dask_client, case):
+    cases, clients = _estimator_cases()
+    est, X, y = cases[case]
+    coefs = []
+    for executor in ["sequential", DaskExecutor()]:
+        est.set_params(executor=executor, max_rounds=6, tol=0, random_state=0)
+        fit_quietly(est, X, y, clients=clients)
+        coefs.append(np.r_[np.ravel(est.coef_), np.ravel(est.intercept_)])
+    np.testing.assert_allclose(coefs[1], coefs[0], rtol=1e-12, atol=1e-14)
 
 
 def test_executor_by_name_uses_the_running_client(dask_client, cancer):
@@ -193,7 +224,7 @@ def test_grid_search_on_the_dask_joblib_backend(dask_client, synthetic):
 def test_same_coef_with_worker_processes(cancer, name):
     X, y, clients = cancer
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster):
         coefs = []
         for executor in ["sequential", DaskExecutor()]:
@@ -201,3 +232,37 @@ def test_same_coef_with_worker_processes(cancer, name):
                                         max_rounds=10, tol=0, executor=executor, random_state=0)
             coefs.append(fit_quietly(est, X, y, clients=clients).coef_)
     np.testing.assert_allclose(coefs[1], coefs[0], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_process_is_survived_by_a_stateless_solver(cancer):
+    """A real fault: a worker process exits mid-fit; its nanny restarts it empty,
+    the clients' data is sent again and the fit ends with the fault-free model."""
+    import os
+    import threading
+
+    X, y, clients = cancer
+    clean = fit_quietly(FedLogisticRegression(C=1.0, solver="fedavg", max_rounds=200, tol=0),
+                        X, y, clients=clients).coef_
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        victim = sorted(client.scheduler_info()["workers"])[0]
+        def kill():
+            try:
+                client.run(os._exit, 1, workers=[victim])
+            except Exception:  # noqa: BLE001 - the worker dies before it can answer
+                pass
+
+        timer = threading.Timer(3.0, kill)
+        timer.start()
+        est = FedLogisticRegression(C=1.0, solver="fedavg", max_rounds=200, tol=0,
+                                    executor=DaskExecutor())
+        with warnings.catch_warnings(record=True):  # a round in flight may drop clients
+            warnings.simplefilter("always")
+            fit_quietly(est, X, y, clients=clients)
+        timer.join()
+        assert est.history_["wall_time"][-1] > 3.0, "the fit ended before the fault"
+    assert est.n_iter_ == 200
+    assert est.history_.placement_bytes > X.nbytes  # the victim's clients were sent again
+    np.testing.assert_allclose(est.coef_, clean, rtol=0.02, atol=0.02)

@@ -257,10 +257,10 @@ class DaskExecutor(Executor):
         self._client.gather(futures)
         self.placement_bytes_ += int(sum(self._sizeof(s) for s in states if s is not None))
 
-    def _move(self, j, reason):
+    def _move(self, j, reason, worker_dead=False):
         """Re-place client ``j`` on another live worker; returns a failure if it cannot."""
         old, workers = self._where[j], self._workers()
-        alive = old in workers
+        alive = old in workers and not worker_dead
         load = {}
         for k, w in self._where.items():
             load[w] = load.get(w, 0) + self.clients[k].n_samples
@@ -272,8 +272,13 @@ class DaskExecutor(Executor):
         if self._stateless:
             state = {j: None}
         elif alive:
-            state = self._client.submit(_take_states, self._token, [j], True, workers=[old],
-                                        allow_other_workers=False, pure=False).result()
+            try:
+                state = self._client.submit(_take_states, self._token, [j], True,
+                                            workers=[old], allow_other_workers=False,
+                                            pure=False).result(timeout=60)
+            except Exception:  # noqa: BLE001 - the worker went down meanwhile
+                return ClientFailure(error=f"{reason}, and its solver state could not be "
+                                           "fetched from it", worker=old, state_lost=True)
         else:
             return ClientFailure(error=f"{reason}, and its solver state was lost with it",
                                  worker=old, state_lost=True)
@@ -318,9 +323,12 @@ class DaskExecutor(Executor):
                 exc = future.exception()
             except BaseException as cancelled:  # a cancelled future raises instead
                 exc = cancelled
-            lost = type(exc).__name__ in _WORKER_LOST
+            # a lost future may carry no exception; the worker's absence decides
+            lost = (exc is None or type(exc).__name__ in _WORKER_LOST
+                    or worker not in self._workers())
             for job in by_worker[worker]:
-                failure = (ClientFailure(error=f"its worker was lost ({type(exc).__name__})",
+                failure = (ClientFailure(error=f"its worker was lost ({type(exc).__name__})"
+                                         if exc is not None else "its worker was lost",
                                          worker=worker, worker_lost=True) if lost
                            else ClientFailure.from_exception(exc, worker))
                 out[job[0]] = failure
@@ -346,12 +354,13 @@ class DaskExecutor(Executor):
     def _lost(self, j):
         return self._data[j].status != "finished"
 
-    def _replace_lost(self, indices):
-        """Re-place, before running, clients whose data future is gone."""
+    def _replace_lost(self, indices, dead=()):
+        """Re-place clients whose data future is gone, or whose worker is in ``dead``."""
         failures = {}
         for j in indices:
-            if self._lost(j):
-                failure = self._move(j, f"its worker {self._where[j]} left the cluster")
+            if self._lost(j) or self._where[j] in dead:
+                failure = self._move(j, f"its worker {self._where[j]} left the cluster",
+                                     worker_dead=True)
                 if failure is not None:
                     failures[j] = failure
         return failures
@@ -369,7 +378,8 @@ class DaskExecutor(Executor):
             for job in again:
                 j = job[0]
                 failure = results[j]
-                moved = (self._replace_lost([j]).get(j) if failure.worker_lost
+                moved = (self._replace_lost([j], dead={failure.worker}).get(j)
+                         if failure.worker_lost
                          else self._move(j, f"it failed on worker {failure.worker}"))
                 if moved is not None:
                     failures[j] = moved
@@ -390,7 +400,7 @@ class DaskExecutor(Executor):
                                  label)
         lost = [j for j, v in results.items() if isinstance(v, ClientFailure) and v.worker_lost]
         if lost:  # a worker died under this call: re-place and run those again once
-            failures.update(self._replace_lost(lost))
+            failures.update(self._replace_lost(lost, dead={results[j].worker for j in lost}))
             results.update(self._dispatch(_worker_map, (fn,),
                                           [t for t in jobs if t[0] in lost and t[0] not in failures],
                                           label))
