@@ -16,10 +16,9 @@ What travels, per fit and per round::
                  the data are released
 """
 
+import functools
 import numbers
 import uuid
-
-import numpy as np
 
 from ..exceptions import ClientFailure, ClientFailureError
 from .base import Executor, client_round
@@ -41,9 +40,6 @@ class _Jobs:
 
     def __init__(self, items):
         self.items = items
-
-    def __reduce__(self):
-        return (_Jobs, (self.items,))
 
 
 # --- worker side (module level: pickled by reference) -------------------------------
@@ -101,6 +97,7 @@ def _worker_map(fn, shards, jobs):
     return out
 
 
+@functools.cache
 def _register_sizeof():
     """Tell Dask how big a client is (its arrays), for memory limits and accounting."""
     from dask.sizeof import sizeof
