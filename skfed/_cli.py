@@ -1,4 +1,4 @@
-"""Command line: ``python -m skfed demo`` (also installed as ``skfed``)."""
+"""Command line: ``python -m skfed demo|fit|support-matrix`` (also installed as ``skfed``)."""
 
 import argparse
 import sys
@@ -79,17 +79,100 @@ def run_demo(alpha=0.1, n_sites=5, out=None):
     return fed
 
 
+def _fit_parser(sub):
+    from ._cli_fit import MODELS
+
+    fit = sub.add_parser(
+        "fit", help="fit a federated model on CSV data from several sites",
+        description="Fit a federated model on CSV data held by several sites, and compare it, "
+                    "site by site, with each site's local-only model and the pooled model on "
+                    "held-out rows.")
+    fit.add_argument("data", nargs="?", help="CSV file with every site's rows and a site column")
+    fit.add_argument("--site-files", nargs="+", metavar="CSV",
+                     help="one CSV per site instead (the site is the file name)")
+    fit.add_argument("--target", nargs="+", required=True, metavar="COLUMN",
+                     help="the column to predict (several for --model lowrank)")
+    fit.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
+    fit.add_argument("--model", required=True, choices=sorted(MODELS))
+    fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
+    fit.add_argument("--alpha", type=float, help="penalty strength (lasso, elasticnet, lowrank)")
+    fit.add_argument("--C", type=float, dest="C", help="inverse penalty strength (logistic, svm)")
+    fit.add_argument("--l1-ratio", type=float, help="L1 share of the penalty "
+                                                    "(elasticnet, logistic)")
+    fit.add_argument("--max-rounds", type=int, default=1000)
+    fit.add_argument("--tol", type=float, default=1e-6)
+    fit.add_argument("--categorical", nargs="+", default=[], metavar="COLUMN",
+                     help="text columns to one-hot encode")
+    fit.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
+                     help="columns that are not features (identifiers, other outcomes)")
+    fit.add_argument("--test-size", type=float, default=0.2,
+                     help="share of every site's rows held out for the comparison")
+    fit.add_argument("--random-state", type=int, default=0)
+    fit.add_argument("--report", metavar="HTML", help="write a self-contained HTML report")
+    fit.add_argument("--output", metavar="JOBLIB", help="save the fitted estimator (joblib)")
+    return fit
+
+
+def run_fit(args, out=None):
+    """``skfed fit``: returns the :class:`~skfed._cli_fit.FitReport`."""
+    from ._cli_fit import MODELS, CLIError, design_matrix, fit_and_compare, format_text
+    from ._cli_fit import read_csv_files
+
+    out = sys.stdout if out is None else out
+    if bool(args.data) == bool(args.site_files):
+        raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv B.csv ...")
+    _, reg, classifier = MODELS[args.model]
+    other = "C" if reg == "alpha" else "alpha"
+    if getattr(args, other) is not None:
+        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
+    target = args.target[0] if len(args.target) == 1 else args.target
+    X, Y, sites, names = design_matrix(table, target=target, clients=args.clients,
+                                       categorical=args.categorical, drop=args.drop,
+                                       classifier=classifier)
+    try:
+        report = fit_and_compare(
+            X, Y, sites, model=args.model, test_size=args.test_size,
+            random_state=args.random_state, feature_names=names, output_names=args.target,
+            strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
+            max_rounds=args.max_rounds, tol=args.tol)
+    except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
+        raise CLIError(str(exc)) from exc
+    print(format_text(report), end="", file=out)
+    if args.report:
+        from ._report import write_html_report
+
+        write_html_report(report, args.report)
+        print(f"report written to {args.report}", file=out)
+    if args.output:
+        import joblib
+
+        joblib.dump(report.estimator, args.output)
+        print(f"model saved to {args.output} (joblib.load it; feature_names_in_ lists the "
+              "columns it expects)", file=out)
+    return report
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="skfed", description="Federated convex estimators.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="federated Lasso on a built-in heterogeneous dataset")
     demo.add_argument("--alpha", type=float, default=0.1, help="L1 strength (default 0.1)")
     demo.add_argument("--sites", type=int, default=5, help="number of sites (default 5)")
+    _fit_parser(sub)
     sub.add_parser("support-matrix",
                    help="print the estimator x solver support matrix (Markdown), from the code")
     args = parser.parse_args(argv)
     if args.command == "demo":
         run_demo(alpha=args.alpha, n_sites=args.sites)
+    elif args.command == "fit":
+        from ._cli_fit import CLIError
+
+        try:
+            run_fit(args)
+        except CLIError as exc:
+            print(f"skfed fit: error: {exc}", file=sys.stderr)
+            return 2
     elif args.command == "support-matrix":
         from ._support import format_support_matrix, support_matrix
 

@@ -1,0 +1,352 @@
+"""``skfed fit``: a federated fit from CSV files, for analysts who do not write Python.
+
+Reads one CSV (with a column naming each row's site) or one CSV per site,
+holds out a share of every site's rows, fits the federated model, and
+compares it, site by site, with each site's local-only model and the pooled
+model (the same estimator fitted on all training rows at once). Errors are
+:class:`CLIError` with a message a person can act on; the command line
+prints it without a traceback.
+"""
+
+import csv
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+#: ``--model`` -> (estimator name, regularization option, is a classifier)
+MODELS = {
+    "lasso": ("FedLasso", "alpha", False),
+    "elasticnet": ("FedElasticNet", "alpha", False),
+    "logistic": ("FedLogisticRegression", "C", True),
+    "svm": ("FedLinearSVC", "C", True),
+    "lowrank": ("FedLowRank", "alpha", False),
+}
+#: fewest rows a site needs: some to train on and some to evaluate on
+MIN_SITE_ROWS = 5
+
+
+class CLIError(ValueError):
+    """A problem with the input that the person running the command can fix."""
+
+
+@dataclass
+class Table:
+    """The rows of the CSV input, as strings, with where each came from."""
+
+    columns: list
+    rows: list = field(default_factory=list)
+    origin: list = field(default_factory=list)  # (file name, line number) per row
+    site: list = field(default_factory=list)    # site label per row, from --site-files
+
+
+def read_csv_files(paths, *, site_files=False):
+    """Rows of one or several CSV files with the same header."""
+    table = None
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise CLIError(f"cannot read {path}: no such file.")
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if not header:
+                raise CLIError(f"{path} is empty: the first line must name the columns.")
+            header = [h.strip() for h in header]
+            if table is None:
+                table = Table(columns=header)
+            elif header != table.columns:
+                raise CLIError(f"{path} has columns {header}, but {paths[0]} has "
+                               f"{table.columns}; every site file needs the same columns.")
+            n_before = len(table.rows)
+            for line, row in enumerate(reader, start=2):
+                if not row or all(not cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    raise CLIError(f"{path.name}, line {line}: {len(row)} values for "
+                                   f"{len(header)} columns.")
+                table.rows.append([cell.strip() for cell in row])
+                table.origin.append((path.name, line))
+                if site_files:
+                    table.site.append(path.stem)
+            if len(table.rows) == n_before:
+                raise CLIError(f"{path} has a header but no data rows.")
+    return table
+
+
+def _column(table, name, role):
+    if name not in table.columns:
+        raise CLIError(f"column {name!r} ({role}) not found; the columns are: "
+                       + ", ".join(table.columns) + ".")
+    return table.columns.index(name)
+
+
+def _numbers(table, k, name, role):
+    values = np.empty(len(table.rows))
+    for i, row in enumerate(table.rows):
+        cell = row[k]
+        where = "{} line {}".format(*table.origin[i])
+        if cell == "" or cell.lower() in {"na", "nan", "null"}:
+            missing = sum(1 for r in table.rows if r[k] == "" or r[k].lower() in
+                          {"na", "nan", "null"})
+            raise CLIError(f"{role} column {name!r} has {missing} missing value(s), the first "
+                           f"in {where}; impute or drop those rows.")
+        try:
+            values[i] = float(cell)
+        except ValueError:
+            hint = (f" one-hot encode it, pass --categorical {name}, or leave it out with "
+                    f"--drop {name}"
+                    if role == "feature" else "")
+            raise CLIError(f"{role} column {name!r} is not numeric: {cell!r} in {where};"
+                           + (hint or " it must hold numbers.")) from None
+        if not math.isfinite(values[i]):
+            raise CLIError(f"{role} column {name!r} has a non-finite value {cell!r} in {where}.")
+    return values
+
+
+def design_matrix(table, *, target, clients=None, categorical=(), drop=(), classifier=False):
+    """``(X, Y, sites, feature_names)`` from the table.
+
+    Feature columns are every column but the target(s), the site column and
+    ``drop``; ``categorical`` ones are one-hot encoded (``name=value``, one
+    column per value seen at any site).
+    """
+    targets = [target] if isinstance(target, str) else list(target)
+    t_idx = [_column(table, t, "target") for t in targets]
+    if table.site:
+        if clients is not None:
+            raise CLIError("pass either --clients (one file with a site column) or "
+                           "--site-files (one file per site), not both.")
+        sites = np.array(table.site)
+        skip = set(t_idx)
+    else:
+        if clients is None:
+            raise CLIError("say which column names each row's site: --clients COLUMN "
+                           "(or give one file per site with --site-files).")
+        c_idx = _column(table, clients, "--clients site column")
+        sites = np.array([row[c_idx] for row in table.rows])
+        skip = set(t_idx) | {c_idx}
+    skip |= {_column(table, name, "--drop") for name in drop}
+    for name in categorical:
+        if _column(table, name, "--categorical") in skip:
+            raise CLIError(f"--categorical {name!r} is the target, the site column or dropped.")
+    columns, names = [], []
+    for k, name in enumerate(table.columns):
+        if k in skip:
+            continue
+        if name in categorical:
+            values = [row[k] for row in table.rows]
+            for level in sorted(set(values)):
+                columns.append(np.array([v == level for v in values], dtype=float))
+                names.append(f"{name}={level}")
+        else:
+            columns.append(_numbers(table, k, name, "feature"))
+            names.append(name)
+    if not columns:
+        raise CLIError("no feature columns are left besides the target and the site column.")
+    X = np.column_stack(columns)
+    if classifier:
+        if len(targets) != 1:
+            raise CLIError("a classifier takes one --target column.")
+        Y = np.array([row[t_idx[0]] for row in table.rows])
+        classes = np.unique(Y)
+        if len(classes) < 2:
+            raise CLIError(f"target {targets[0]!r} has only one class ({str(classes[0])!r}); a "
+                           "classifier needs at least two.")
+        Y = _maybe_numeric_labels(Y)
+    else:
+        Y = np.column_stack([_numbers(table, k, t, "target") for k, t in zip(t_idx, targets)])
+        Y = Y[:, 0] if len(targets) == 1 else Y
+    return X, Y, sites, names
+
+
+def _maybe_numeric_labels(y):
+    try:
+        numeric = y.astype(float)
+    except ValueError:
+        return y
+    return numeric.astype(int) if np.all(numeric == np.round(numeric)) else y
+
+
+def holdout_split(sites, test_size, random_state):
+    """Boolean mask of held-out rows: ``ceil(test_size * n)`` random rows of every site.
+
+    Raises if a site has fewer than :data:`MIN_SITE_ROWS` rows.
+    """
+    if not 0 < test_size < 1:
+        raise CLIError(f"--test-size must be between 0 and 1; got {test_size}.")
+    rng = np.random.default_rng(random_state)
+    test = np.zeros(len(sites), dtype=bool)
+    labels, counts = np.unique(sites, return_counts=True)
+    small = [f"{str(lab)!r} ({n} rows)" for lab, n in zip(labels, counts) if n < MIN_SITE_ROWS]
+    if small:
+        raise CLIError(f"site(s) {', '.join(small)} have too few rows: each site needs at "
+                       f"least {MIN_SITE_ROWS} (some to train on, some to evaluate on); merge "
+                       "or drop them.")
+    for label in labels:
+        idx = np.flatnonzero(sites == label)
+        k = max(1, math.ceil(test_size * len(idx)))
+        test[rng.permutation(idx)[:k]] = True
+    return test
+
+
+def make_estimator(model, *, strength=None, l1_ratio=None, solver="auto", max_rounds=1000,
+                   tol=1e-6, random_state=0):
+    """The estimator ``--model`` names, with the options given."""
+    import skfed
+
+    name, reg, _ = MODELS[model]
+    params = {"solver": solver, "max_rounds": max_rounds, "tol": tol,
+              "random_state": random_state}
+    if strength is not None:
+        params[reg] = strength
+    if l1_ratio is not None:
+        if model not in ("elasticnet", "logistic"):
+            raise CLIError(f"--l1-ratio applies to elasticnet and logistic, not {model}.")
+        params["l1_ratio"] = l1_ratio
+    return getattr(skfed, name)(**params)
+
+
+def _score(est, X, y, classifier):
+    if len(y) == 0:
+        return np.nan
+    pred = est.predict(X)
+    if classifier:
+        return float(np.mean(pred == y))
+    y2, p2 = np.reshape(y, (len(y), -1)), np.reshape(pred, (len(y), -1))
+    ss = np.sum((y2 - y2.mean(axis=0)) ** 2)
+    return float(1 - np.sum((y2 - p2) ** 2) / ss) if ss > 0 else np.nan
+
+
+@dataclass
+class FitReport:
+    """Everything ``skfed fit`` prints and puts in the HTML report."""
+
+    model: str
+    estimator: object
+    metric: str
+    feature_names: list
+    output_names: list
+    site_rows: list      # (site, n_train, n_test, federated, local-only, pooled)
+    overall: tuple       # (n_train, n_test, federated, local-only (NaN), pooled)
+    converged: bool
+    notes: list
+
+
+def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
+                    output_names=None, **options):
+    """Fit federated, local-only and pooled models; score them on held-out rows."""
+    from sklearn.base import clone
+
+    classifier = MODELS[model][2]
+    if model == "lowrank" and (np.ndim(Y) != 2 or Y.shape[1] < 2):
+        raise CLIError("--model lowrank fits several targets at once (a low-rank coefficient "
+                       "matrix): give two or more --target columns.")
+    test = holdout_split(sites, test_size, random_state)
+    tr = ~test
+    est = make_estimator(model, random_state=random_state, **options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        fed = clone(est).fit(X[tr], Y[tr], clients=sites[tr])
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pooled = clone(est).fit(X[tr], Y[tr])
+    notes = []
+    site_rows = []
+    for label in np.unique(sites):
+        s_tr, s_te = tr & (sites == label), test & (sites == label)
+        local_score = np.nan
+        if classifier and len(np.unique(Y[s_tr])) < 2:
+            notes.append(f"site {label!r} holds one class only: it has no local-only model.")
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                local = clone(est).fit(X[s_tr], Y[s_tr])
+            local_score = _score(local, X[s_te], Y[s_te], classifier)
+        site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
+                          _score(fed, X[s_te], Y[s_te], classifier), local_score,
+                          _score(pooled, X[s_te], Y[s_te], classifier)))
+    overall = (int(tr.sum()), int(test.sum()), _score(fed, X[test], Y[test], classifier),
+               np.nan, _score(pooled, X[test], Y[test], classifier))
+    names = feature_names or [f"x{k}" for k in range(X.shape[1])]
+    fed.feature_names_in_ = np.array(names, dtype=object)
+    return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
+                     feature_names=names, output_names=output_names, site_rows=site_rows,
+                     overall=overall, converged=converged, notes=notes)
+
+
+def coefficient_rows(report):
+    """``(feature, values...)`` rows, non-zero features first (largest first)."""
+    est = report.estimator
+    coef = np.atleast_2d(est.coef_)              # (n_outputs or classes, n_features)
+    if coef.shape[1] != len(report.feature_names):
+        coef = coef.reshape(-1, len(report.feature_names))
+    size = np.max(np.abs(coef), axis=0)
+    order = sorted(range(len(size)), key=lambda k: (size[k] == 0, -size[k], k))
+    return [(report.feature_names[k], *coef[:, k]) for k in order]
+
+
+def coefficient_headers(report):
+    est = report.estimator
+    n = np.atleast_2d(est.coef_).shape[0]
+    if hasattr(est, "classes_"):
+        return [f"class {c}" for c in est.classes_] if n > 1 else [f"coef ({est.classes_[1]})"]
+    if report.output_names and len(report.output_names) == n:
+        return list(report.output_names)
+    return ["coef"] if n == 1 else [f"output {k}" for k in range(n)]
+
+
+def traffic(report):
+    h = report.estimator.history_
+    return {"rounds": int(report.estimator.n_iter_), "bytes_up": int(h["bytes_up"].sum()),
+            "bytes_down": int(h["bytes_down"].sum()), "monitor_bytes": int(h["monitor_bytes"].sum()),
+            "setup_bytes": int(h.setup_bytes)}
+
+
+def _fmt(v):
+    return "  n/a" if isinstance(v, float) and math.isnan(v) else f"{v:.4f}"
+
+
+def format_text(report):
+    """The terminal report."""
+    est, lines = report.estimator, []
+    t = traffic(report)
+    lines.append(f"skfed fit: {type(est).__name__} ({report.model}), solver {est.solver_.name}, "
+                 f"{len(report.site_rows)} sites, {report.overall[0]} training rows, "
+                 f"{report.overall[1]} held out")
+    lines.append("")
+    heads = coefficient_headers(report)
+    width = max(12, max(len(n) for n in report.feature_names) + 2)
+    lines.append("coefficients (non-zeros first):")
+    lines.append(f"  {'feature':<{width}}" + "".join(f"{h:>14}" for h in heads))
+    zeros = []
+    for name, *values in coefficient_rows(report):
+        if not any(values):
+            zeros.append(name)
+            continue
+        lines.append(f"  {name:<{width}}" + "".join(f"{v:>14.6g}" for v in values))
+    if zeros:
+        lines.append(f"  exactly zero ({len(zeros)}): " + ", ".join(zeros))
+    intercept = np.ravel(est.intercept_)
+    lines.append(f"  {'(intercept)':<{width}}" + "".join(f"{v:>14.6g}" for v in intercept))
+    lines.append("")
+    lines.append(f"held-out {report.metric} (higher is better):")
+    lines.append(f"  {'site':<16}{'train':>7}{'test':>7}{'federated':>11}{'local-only':>12}"
+                 f"{'pooled':>9}")
+    for site, n_tr, n_te, fed, loc, pool in report.site_rows:
+        lines.append(f"  {site:<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{_fmt(loc):>12}"
+                     f"{_fmt(pool):>9}")
+    n_tr, n_te, fed, _, pool = report.overall
+    lines.append(f"  {'overall':<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{'':>12}{_fmt(pool):>9}")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
+    lines.append("")
+    state = "converged" if report.converged else "did NOT converge (raise --max-rounds)"
+    lines.append(f"{t['rounds']} rounds, {state}; sent {t['bytes_up']:,} bytes up and "
+                 f"{t['bytes_down']:,} down (+{t['monitor_bytes']:,} monitoring, "
+                 f"{t['setup_bytes']:,} setup)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,111 @@
+"""The self-contained HTML report of ``skfed fit --report``: tables and plots inline."""
+
+import base64
+import html
+import io
+import math
+
+import numpy as np
+
+from ._cli_fit import coefficient_headers, coefficient_rows, traffic
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.7em; text-align: right; }
+th { background: #eef2f7; } td.name { text-align: left; font-family: monospace; }
+tr.zero td { color: #999; } .bad { color: #b00020; font-weight: bold; }
+img { max-width: 100%; border: 1px solid #ddd; }
+"""
+
+
+def _cell(v):
+    if isinstance(v, (float, np.floating)):
+        return "n/a" if math.isnan(v) else f"{v:.4g}"
+    if isinstance(v, (int, np.integer)):
+        return f"{v:,}"
+    return html.escape(str(v))
+
+
+def _table(headers, rows, row_class=None):
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr>"]
+    for i, row in enumerate(rows):
+        cls = f' class="{row_class(row)}"' if row_class and row_class(row) else ""
+        cells = [f'<td class="name">{_cell(row[0])}</td>'] + [f"<td>{_cell(v)}</td>"
+                                                              for v in row[1:]]
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _convergence_png(history):
+    """Objective, stationarity and cumulative traffic against rounds, as PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = history["round"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(rounds, history["objective"], color="tab:blue")
+    axes[0].set(title="objective", xlabel="round")
+    axes[1].semilogy(rounds, np.maximum(history["stationarity"], 1e-300), color="tab:red")
+    axes[1].set(title="stationarity (0 at the optimum)", xlabel="round")
+    sent = np.cumsum(history["bytes_up"] + history["bytes_down"]) / 1e3
+    axes[2].plot(rounds, sent, color="tab:green")
+    axes[2].set(title="algorithm traffic (KB, cumulative)", xlabel="round")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_html_report(report, path):
+    """Write the report to ``path`` (one file; the plot is embedded as base64)."""
+    try:
+        png = _convergence_png(report.estimator.history_)
+    except ImportError as exc:
+        from ._cli_fit import CLIError
+
+        raise CLIError("--report draws plots with matplotlib: pip install 'skfed[plot]'.") \
+            from exc
+    est, t = report.estimator, traffic(report)
+    coef_rows = coefficient_rows(report)
+    coef_rows.append(("(intercept)", *np.ravel(est.intercept_)))
+    n_tr, n_te, fed, _, pool = report.overall
+    site_rows = list(report.site_rows) + [("overall", n_tr, n_te, fed, float("nan"), pool)]
+    state = ("converged" if report.converged
+             else '<span class="bad">did not converge: raise --max-rounds</span>')
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>skfed fit: {html.escape(type(est).__name__)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>skfed fit: {html.escape(type(est).__name__)} ({html.escape(report.model)})</h1>",
+        f"<p>Solver <b>{html.escape(est.solver_.name)}</b>, {len(report.site_rows)} sites, "
+        f"{n_tr} training rows, {n_te} held out. {t['rounds']} rounds, {state}.</p>",
+        f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
+        "<p>Federated: fitted on every site's training rows without pooling them. "
+        "Local-only: fitted on that site's rows alone. Pooled: fitted on all training rows "
+        "at once (what federated learning reaches without moving the data).</p>",
+        _table(["site", "train rows", "test rows", "federated", "local-only", "pooled"],
+               site_rows),
+    ]
+    parts += [f"<p>Note: {html.escape(n)}</p>" for n in report.notes]
+    parts += [
+        "<h2>Coefficients (non-zeros first)</h2>",
+        _table(["feature"] + coefficient_headers(report), coef_rows,
+               row_class=lambda r: "zero" if r[0] != "(intercept)" and not any(r[1:]) else ""),
+        "<h2>Convergence and traffic</h2>",
+        f'<img alt="convergence" src="data:image/png;base64,'
+        f'{base64.b64encode(png).decode()}">',
+        _table(["traffic", "bytes"], [("sent up (clients to server)", t["bytes_up"]),
+                                      ("sent down (server to clients)", t["bytes_down"]),
+                                      ("monitoring", t["monitor_bytes"]),
+                                      ("one-time setup", t["setup_bytes"])]),
+        "</body></html>",
+    ]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(parts))
