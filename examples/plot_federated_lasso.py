@@ -1,6 +1,6 @@
 """
 Federated Lasso on heterogeneous sites: which solver reaches the pooled model?
-=============================================================================
+==============================================================================
 
 Five sites hold the diabetes data, split by BMI quantile (strong covariate
 shift). We fit the same Lasso with several federated solvers and compare each

@@ -12,8 +12,10 @@ FIELDS = (
 class ConvergenceHistory:
     """One record per round, plus the initial model as round 0.
 
-    Fields
-    ------
+    Notes
+    -----
+    The fields of each record (``history_["field"]`` gives one as an array):
+
     round : int
         0 is the initial model; ``n_iter_`` rounds follow.
     objective : float

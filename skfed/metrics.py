@@ -24,8 +24,8 @@ def support_scores(coef, true_coef, cutoff=1e-2):
     Returns
     -------
     scores : dict
-        ``precision`` = |found & true| / |found|, ``recall`` = |found & true| /
-        |true|, ``f1`` (0 when nothing is found), ``density`` = |found| / size.
+        ``precision = |found & true| / |found|``, ``recall = |found & true| /
+        |true|``, ``f1`` (0 when nothing is found), ``density = |found| / size``.
     """
     found = support(coef, cutoff)
     true = np.asarray(true_coef).ravel() != 0

@@ -133,6 +133,7 @@ class FedElasticNet(_FedLinearRegression):
     Notes
     -----
     {notes}
+
     Examples
     --------
     >>> from skfed import FedElasticNet
@@ -194,6 +195,7 @@ class FedLasso(_FedLinearRegression):
     Notes
     -----
     {notes}
+
     Examples
     --------
     >>> from skfed import FedLasso
