@@ -79,13 +79,18 @@ class _FedLinearRegression(RegressorMixin, FederatedLinearModel):
         layout = Layout(n_outputs=Y.shape[1], n_features=X.shape[1],
                         fit_intercept=self.fit_intercept)
         theta = self._fit_federated(X, Y, clients=clients, sample_weight=sample_weight,
-                                    datafit=Quadratic(), penalty=self._penalty(), layout=layout)
+                                    datafit=self._datafit(), penalty=self._penalty(),
+                                    layout=layout)
         coef, intercept = layout.coef(theta), layout.intercept(theta)
         if y.ndim == 1:
             self.coef_, self.intercept_ = coef[0].copy(), float(intercept[0])
         else:
             self.coef_, self.intercept_ = coef.copy(), intercept.copy()
         return self
+
+    def _datafit(self):
+        """The loss (least squares; a subclass may use another, see docs/extending.md)."""
+        return Quadratic()
 
     def predict(self, X):
         """Predict with the federated linear model.
