@@ -44,3 +44,4 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "remove_config_comments": True,
 }
+html_static_path = ["_static"]
