@@ -46,6 +46,14 @@ def _even_split(n, n_clients, seed=0):
     return clients
 
 
+def _ridge_multinomial_energy(X, y, coef, intercept, mu):
+    """Mean cross-entropy + (mu/2) ||W||^2, written independently of skfed."""
+    Z = X @ coef.T + intercept
+    Z = Z - Z.max(axis=1, keepdims=True)
+    logp = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+    return -logp[np.arange(len(y)), y].mean() + 0.5 * mu * np.sum(coef * coef)
+
+
 # --- DualFL: ridge multinomial logistic regression on digits ---------------------------
 def dualfl_digits(tiny=False):
     """(E(theta) - E*) / E* against rounds: solvers x N, and DualFL's rho sweep.
@@ -61,14 +69,8 @@ def dualfl_digits(tiny=False):
     mu, n = 1e-2, len(y)
     C = 1.0 / (mu * n)  # LogisticRegression's C for the objective above
 
-    def energy(coef, intercept=0.0):
-        Z = X @ coef.T + intercept
-        Z = Z - Z.max(axis=1, keepdims=True)
-        logp = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
-        return -logp[np.arange(n), y].mean() + 0.5 * mu * np.sum(coef * coef)
-
     ref = LogisticRegression(C=C, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
-    e_star = energy(ref.coef_)
+    e_star = _ridge_multinomial_energy(X, y, ref.coef_, 0.0, mu)
     rounds = 8 if tiny else 100
     sizes = [4] if tiny else [8, 32]
     solvers = ["dualfl", "fedpd", "feddyn", "fedadmm", "feddualavg", "scaffold"]
@@ -152,10 +154,7 @@ def _digits_problem(tiny, mu=1e-3, seed=0):
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
     C = 1.0 / (mu * n_train)
     ref = LogisticRegression(C=C, tol=1e-12, max_iter=100_000).fit(Xtr, ytr)
-    Z = Xtr @ ref.coef_.T + ref.intercept_
-    Z = Z - Z.max(axis=1, keepdims=True)
-    logp = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
-    e_star = -logp[np.arange(n_train), ytr].mean() + 0.5 * mu * np.sum(ref.coef_ ** 2)
+    e_star = _ridge_multinomial_energy(Xtr, ytr, ref.coef_, ref.intercept_, mu)
     return Xtr, ytr, Xte, yte, C, e_star
 
 

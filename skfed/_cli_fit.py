@@ -29,6 +29,10 @@ MODELS = {
 MIN_SITE_ROWS = 5
 
 
+#: cells read as missing values
+MISSING = {"", "na", "nan", "null"}
+
+
 class CLIError(ValueError):
     """A problem with the input that the person running the command can fix."""
 
@@ -89,9 +93,8 @@ def _numbers(table, k, name, role):
     for i, row in enumerate(table.rows):
         cell = row[k]
         where = "{} line {}".format(*table.origin[i])
-        if cell == "" or cell.lower() in {"na", "nan", "null"}:
-            missing = sum(1 for r in table.rows if r[k] == "" or r[k].lower() in
-                          {"na", "nan", "null"})
+        if cell.lower() in MISSING:
+            missing = sum(1 for r in table.rows if r[k].lower() in MISSING)
             raise CLIError(f"{role} column {name!r} has {missing} missing value(s), the first "
                            f"in {where}; impute or drop those rows.")
         try:
@@ -210,6 +213,13 @@ def make_estimator(model, *, strength=None, l1_ratio=None, solver="auto", max_ro
     return getattr(skfed, name)(**params)
 
 
+def _fit_quietly(est, X, y, clients=None):
+    """Fit without ConvergenceWarning (local-only and pooled reference fits)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y, clients=clients)
+
+
 def _score(est, X, y, classifier):
     if len(y) == 0:
         return np.nan
@@ -234,6 +244,7 @@ class FitReport:
     overall: tuple       # (n_train, n_test, federated, local-only (NaN), pooled)
     converged: bool
     notes: list
+    test: np.ndarray     # held-out rows
 
 
 def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
@@ -252,9 +263,7 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         warnings.simplefilter("always", ConvergenceWarning)
         fed = clone(est).fit(X[tr], Y[tr], clients=sites[tr])
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        pooled = clone(est).fit(X[tr], Y[tr])
+    pooled = _fit_quietly(clone(est), X[tr], Y[tr])
     notes = []
     site_rows = []
     for label in np.unique(sites):
@@ -263,9 +272,7 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         if classifier and len(np.unique(Y[s_tr])) < 2:
             notes.append(f"site {label!r} holds one class only: it has no local-only model.")
         else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                local = clone(est).fit(X[s_tr], Y[s_tr])
+            local = _fit_quietly(clone(est), X[s_tr], Y[s_tr])
             local_score = _score(local, X[s_te], Y[s_te], classifier)
         site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
                           _score(fed, X[s_te], Y[s_te], classifier), local_score,
@@ -276,7 +283,7 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     fed.feature_names_in_ = np.array(names, dtype=object)
     return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
                      feature_names=names, output_names=output_names, site_rows=site_rows,
-                     overall=overall, converged=converged, notes=notes)
+                     overall=overall, converged=converged, notes=notes, test=test)
 
 
 def coefficient_rows(report):
