@@ -64,9 +64,27 @@ def _settles(holds):
     return first if first < holds.size else "never"
 
 
-def _last_rounds_mean(values, rounds):
-    """Mean over the last ``rounds`` rounds (the paper's tuning window)."""
-    return float(np.mean(values[-rounds:]))
+def _tune_on_set(estimator, alpha, X, y, clients, truth, grid, rounds, window):
+    """The synthetic sets' protocol: 10 clients per round, batch 10, one local epoch.
+
+    Every algorithm is tuned on ``grid`` for the lowest recovery error
+    ``||coef - truth||`` averaged over the last ``window`` rounds (the
+    paper's criterion). Returns ``(tuned, recovery)``: the runs of
+    :func:`_tuned_runs` and the per-round recovery error of a run.
+    """
+    participation = min(1.0, 10 / len(np.unique(clients)))
+
+    def run(name, eta_c, eta_s):
+        est = estimator(alpha=alpha, solver=_solver(name, eta_c, eta_s, batch_size=10),
+                        participation=participation, max_rounds=rounds, tol=0, random_state=0)
+        return fit_or_none(est, X, y, clients)
+
+    def recovery(est):
+        return np.linalg.norm(trajectory(est, truth.size) - truth.ravel(), axis=1)
+
+    tuned = _tuned_runs(FCO_SOLVERS, grid, run,
+                        lambda est: float(np.mean(recovery(est)[-window:])))
+    return tuned, recovery
 
 
 # --- LASSO sets I-IV ---------------------------------------------------------------------
@@ -106,7 +124,6 @@ def fco_lasso(tiny=False):
     rows = []
     for config, overrides in sets.items():
         X, y, clients, w_true = make_federated_lasso(config, random_state=0, **overrides)
-        n_clients = len(np.unique(clients))
         alpha, pooled = _pooled_lasso(X, y, w_true, alphas)
         p_star = _lasso_objective(X, y, pooled.coef_, pooled.intercept_, alpha)
         ref = support_scores(pooled.coef_, w_true)
@@ -116,17 +133,8 @@ def fco_lasso(tiny=False):
             rows += curve("config", config, "pooled (scikit-learn)", metric, [ref[metric]] * 2,
                           rounds=[0, rounds])
 
-        def run(name, eta_c, eta_s):
-            est = FedLasso(alpha=alpha, solver=_solver(name, eta_c, eta_s, batch_size=10),
-                           participation=min(1.0, 10 / n_clients), max_rounds=rounds, tol=0,
-                           random_state=0)
-            return fit_or_none(est, X, y, clients)
-
-        def recovery(est):
-            return np.linalg.norm(trajectory(est, X.shape[1]) - w_true, axis=1)
-
-        tuned = _tuned_runs(FCO_SOLVERS, grid, run,
-                            lambda est: _last_rounds_mean(recovery(est), window))
+        tuned, recovery = _tune_on_set(FedLasso, alpha, X, y, clients, w_true, grid, rounds,
+                                       window)
         for name, (est, (eta_c, eta_s)) in tuned.items():
             coefs = trajectory(est, X.shape[1])
             scores = [support_scores(c, w_true) for c in coefs]
@@ -191,7 +199,7 @@ def fco_low_rank(tiny=False):
     rows = []
     for config, overrides in sets.items():
         X, y, clients, W_true = make_federated_low_rank(config, random_state=0, **overrides)
-        shape, n_clients = W_true.shape, len(np.unique(clients))
+        shape = W_true.shape
         true_rank = rank(W_true, 1e-2)
         central = [(alpha, *_nuclear_least_squares(X, y, alpha, shape)) for alpha in alphas]
         alpha, W_c, p_star = min(central, key=lambda t: (rank(t[1], 1e-2) != true_rank,
@@ -204,18 +212,8 @@ def fco_low_rank(tiny=False):
         rows += curve("config", config, "centralized", "recovery_error",
                       [np.linalg.norm(W_c - W_true)] * 2, rounds=[0, rounds])
 
-        def run(name, eta_c, eta_s):
-            est = FedLowRank(alpha=alpha, solver=_solver(name, eta_c, eta_s, batch_size=10),
-                             participation=min(1.0, 10 / n_clients), max_rounds=rounds, tol=0,
-                             random_state=0)
-            return fit_or_none(est, X, y, clients)
-
-        def recovery(est):
-            Ws = trajectory(est, W_true.size)
-            return np.linalg.norm(Ws - W_true.ravel(), axis=1)
-
-        tuned = _tuned_runs(FCO_SOLVERS, grid, run,
-                            lambda est: _last_rounds_mean(recovery(est), window))
+        tuned, recovery = _tune_on_set(FedLowRank, alpha, X, y, clients, W_true, grid, rounds,
+                                       window)
         for name, (est, (eta_c, eta_s)) in tuned.items():
             ranks = [rank(W.reshape(shape), 1e-2) for W in trajectory(est, W_true.size)]
             rows += curve("config", config, name, "rank", ranks)

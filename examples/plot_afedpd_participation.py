@@ -32,6 +32,9 @@ from skfed import FedLogisticRegression
 from skfed.datasets import simulate_clients
 from skfed.solvers import AFedPD, FedADMM, FedAvg, FedDyn
 
+# every run stops at a fixed number of rounds on purpose
+warnings.simplefilter("ignore", ConvergenceWarning)
+
 X, y = load_breast_cancer(return_X_y=True)
 X = StandardScaler().fit_transform(X)
 site = simulate_clients(X, y, 100, scheme="dirichlet", alpha=0.3, random_state=0)
@@ -51,9 +54,7 @@ p_star = objective(pooled.coef_.ravel(), pooled.intercept_[0])
 def gap(solver, participation, rounds=100):
     est = FedLogisticRegression(C=C, solver=solver, participation=participation,
                                 max_rounds=rounds, tol=0, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(X, y, clients=site)
+    est.fit(X, y, clients=site)
     return est.history_["round"], (est.history_["objective"] - p_star) / p_star
 
 

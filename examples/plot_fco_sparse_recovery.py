@@ -28,6 +28,9 @@ from skfed.datasets import make_federated_lasso, make_federated_low_rank
 from skfed.metrics import rank, support_scores
 from skfed.solvers import FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP
 
+# every run stops at a fixed number of rounds on purpose
+warnings.simplefilter("ignore", ConvergenceWarning)
+
 SOLVERS = {  # the paper's units: (eta_c, eta_s)
     "FedDualAvg": (FedDualAvg, 1e-3, 3.0),
     "FedDualAvg-OSP": (FedDualAvgOSP, 1e-3, 0.3),
@@ -56,9 +59,7 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for name in SOLVERS:
     est = FedLasso(alpha=alpha, solver=make_solver(name), participation=10 / 64,
                    max_rounds=100, tol=0, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(X, y, clients=site)
+    est.fit(X, y, clients=site)
     est.history_.plot(["objective", "nnz"], axes=axes, label=name)
     scores = support_scores(est.coef_, w_true)
     print(f"{name:<15} after 100 rounds: F1 {scores['f1']:.3f}, precision "
@@ -80,9 +81,7 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for name in SOLVERS:
     est = FedLowRank(alpha=0.3, solver=make_solver(name), participation=10 / 64,
                      max_rounds=40, tol=0, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(X, y, clients=site)
+    est.fit(X, y, clients=site)
     est.history_.plot(["objective", "rank"], axes=axes, label=name)
     print(f"{name:<15} after 40 rounds: rank {rank(est.coef_, 1e-2)} (true 4), recovery "
           f"error {np.linalg.norm(est.coef_ - W_true):.3f}")
