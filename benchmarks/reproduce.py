@@ -8,6 +8,7 @@
     python benchmarks/reproduce.py fco-low-rank       # FCO paper: nuclear-norm sets I-IV, rank
     python benchmarks/reproduce.py fco-sparse-logistic    # FCO paper: l1 logistic, fMRI-like silos
     python benchmarks/reproduce.py NAME --tiny        # seconds: what the default tests run
+    python benchmarks/reproduce.py NAME --replot      # redraw NAME.png from the saved CSV
 
 Each run writes ``benchmarks/results/NAME/NAME.csv`` (one row per setting,
 solver, round and metric: ``sweep, value, solver, round, metric, number``)
@@ -313,23 +314,23 @@ REPRODUCTIONS = {"dualfl-digits": dualfl_digits, "fedmls-svm": fedmls_svm,
 LOG_METRICS = {"relative_error", "recovery_error", "validation_loss"}
 FINAL_METRICS = {"test_accuracy"}
 # sweeps drawn with one panel per setting (the papers' layout), and the metrics shown
-PER_SETTING = {"fco-lasso": ("config", ("f1", "density", "recovery_error", "relative_error")),
-               "fco-low-rank": ("config", ("rank", "recovery_error", "relative_error")),
-               "local-gecl": ("h", ("relative_error",)),
-               "afedpd-participation": ("participation", ("relative_error",))}
+PER_SETTING = {"fco-lasso": ({"config"}, ("f1", "density", "recovery_error", "relative_error")),
+               "fco-low-rank": ({"config"}, ("rank", "recovery_error", "relative_error")),
+               "local-gecl": ({"h", "K"}, ("relative_error",)),
+               "afedpd-participation": ({"participation"}, ("relative_error",))}
 
 
 def _panels(name, curves):
     """Rows of panels ``(sweep, value or None, metric)``; None: every value in one panel."""
-    split, metrics = PER_SETTING.get(name, (None, ()))
+    split, metrics = PER_SETTING.get(name, (set(), ()))
     rows, shared = [], []
     for sweep in dict.fromkeys(k[0] for k in curves):
         values = list(dict.fromkeys(k[1] for k in curves if k[0] == sweep))
         found = list(dict.fromkeys(k[2] for k in curves if k[0] == sweep))
         finals = [(sweep, None, m) for m in found if m in FINAL_METRICS]
-        if sweep == split and len(metrics) > 1:  # a row per setting, a column per metric
+        if sweep in split and len(metrics) > 1:  # a row per setting, a column per metric
             rows += [[(sweep, v, m) for m in metrics] for v in values]
-        elif sweep == split:  # a row of settings, then the final metrics against them
+        elif sweep in split:  # a row of settings, then the final metrics against them
             rows.append([(sweep, v, metrics[0]) for v in values] + finals)
         else:
             shared += [(sweep, None, m) for m in found]
@@ -389,20 +390,28 @@ def _plot(name, rows, path):
     plt.close(fig)
 
 
-def run(name, tiny=False, out=None):
-    """Run one reproduction; returns the CSV and PNG paths."""
+CSV_HEADER = ["sweep", "value", "solver", "round", "metric", "number"]
+
+
+def run(name, tiny=False, out=None, replot=False):
+    """Run one reproduction (or, with ``replot``, redraw its saved CSV); returns the paths."""
     if name not in REPRODUCTIONS:
         raise SystemExit(f"unknown reproduction {name!r}; choose from {sorted(REPRODUCTIONS)}")
     out = Path(out) if out else RESULTS / name
     out.mkdir(parents=True, exist_ok=True)
-    rows = REPRODUCTIONS[name](tiny=tiny)
     csv_path, png_path = out / f"{name}.csv", out / f"{name}.png"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["sweep", "value", "solver", "round", "metric", "number"])
-        writer.writerows(rows)
+    if replot:
+        with open(csv_path, newline="") as fh:
+            rows = [(r["sweep"], r["value"], r["solver"], int(r["round"]), r["metric"],
+                     float(r["number"])) for r in csv.DictReader(fh)]
+    else:
+        rows = REPRODUCTIONS[name](tiny=tiny)
+        with open(csv_path, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(CSV_HEADER)
+            writer.writerows(rows)
     _plot(name, rows, png_path)
-    print(f"wrote {csv_path} and {png_path}")
+    print(f"wrote {png_path}" if replot else f"wrote {csv_path} and {png_path}")
     return csv_path, png_path
 
 
@@ -411,8 +420,10 @@ def main(argv=None):
     parser.add_argument("name", choices=sorted(REPRODUCTIONS))
     parser.add_argument("--tiny", action="store_true", help="a seconds-long version")
     parser.add_argument("--out", help="output folder (default benchmarks/results/NAME)")
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw the figure from the saved CSV without re-running")
     args = parser.parse_args(argv)
-    run(args.name, tiny=args.tiny, out=args.out)
+    run(args.name, tiny=args.tiny, out=args.out, replot=args.replot)
 
 
 if __name__ == "__main__":

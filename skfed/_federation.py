@@ -142,13 +142,22 @@ def _handle_failures(solver, executor, history, rnd, failures, n_active):
     Dropping is sound for solvers that allow partial participation: the
     round is then one with fewer participants, and a dropped client's state
     is left as it was. Solvers that need everyone (the executor has already
-    retried where it could) and lost state stop the fit with the reason.
+    retried where it could) and lost state stop the fit with the reason. A
+    client whose iterates diverged (``FloatingPointError``) always stops it:
+    the step size is too large, and leaving the client out would hide that.
     """
     def describe(j):
         f = failures[j]
         where = f" on worker {f.worker}" if f.worker else ""
         return f"client {executor.labels[j]!r}{where}: {f.error}"
 
+    diverged = [j for j in failures if failures[j].diverged]
+    if diverged:  # dropping would hide a step size that is too large
+        j = diverged[0]
+        raise FloatingPointError(
+            f"round {rnd}: {solver.name!r} diverged on {describe(j)}. Lower the step size "
+            f"(client_lr, lr or server_lr). Traceback of client {executor.labels[j]!r}:\n"
+            f"{failures[j].traceback}")
     lost = [j for j in failures if failures[j].state_lost]
     if solver.requires_full_participation or lost or len(failures) == n_active:
         if lost:

@@ -83,6 +83,11 @@ class Layout:
         out = theta.copy()
         if penalty is None:
             return out
+        if not np.all(np.isfinite(theta)):
+            # an SVD or a projection would fail obscurely (or return NaN) on these
+            raise FloatingPointError(
+                "the iterates diverged (a non-finite model reached the proximal step); "
+                "lower the step size (client_lr, lr or server_lr).")
         block = theta[: self.n_coef].reshape(self.penalty_shape)
         out[: self.n_coef] = np.asarray(penalty.prox(block, step)).ravel()
         return out

@@ -34,8 +34,12 @@ class ClientFailure:
     worker_lost: bool = False
     #: the client's solver state is gone (its worker died), so it cannot be retried
     state_lost: bool = False
+    #: the local iterates became non-finite (a step size too large): not a fault
+    #: to retry or drop, since the same round would diverge again anywhere
+    diverged: bool = False
 
     @classmethod
     def from_exception(cls, exc, worker=None):
         return cls(error=f"{type(exc).__name__}: {exc}",
-                   traceback="".join(traceback.format_exception(exc)), worker=worker)
+                   traceback="".join(traceback.format_exception(exc)), worker=worker,
+                   diverged=isinstance(exc, FloatingPointError))

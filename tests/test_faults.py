@@ -271,3 +271,38 @@ def test_dask_round_timeout(data, monkeypatch, cluster):
         est.fit(X, y, clients=labels)
     with pytest.raises(NotFittedError):
         check_is_fitted(est)
+
+
+@pytest.mark.parametrize("solver", ["fedmid", "fedmid-osp", "feddualavg"])
+def test_a_diverging_client_stops_the_fit_instead_of_being_dropped(solver):
+    """Too large a step is not a fault: the fit raises FloatingPointError, drops nothing.
+
+    The nuclear norm's SVD used to fail on the non-finite local iterate with
+    LinAlgError, which partial participation then treated as a failed client
+    and dropped, round after round.
+    """
+    from skfed import FedLowRank
+    from skfed.datasets import make_federated_low_rank
+    from skfed.solvers import SOLVERS
+
+    X, y, clients, _ = make_federated_low_rank("II", matrix_shape=(8, 8), n_clients=6,
+                                               n_samples_per_client=30, random_state=0)
+    est = FedLowRank(alpha=0.1, solver=SOLVERS[solver](client_lr=5.0, batch_size=5,
+                                                       local_epochs=1),
+                     participation=0.5, max_rounds=30, tol=0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ClientDroppedWarning)
+        with pytest.raises(FloatingPointError, match="diverged.*lower the step size|diverged"):
+            fit_quietly(est, X, y, clients=clients)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+
+
+def test_a_non_finite_model_never_reaches_a_prox():
+    from skfed._layout import Layout
+    from skfed.penalties import NuclearNorm
+
+    layout = Layout(n_outputs=1, n_features=4, fit_intercept=True, coef_shape=(2, 2))
+    theta = np.array([1.0, np.nan, 0.0, 2.0, 0.5])
+    with pytest.raises(FloatingPointError, match="lower the step size"):
+        layout.apply_prox(NuclearNorm(0.1), theta, 0.1)

@@ -35,6 +35,9 @@ def test_tiny_reproduction_writes_its_csv_and_figure(name, tmp_path):
     if name != "fco-sparse-logistic":  # that one measures held-out loss, not suboptimality
         assert errors.min() >= -1e-6  # nothing beats the independent optimum
     assert png_path.stat().st_size > 10_000
+    png_path.unlink()
+    assert reproduce.run(name, out=tmp_path, replot=True) == (csv_path, png_path)
+    assert png_path.stat().st_size > 10_000
 
 
 def test_tiny_dualfl_digits_shows_the_paper_s_ordering(tmp_path):

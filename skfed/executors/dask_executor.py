@@ -371,7 +371,7 @@ class DaskExecutor(Executor):
         results = self._dispatch(_worker_round, head, runnable, f"round {rnd}")
         if retry:
             again = [job for job in runnable if isinstance(results[job[0]], ClientFailure)
-                     and not results[job[0]].state_lost]
+                     and not (results[job[0]].state_lost or results[job[0]].diverged)]
             for job in again:
                 j = job[0]
                 failure = results[j]
