@@ -375,8 +375,8 @@ def _plot(name, rows, path):
                     continue
                 rr, vv = zip(*pts)
                 style = dict(ls=":", color="k") if len(pts) == 2 else {}
-                label = solver if value is not None or sweep == "solver" else \
-                    f"{solver}, {sweep}={v}"
+                single = value is not None or len({k[1] for k in curves if k[0] == s}) == 1
+                label = solver if single or sweep == "solver" else f"{solver}, {sweep}={v}"
                 if metric in LOG_METRICS:
                     ax.semilogy(rr, np.maximum(vv, 1e-16), label=label, **style)
                 else:
