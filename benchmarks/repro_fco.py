@@ -9,7 +9,8 @@ per algorithm) and its client sampling, batch size and number of rounds:
 * ``fco_low_rank``: the synthetic nuclear-norm sets I-IV; training loss, rank
   (singular values above 1e-2) and recovery error against rounds.
 * ``fco_sparse_logistic``: l1 logistic regression on fMRI-like silos (the
-  paper's Haxby data need a download, so an in-script generator stands in),
+  paper's Haxby data need a download, so
+  ``skfed.datasets.make_federated_fmri_like`` stands in),
   with the centralized and the local-only baselines; validation loss,
   accuracy and density (cutoff 1e-4).
 
@@ -26,7 +27,8 @@ from sklearn.linear_model import Lasso, LogisticRegression
 
 from _repro import curve, fit_or_none, recording, relative, trajectory, tune
 from skfed import FedLasso, FedLogisticRegression, FedLowRank
-from skfed.datasets import make_federated_lasso, make_federated_low_rank
+from skfed.datasets import (make_federated_fmri_like, make_federated_lasso,
+                            make_federated_low_rank)
 from skfed.metrics import density, rank, support_scores
 from skfed.solvers import FedAvg, FedDualAvg, FedDualAvgOSP, FedMID, FedMIDOSP
 
@@ -228,34 +230,6 @@ def fco_low_rank(tiny=False):
 
 
 # --- sparse logistic regression on fMRI-like silos -----------------------------------------
-def make_fmri_like(n_subjects=6, n_sessions=12, n_scans=18, n_voxels=2000, n_active=40,
-                   amplitude=(0.1, 0.3), random_state=0):
-    """Two-stimulus block-design scans with subject and session effects.
-
-    Each subject has its own anatomy (a voxel-wise offset) and response gain;
-    each session adds a drift; the stimulus (house 0 / face 1, half the scans
-    each) moves ``n_active`` voxels by ``+-amplitude`` (drawn uniformly) times
-    the gain. More voxels than scans, as in fMRI.
-    Returns ``X, y, session, subject``.
-    """
-    rng = np.random.default_rng(random_state)
-    pattern = np.zeros(n_voxels)
-    active = rng.choice(n_voxels, n_active, replace=False)
-    pattern[active] = rng.choice([-1.0, 1.0], n_active) * rng.uniform(*amplitude, n_active)
-    X, y, session, subject = [], [], [], []
-    for s in range(n_subjects):
-        anatomy, gain = rng.normal(0, 0.5, n_voxels), rng.uniform(0.6, 1.4)
-        for k in range(n_sessions):
-            labels = rng.permutation(np.arange(n_scans) % 2)
-            drift = rng.normal(0, 0.3, n_voxels)
-            X.append(anatomy + drift + gain * np.outer(2 * labels - 1, pattern)
-                     + rng.standard_normal((n_scans, n_voxels)))
-            y.append(labels)
-            session += [s * n_sessions + k] * n_scans
-            subject += [s] * n_scans
-    return np.vstack(X), np.concatenate(y), np.array(session), np.array(subject)
-
-
 def _logistic_loss(X, y, coef, intercept, lam):
     """Mean log-loss + lam ||w||_1 (the paper's validation regularized loss)."""
     z = X @ coef + intercept
@@ -274,11 +248,11 @@ def fco_sparse_logistic(tiny=False):
     """
     lam = 1e-3
     if tiny:
-        X, y, session, subject = make_fmri_like(n_subjects=3, n_sessions=4, n_voxels=200,
-                                                n_active=10)
+        X, y, session, subject, _ = make_federated_fmri_like(
+            n_subjects=3, n_sessions=4, n_voxels=200, n_active=10, random_state=0)
         rounds, grid, per_round = 6, [(0.01, 1.0), (0.03, 1.0)], 4
     else:
-        X, y, session, subject = make_fmri_like()
+        X, y, session, subject, _ = make_federated_fmri_like(random_state=0)
         rounds, per_round = 300, 20
         grid = list(itertools.product((3e-3, 1e-2, 3e-2, 0.1), (0.3, 1.0, 3.0)))
     train = subject < subject.max()

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_diabetes, load_iris
 
-from skfed.datasets import LASSO_CONFIGS, make_federated_lasso, simulate_clients
+from skfed.datasets import (LASSO_CONFIGS, make_federated_fmri_like, make_federated_lasso,
+                            simulate_clients)
 from skfed.metrics import density, relative_suboptimality, support_scores
 
 X, y = load_diabetes(return_X_y=True)
@@ -65,6 +66,34 @@ def test_make_federated_lasso_heterogeneity():
     assert means.std(axis=0).mean() > 0.5  # mu_m differ across clients
     resid = y_ - X_ @ w
     assert abs(resid.std() - 1.0) < 0.1  # label noise N(0, 1) around a common bias
+
+
+def test_make_federated_fmri_like_structure():
+    """Sessions are clients, half the scans of each show each stimulus, more voxels than scans."""
+    X_, y_, sessions, subjects, pattern = make_federated_fmri_like(
+        n_subjects=3, n_sessions=4, n_scans=18, n_voxels=300, n_active=12, random_state=0)
+    assert X_.shape == (3 * 4 * 18, 300) and X_.shape[1] > np.bincount(sessions).max()
+    assert np.bincount(sessions).tolist() == [18] * 12
+    assert np.bincount(subjects).tolist() == [72] * 3
+    assert all(np.unique(subjects[sessions == s]).size == 1 for s in range(12))
+    assert all(y_[sessions == s].sum() == 9 for s in range(12))
+    assert np.count_nonzero(pattern) == 12
+    assert np.all((np.abs(pattern[pattern != 0]) >= 0.1) & (np.abs(pattern[pattern != 0]) <= 0.3))
+    # the stimulus moves the active voxels only: class means differ there, not elsewhere
+    diff = X_[y_ == 1].mean(axis=0) - X_[y_ == 0].mean(axis=0)
+    active = pattern != 0
+    assert np.all(np.sign(diff[active]) == np.sign(pattern[active]))
+    assert np.abs(diff[~active]).mean() < 0.5 * np.abs(diff[active]).mean()
+    # subjects differ (anatomy): their mean scans are far apart compared with the noise
+    means = np.array([X_[subjects == s].mean(axis=0) for s in range(3)])
+    assert np.linalg.norm(means[0] - means[1]) / np.sqrt(300) > 0.5
+    X2 = make_federated_fmri_like(n_subjects=3, n_sessions=4, n_voxels=300, n_active=12,
+                                  random_state=0)[0]
+    np.testing.assert_array_equal(X_, X2)
+    with pytest.raises(ValueError, match="n_active"):
+        make_federated_fmri_like(n_voxels=10, n_active=11)
+    with pytest.raises(ValueError, match="even"):
+        make_federated_fmri_like(n_scans=17)
 
 
 def test_support_scores():

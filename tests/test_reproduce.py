@@ -96,15 +96,6 @@ def test_centralized_nuclear_solver_agrees_with_fedlowrank():
     np.testing.assert_allclose(est.coef_, W, atol=1e-4)
 
 
-def test_fmri_like_silos_are_wide_balanced_and_learnable():
-    X, y, session, subject = repro_fco.make_fmri_like(n_subjects=3, n_sessions=4,
-                                                      n_voxels=300, n_active=10)
-    assert X.shape == (3 * 4 * 18, 300) and len(np.unique(session)) == 12
-    for s in np.unique(session):  # a block design: half the scans each stimulus
-        assert y[session == s].sum() == 9
-    assert set(np.unique(subject)) == {0, 1, 2}
-
-
 @pytest.mark.slow
 def test_full_reproductions_run(tmp_path):
     for name in reproduce.REPRODUCTIONS:
