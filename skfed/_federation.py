@@ -154,10 +154,11 @@ def _handle_failures(solver, executor, history, rnd, failures, n_active):
     diverged = [j for j in failures if failures[j].diverged]
     if diverged:  # dropping would hide a step size that is too large
         j = diverged[0]
+        message = f"round {rnd}: {solver.name!r} diverged on {describe(j)}".rstrip(".") + "."
+        if "step size" not in message:
+            message += " Lower the step size (client_lr, lr or server_lr)."
         raise FloatingPointError(
-            f"round {rnd}: {solver.name!r} diverged on {describe(j)}. Lower the step size "
-            f"(client_lr, lr or server_lr). Traceback of client {executor.labels[j]!r}:\n"
-            f"{failures[j].traceback}")
+            f"{message} Traceback of client {executor.labels[j]!r}:\n{failures[j].traceback}")
     lost = [j for j in failures if failures[j].state_lost]
     if solver.requires_full_participation or lost or len(failures) == n_active:
         if lost:

@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from skfed import FedLasso
 from skfed.exceptions import ClientDroppedWarning, ClientFailureError
-from skfed.solvers import DualFL, FedAvg, FedDyn
+from skfed.solvers import DualFL, FedAvg, FedDyn, FedMID
 
 from .conftest import fit_quietly
 
@@ -306,3 +306,15 @@ def test_a_non_finite_model_never_reaches_a_prox():
     theta = np.array([1.0, np.nan, 0.0, 2.0, 0.5])
     with pytest.raises(FloatingPointError, match="lower the step size"):
         layout.apply_prox(NuclearNorm(0.1), theta, 0.1)
+
+
+def test_a_diverging_client_message_names_round_client_and_remedy_once(data):
+    """The error says where it diverged and what to do, without repeating itself."""
+    X, y, labels = data
+    est = FedLasso(alpha=0.1, solver=FedMID(client_lr=1e3, local_steps=3), participation=0.5,
+                   max_rounds=50, tol=0, random_state=0)
+    with pytest.raises(FloatingPointError) as info:
+        fit_quietly(est, X, y, clients=labels)
+    message = str(info.value).split("Traceback")[0]
+    assert "diverged" in message and message.count("step size") == 1
+    assert ".." not in message
