@@ -48,6 +48,12 @@ def trajectory(est, n_coef):
     return np.array([np.zeros(n_coef)] + [m[:n_coef] for m in est.solver_.models_])
 
 
+def lasso_objective(X, y, coef, intercept, alpha):
+    """scikit-learn's Lasso objective, written out independently of skfed."""
+    r = y - X @ coef - intercept
+    return 0.5 * np.mean(r * r) + alpha * np.abs(coef).sum()
+
+
 def relative(values, reference):
     """``(values - reference) / |reference|``."""
     return (np.asarray(values, dtype=float) - reference) / abs(reference)

@@ -25,7 +25,8 @@ import itertools
 import numpy as np
 from sklearn.linear_model import Lasso, LogisticRegression
 
-from _repro import curve, fit_or_none, recording, relative, trajectory, tune
+from _repro import (curve, fit_or_none, lasso_objective, recording, relative, trajectory,
+                    tune)
 from skfed import FedLasso, FedLogisticRegression, FedLowRank
 from skfed.datasets import (make_federated_fmri_like, make_federated_lasso,
                             make_federated_low_rank)
@@ -100,12 +101,6 @@ def _pooled_lasso(X, y, w_true, alphas):
     return alpha, pooled
 
 
-def _lasso_objective(X, y, coef, intercept, alpha):
-    """scikit-learn's Lasso objective, written out independently of skfed."""
-    r = y - X @ coef - intercept
-    return 0.5 * np.mean(r * r) + alpha * np.abs(coef).sum()
-
-
 def fco_lasso(tiny=False):
     """Support recovery on the LASSO sets against rounds (paper Fig. 3, 6-8).
 
@@ -127,7 +122,7 @@ def fco_lasso(tiny=False):
     for config, overrides in sets.items():
         X, y, clients, w_true = make_federated_lasso(config, random_state=0, **overrides)
         alpha, pooled = _pooled_lasso(X, y, w_true, alphas)
-        p_star = _lasso_objective(X, y, pooled.coef_, pooled.intercept_, alpha)
+        p_star = lasso_objective(X, y, pooled.coef_, pooled.intercept_, alpha)
         ref = support_scores(pooled.coef_, w_true)
         print(f"set {config}: alpha={alpha:g} (lambda={2 * alpha:g}); pooled Lasso F1 "
               f"{ref['f1']:.4f}, density {ref['density']:.4f}", flush=True)

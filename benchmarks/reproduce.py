@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_breast_cancer, load_digits
-from sklearn.linear_model import LogisticRegression
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+from sklearn.linear_model import Lasso, LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from _repro import curve, fit_or_none, fit_quietly as _fit, relative, tune
+from _repro import curve, fit_or_none, fit_quietly as _fit, lasso_objective, relative, tune
 from repro_fco import fco_lasso, fco_low_rank, fco_sparse_logistic
-from skfed import FedLinearSVC, FedLogisticRegression
+from skfed import FedLasso, FedLinearSVC, FedLogisticRegression
 from skfed.datasets import simulate_clients
 from skfed.solvers import DualFL, FedMLS
 
@@ -104,17 +104,11 @@ def _dualfl_without_strong_convexity(rounds):
     re-centres its proximal term so that it still reaches the optimum. The
     reference is scikit-learn's Lasso at tol=1e-14.
     """
-    from sklearn.datasets import load_diabetes
-    from sklearn.linear_model import Lasso
-
-    from skfed import FedLasso
-
     X, y = load_diabetes(return_X_y=True)
     clients = simulate_clients(X, y, 8, scheme="quantile", feature=2)
     alpha = 0.1
     pooled = Lasso(alpha=alpha, tol=1e-14, max_iter=1_000_000).fit(X, y)
-    r = y - pooled.predict(X)
-    p_star = 0.5 * np.mean(r * r) + alpha * np.abs(pooled.coef_).sum()
+    p_star = lasso_objective(X, y, pooled.coef_, pooled.intercept_, alpha)
     rows = []
     for name in ["dualfl", "fedpd", "fedadmm", "feddualavg"]:
         est = _fit(FedLasso(alpha=alpha, solver=name, max_rounds=rounds, tol=0), X, y, clients)
