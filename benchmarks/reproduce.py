@@ -14,8 +14,8 @@ Each run writes ``benchmarks/results/NAME/NAME.csv`` (one row per setting,
 solver, round and metric: ``sweep, value, solver, round, metric, number``)
 and ``NAME.png``, and prints the numbers that ``docs/reproductions.md`` puts
 beside the paper's claims. Data come from scikit-learn's bundled datasets
-and generators only (skfed's and, for the fMRI-like silos,
-``repro_fco.make_fmri_like``). The FCO experiments live in ``repro_fco.py``.
+and skfed's generators only (``skfed.datasets``). The FCO experiments live
+in ``repro_fco.py``, the shared pieces in ``_repro.py``.
 """
 
 import argparse
@@ -187,10 +187,11 @@ def _split(X, y, n_clients, h, seed=0):
 
 
 def _tuned_fit(label, make, values, fit, e_star):
-    """Best ``make(value)`` over the grid ``values`` and "auto", by final suboptimality."""
+    """Best ``make(value)`` of ``values`` and "auto" by final suboptimality: ``(est, value)``."""
     candidates = {f"{v:g}" if v != "auto" else "auto": v for v in ["auto", *values]}
-    return tune(label, candidates, lambda v: fit(make(v)),
-                lambda est: est.history_["objective"][-1] - e_star)
+    est, description = tune(label, candidates, lambda v: fit(make(v)),
+                            lambda est: est.history_["objective"][-1] - e_star)
+    return est, candidates[description]
 
 
 # --- Local G-ECL: robustness to heterogeneity, ring and centralized -------------------
@@ -218,26 +219,33 @@ def local_gecl(tiny=False):
                 "scaffold": lambda lr: Scaffold(local_steps=K, lr=lr),
                 "fedavg": lambda lr: FedAvg(local_steps=K, client_lr=lr)}
 
-    def runs(sweep, value, clients, K):
+    tuned = {}  # (h, K, method) -> (est, lr): h = 0.1, K = 8 is in both sweeps
+
+    def runs(sweep, value, h, K):
+        clients = _split(Xtr, ytr, 10, h)
+
         def fit(solver):
             return fit_or_none(FedLogisticRegression(C=C, solver=solver, max_rounds=rounds,
                                                      tol=0, random_state=0), Xtr, ytr, clients)
         rows = []
         for label, make in methods(K).items():
-            est, lr = _tuned_fit(f"{label}, {sweep}={value}", make, lrs, fit, e_star)
+            if (h, K, label) not in tuned:
+                tuned[h, K, label] = _tuned_fit(f"{label}, h={h}, K={K}", make, lrs, fit,
+                                                e_star)
+            est, lr = tuned[h, K, label]
             rel = relative(est.history_["objective"], e_star)
             rows += curve(sweep, value, label, "relative_error", rel)
             rows += curve(sweep, value, label, "test_accuracy", [est.score(Xte, yte)],
                           rounds=[rounds])
-            print(f"{sweep}={value:<4} {label:<26} lr={lr:<8} rel. subopt. {rel[-1]:.2e}  "
+            print(f"{sweep}={value:<4} {label:<26} lr={lr:<8g} rel. subopt. {rel[-1]:.2e}  "
                   f"test accuracy {est.score(Xte, yte):.4f}", flush=True)
         return rows
 
     rows = []
     for h in hs:
-        rows += runs("h", h, _split(Xtr, ytr, 10, h), K=8)
+        rows += runs("h", h, h, K=8)
     for K in ks:
-        rows += runs("K", K, _split(Xtr, ytr, 10, hs[0]), K=K)
+        rows += runs("K", K, hs[0], K=K)
     return rows
 
 
@@ -276,13 +284,13 @@ def afedpd_participation(tiny=False):
                                Xtr, ytr, clients)
         return fit
 
-    rows, tuned = [], {}
+    rows, tuned, best = [], {}, {}
     for label, (make, grid) in methods.items():
-        est, value = _tuned_fit(label, make, grid, fitter(tune_rate), e_star)
-        tuned[label] = "auto" if value == "auto" else float(value)
+        best[label], tuned[label] = _tuned_fit(label, make, grid, fitter(tune_rate), e_star)
     for p in rates:
         for label, (make, _) in methods.items():
-            est = fitter(p)(make(tuned[label]))
+            # the tuning already ran each method's best setting at tune_rate
+            est = best[label] if p == tune_rate else fitter(p)(make(tuned[label]))
             rel = relative(est.history_["objective"], e_star)
             rows += curve("participation", p, label, "relative_error", rel)
             rows += curve("participation", p, label, "test_accuracy", [est.score(Xte, yte)],
@@ -291,7 +299,9 @@ def afedpd_participation(tiny=False):
                   f"{rel[-1]:.2e}  test accuracy {est.score(Xte, yte):.4f}", flush=True)
     for steps in ([None, 10] if tiny else [None, 1, 10, 50]):
         for label, cls in {"afedpd": AFedPD, "feddyn": FedDyn}.items():
-            est = fitter(tune_rate)(cls(rho=tuned[label], local_steps=steps))
+            # exact local solves at tune_rate: the tuned run itself
+            est = best[label] if steps is None else fitter(tune_rate)(
+                cls(rho=tuned[label], local_steps=steps))
             rel = relative(est.history_["objective"], e_star)
             tag = "exact" if steps is None else steps
             rows += curve("local_steps", tag, label, "relative_error", rel)
