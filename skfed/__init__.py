@@ -5,6 +5,7 @@ clients, and get the pooled optimum with the evidence attached
 (``history_``).
 """
 
+from .data import FederatedDataset
 from .history import ConvergenceHistory
 from .linear_model import FedElasticNet, FedLasso, FedLogisticRegression
 from ._support import support_matrix
@@ -14,4 +15,5 @@ from .svm import FedLinearSVC, FedSVM
 __version__ = "0.1.0.dev0"
 
 __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
-           "FedLowRank", "support_matrix", "ConvergenceHistory", "__version__"]
+           "FedLowRank", "FederatedDataset", "support_matrix", "ConvergenceHistory",
+           "__version__"]

@@ -2,7 +2,7 @@
 
 ``_fit_federated`` validates, groups rows into clients, opens the executor
 (data shipped once), collects the clients' one-time summaries, builds the
-:class:`~skfed._problem.FederatedProblem`, checks the solver against it and
+:class:`~skfed.federation.problem.FederatedProblem`, checks the solver against it and
 runs the round loop. Estimators only choose a datafit, a penalty and a layout,
 and turn the flat solution back into scikit-learn attributes.
 """
@@ -16,15 +16,21 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from ._clients import check_clients_nonempty, client_weights, group_clients
-from ._federation import SUMMARY_NBYTES, client_summary, run_federation
-from ._problem import FederatedProblem
-from ._smoothness import pooled_smoothness
-from .datafits import ClientObjective
+from .federation.clients import client_weights, describe_label
+from .federation.rounds import SUMMARY_NBYTES, client_summary, run_federation
+from .federation.problem import FederatedProblem
+from .federation.advice import convergence_advice
+from .federation.smoothness import pooled_smoothness
+from .data import FederatedDataset, as_dataset
+from .data.sources import dtype_kind
+from .data.site import (Targets, client_objective, combine_scores, site_predictions,
+                        site_score_terms, site_summary)
 from .executors import EXECUTORS, Executor, resolve_executor
+from .executors.dask_executor import DaskExecutor
 from .solvers import SOLVERS, FederatedSolver, resolve_solver
+from .solvers.base import message_nbytes
 
 
 def _state_key(solver, labels, layout):
@@ -42,6 +48,13 @@ def fit_all_or_nothing(fit):
     """
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
+        if "groups" in kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.fit takes the sites as clients=, not groups=: "
+                "fit(X, y, clients=site). (groups is what scikit-learn's splitters take; "
+                "with metadata routing off, GridSearchCV gives groups to the splitter only, "
+                "so an estimator reading groups would silently fit on one client. In a "
+                "search pass both: search.fit(X, y, groups=site, clients=site).)")
         saved = dict(self.__dict__)
         try:
             return fit(self, *args, **kwargs)
@@ -50,6 +63,70 @@ def fit_all_or_nothing(fit):
             self.__dict__.update(saved)
             raise
     return wrapper
+
+
+def sites_aware(method):
+    """Let a prediction method take a :class:`~skfed.data.FederatedDataset`.
+
+    On a dataset the method runs at each site, on that site's rows, and the
+    result is ``{site: output}`` (the predictions of every site's rows come
+    back to the caller; :meth:`SiteScoreMixin.score` returns only scores).
+    """
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        if isinstance(X, FederatedDataset):
+            check_is_fitted(self)
+            return dict(zip(X.sites, X.map(site_predictions, self, method.__name__)))
+        return method(self, X, *args, **kwargs)
+    return wrapper
+
+
+class SiteScoreMixin:
+    """``score`` that also takes a :class:`~skfed.data.FederatedDataset`.
+
+    On a dataset each site sends four weighted sums per target (or two
+    counts for a classifier) and the server assembles the pooled score: the
+    number ``score`` gives on the pooled rows, no row moved.
+    """
+
+    def score(self, X, y=None, sample_weight=None):
+        """Score on arrays (as scikit-learn) or on a FederatedDataset (pooled).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or FederatedDataset
+        y : array-like of shape (n_samples,) or (n_samples, n_targets), default=None
+            Not used with a FederatedDataset (it carries its target).
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+            R2 for regressors, accuracy for classifiers.
+        """
+        if isinstance(X, FederatedDataset):
+            check_is_fitted(self)
+            as_dataset(X, y, None, sample_weight)
+            return combine_scores(X.map(site_score_terms, self))
+        return super().score(X, y, sample_weight=sample_weight)
+
+
+def _refuse_text_columns(X):
+    """A DataFrame's non-numeric column is named (scikit-learn's message only
+    quotes the first value it could not convert)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns"):
+        return
+    for name, dtype in zip(X.columns, dtypes):
+        if dtype_kind(dtype) != "text":
+            continue
+        try:
+            np.asarray(X[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"column {str(name)!r} is not numeric (dtype {dtype}); one-hot encode it "
+                "(skfed.preprocessing.FedOneHotEncoder, or sklearn's OneHotEncoder in a "
+                "Pipeline) or drop it.") from None
 
 
 class FederatedLinearModel(BaseEstimator):
@@ -63,6 +140,7 @@ class FederatedLinearModel(BaseEstimator):
         "solver": [StrOptions(set(SOLVERS) | {"auto"}), FederatedSolver],
         "max_rounds": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
+        "monitor_every": [Interval(Integral, 1, None, closed="left")],
         "participation": [Interval(Real, 0, 1, closed="right")],
         "client_weighting": [StrOptions({"samples", "uniform"})],
         "executor": [StrOptions(set(EXECUTORS)), Executor],
@@ -83,13 +161,58 @@ class FederatedLinearModel(BaseEstimator):
 
         return sp.csr_matrix(np.atleast_2d(self.coef_))
 
-    def _fit_federated(self, X, Y, *, clients, sample_weight, datafit, penalty, layout):
-        """Run the federated fit; returns the flat solution ``theta``."""
-        n = X.shape[0]
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        labels, indices = group_clients(clients, n)
-        check_clients_nonempty(labels, indices, sw)
+    # -- data entry: every fit goes through a FederatedDataset ---------------
+    def _dataset(self, X, y, clients, sample_weight, *, validate):
+        """The fit's :class:`~skfed.data.FederatedDataset`.
 
+        In-memory ``X`` is validated as one array (``validate(X, y)``, the
+        scikit-learn checks and ``n_features_in_``) and split by ``clients``
+        in this process; a ``FederatedDataset`` is used as it is, its
+        feature count and column names coming from its metadata.
+        """
+        if isinstance(X, FederatedDataset):
+            dataset = as_dataset(X, y, clients, sample_weight)
+            if not dataset.has_target:
+                raise ValueError(f"{type(self).__name__}.fit needs a target: build the "
+                                 "FederatedDataset with target=... (or y=...).")
+            self.n_features_in_ = dataset.n_features
+            if dataset.columns is not None:
+                self.feature_names_in_ = np.asarray(dataset.columns, dtype=object)
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            return dataset
+        _refuse_text_columns(X)
+        X, y = validate(X, y)
+        sw = None
+        if sample_weight is not None:
+            sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                      ensure_non_negative=True)
+        return FederatedDataset.from_arrays(X, y, clients, sw)
+
+    def _site_setup(self, dataset, task):
+        """The sites' one-time summaries (:func:`skfed.data.site.site_summary`),
+        checked: a site without positive weight or with another feature count
+        is refused, naming it."""
+        summaries = dataset.map(site_summary, task)
+        for label, s in zip(dataset.sites, summaries):
+            if not s["weight_sum"] > 0:
+                raise ValueError(f"client {describe_label(label)} has no samples with positive "
+                                 "weight; drop it or give it data.")
+            if s["n_features"] != summaries[0]["n_features"]:
+                raise ValueError(f"client {describe_label(label)} has {s['n_features']} "
+                                 f"features; client {describe_label(dataset.sites[0])} has "
+                                 f"{summaries[0]['n_features']}.")
+        self._setup_bytes = sum(message_nbytes(s) for s in summaries)
+        return summaries
+
+    def _fit_federated(self, dataset, *, datafit, penalty, layout, targets=Targets()):
+        """Run the federated fit on ``dataset``; returns the flat solution ``theta``.
+
+        Each site builds its client objective where its rows are (encoding
+        its target with ``targets``); only the solver's messages and the
+        monitoring pass leave it.
+        """
+        labels = dataset.labels
         solver = resolve_solver(self.solver, self.participation, datafit, penalty)
         theta0, resume = layout.zeros(), None
         if self.warm_start and hasattr(self, "_theta") and self._theta.shape == theta0.shape:
@@ -100,11 +223,17 @@ class FederatedLinearModel(BaseEstimator):
             if previous is not None and previous["key"] == _state_key(solver, labels, layout):
                 resume = (previous["server"], previous["states"])
         executor = resolve_executor(self.executor, self.n_jobs)
+        if dataset.resident:  # the rounds run where the rows are
+            executor = DaskExecutor.for_dataset(dataset, executor)
         entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        objectives = [ClientObjective(datafit, X[idx], Y[idx], sw[idx], layout) for idx in indices]
+        objectives = dataset.build(client_objective, datafit, layout, targets)
         try:
             executor.open(objectives, labels)
-            summaries = executor.map(client_summary, [(j, ()) for j in range(len(labels))])
+            # solvers that take no step from the smoothness constants (Newton) get
+            # cheap bounds for the monitor and skip the pooled eigenvalue pass
+            exact = solver.needs_smoothness(layout, datafit)
+            summaries = executor.map(client_summary,
+                                     [(j, (exact,)) for j in range(len(labels))])
             sums = np.array([s["weight_sum"] for s in summaries])
             problem = FederatedProblem(
                 layout=layout, datafit=datafit, penalty=penalty,
@@ -112,15 +241,19 @@ class FederatedLinearModel(BaseEstimator):
                 n_samples=np.array([s["n_samples"] for s in summaries]),
                 lipschitz=[s["lipschitz"] for s in summaries],
             )
-            problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor, problem)
+            lz_bytes = lz_rounds = 0
+            if exact:
+                problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor,
+                                                                                  problem)
             solver.check_problem(problem, self.participation)
             solver.setup(problem, self.participation)
             result = run_federation(
                 solver=solver, problem=problem, executor=executor, theta0=theta0,
                 max_rounds=self.max_rounds, tol=self.tol, participation=self.participation,
                 entropy=entropy, verbose=self.verbose,
-                setup_bytes=SUMMARY_NBYTES * len(labels) + lz_bytes, setup_rounds=1 + lz_rounds,
-                resume=resume,
+                setup_bytes=(SUMMARY_NBYTES * len(labels) + lz_bytes
+                             + getattr(self, "_setup_bytes", 0)), setup_rounds=2 + lz_rounds,
+                resume=resume, monitor_every=self.monitor_every,
             )
         finally:
             executor.close()
@@ -135,13 +268,11 @@ class FederatedLinearModel(BaseEstimator):
         self._solver_state = {"key": _state_key(solver, labels, layout),
                               "server": result.server, "states": result.states}
         if not result.converged:
-            if datafit.smooth:
-                where = f"stationarity {result.history['stationarity'][-1]:.3e}"
-            else:  # non-smooth losses stop on an objective plateau
-                where = "the objective was still improving by more than tol"
+            advice = convergence_advice(result.history, tol=self.tol, solver=solver,
+                                        problem=problem, participation=self.participation)
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol} in {self.max_rounds} "
-                f"rounds ({where}); increase max_rounds, or choose another solver.",
+                f"rounds: {advice}.",
                 ConvergenceWarning,
             )
         return result.theta

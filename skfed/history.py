@@ -53,7 +53,7 @@ class ConvergenceHistory:
     setup_bytes : int
         One-time traffic before round one: client sizes and smoothness
         constants, and the federated Lanczos estimate of the pooled loss's
-        smoothness (see :mod:`skfed._smoothness`).
+        smoothness (see :mod:`skfed.federation.smoothness`).
     setup_rounds : int
         Communication rounds spent on that setup.
     placement_bytes : int

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from skfed._layout import Layout
-from skfed._problem import FederatedProblem
+from skfed.federation.layout import Layout
+from skfed.federation.problem import FederatedProblem
 from skfed.datafits import ClientObjective, Quadratic
 
 

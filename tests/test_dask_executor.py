@@ -20,7 +20,7 @@ from dask.sizeof import sizeof  # noqa: E402
 
 from skfed import FedLasso, FedLogisticRegression  # noqa: E402
 from skfed.datafits import ClientObjective, Quadratic  # noqa: E402
-from skfed._layout import Layout  # noqa: E402
+from skfed.federation.layout import Layout  # noqa: E402
 from skfed.executors import DaskExecutor, LokyExecutor  # noqa: E402
 from skfed.executors import dask_executor  # noqa: E402
 from skfed.solvers import SOLVERS  # noqa: E402

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skfed._layout import Layout
+from skfed.federation.layout import Layout
 from skfed.datafits import ClientObjective, Quadratic
 
 

@@ -5,8 +5,8 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skfed import FedElasticNet, FedLasso
-from skfed._layout import Layout
-from skfed._problem import FederatedProblem
+from skfed.federation.layout import Layout
+from skfed.federation.problem import FederatedProblem
 from skfed.datafits import Datafit, Quadratic
 from skfed.penalties import L1, L1Ball
 from skfed.solvers import FedAvg, FedDualAvg, FedMID, resolve_solver
@@ -59,9 +59,9 @@ def test_string_client_labels_work():
 
 def test_unknown_solver():
     with pytest.raises(InvalidParameterError, match="'solver' parameter of FedLasso"):
-        FedLasso(solver="newton").fit(X, y)
-    with pytest.raises(ValueError, match="unknown solver 'newton'"):
-        resolve_solver("newton")
+        FedLasso(solver="adam").fit(X, y)
+    with pytest.raises(ValueError, match="unknown solver 'adam'"):
+        resolve_solver("adam")
 
 
 @pytest.mark.parametrize("participation", [0.0, -0.5, 1.5])
@@ -132,3 +132,25 @@ def test_solver_of_the_wrong_type():
 def test_divergence_is_reported_not_silent():
     with pytest.raises(FloatingPointError, match="diverged"):
         FedLasso(alpha=0.0, solver=FedDualAvg(client_lr=1e3), max_rounds=500).fit(X * 100, y)
+
+
+def test_groups_points_to_clients():
+    from skfed import FedLasso
+
+    X, y = np.ones((6, 2)), np.arange(6.0)
+    with pytest.raises(TypeError, match=r"takes the sites as clients=, not groups=.*"
+                                        r"search.fit\(X, y, groups=site, clients=site\)"):
+        FedLasso().fit(X, y, groups=[0, 0, 0, 1, 1, 1])
+
+
+def test_a_text_column_of_a_dataframe_is_named():
+    import pandas as pd
+
+    from skfed import FedLogisticRegression
+
+    X = pd.DataFrame({"age": [30.0, 40, 50, 60], "ward": ["a", "b", "a", "b"],
+                      "code": np.array(["1", "2", "3", "4"], dtype=object)})
+    with pytest.raises(ValueError, match="column 'ward' is not numeric"):
+        FedLogisticRegression().fit(X, [0, 1, 0, 1])
+    # an object column of numbers converts, as scikit-learn's would
+    FedLogisticRegression().fit(X.drop(columns="ward"), [0, 1, 0, 1])

@@ -36,7 +36,7 @@ def test_random_state_controls_sampling(synthetic):
 def test_loky_ships_memory_mapped_data_once(synthetic, tmp_path):
     X, y, clients, _ = synthetic
     from skfed.datafits import ClientObjective, Quadratic
-    from skfed._layout import Layout
+    from skfed.federation.layout import Layout
 
     lay = Layout(1, X.shape[1])
     objs = [ClientObjective(Quadratic(), X[clients == c], y[clients == c, None],

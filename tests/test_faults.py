@@ -299,7 +299,7 @@ def test_a_diverging_client_stops_the_fit_instead_of_being_dropped(solver):
 
 
 def test_a_non_finite_model_never_reaches_a_prox():
-    from skfed._layout import Layout
+    from skfed.federation.layout import Layout
     from skfed.penalties import NuclearNorm
 
     layout = Layout(n_outputs=1, n_features=4, fit_intercept=True, coef_shape=(2, 2))

@@ -51,13 +51,15 @@ def test_bytes_are_what_feddualavg_sends(fitted):
     assert np.all(h["bytes_up"][1:] == 4 * (8 * p + 8))
     # monitoring: every client (8) gets the model and returns loss + gradient
     assert np.all(h["monitor_bytes"][1:] == 8 * (16 * p + 8))
-    # setup: one summary round (6 numbers per client), federated Lanczos rounds
-    # (v down, H_j v up: 2 vectors of n_features per client) and one round of
-    # feature means (one vector per client)
+    # setup: the sites' metadata round (rows, weight sum, features, target
+    # dimension and count: 5 numbers per client), one summary round (6 numbers
+    # per client), federated Lanczos rounds (v down, H_j v up: 2 vectors of
+    # n_features per client) and one round of feature means (one vector per client)
     d, n_clients = X.shape[1], 8
-    lanczos_rounds = h.setup_rounds - 2
+    lanczos_rounds = h.setup_rounds - 3
     assert lanczos_rounds >= 1
-    assert h.setup_bytes == (8 * 6 * n_clients + lanczos_rounds * 2 * n_clients * 8 * d
+    assert h.setup_bytes == (8 * 5 * n_clients + 8 * 6 * n_clients
+                             + lanczos_rounds * 2 * n_clients * 8 * d
                              + n_clients * 8 * d)
 
 
@@ -88,8 +90,9 @@ def test_stopping_rule_and_convergence_warning(synthetic):
     est = FedLasso(alpha=0.3, tol=1e-3).fit(X, y, clients=clients)
     h = est.history_
     assert h["stationarity"][-1] <= 1e-3 * h["stationarity"][0] < h["stationarity"][-2]
+    # a first-order solver: the default (Newton) solves this Lasso in one round
     with pytest.warns(ConvergenceWarning, match="did not reach tol=1e-12 in 5 rounds"):
-        FedLasso(alpha=0.3, tol=1e-12, max_rounds=5).fit(X, y, clients=clients)
+        FedLasso(alpha=0.3, tol=1e-12, max_rounds=5, solver="dualfl").fit(X, y, clients=clients)
 
 
 def test_zero_solution_converges_at_round_zero(synthetic):

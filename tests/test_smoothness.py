@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from skfed._layout import Layout
-from skfed._problem import FederatedProblem
-from skfed._smoothness import pooled_smoothness
+from skfed.federation.layout import Layout
+from skfed.federation.problem import FederatedProblem
+from skfed.federation.smoothness import pooled_smoothness
 from skfed.datafits import ClientObjective, Quadratic
 from skfed.datasets import make_federated_lasso
 from skfed.executors import SequentialExecutor

@@ -19,10 +19,15 @@ class Datafit(ABC):
     Subclasses define ``loss_sum`` and ``raw_gradient`` for per-sample weights
     ``sw`` and set ``smooth`` and ``curvature`` (an upper bound of the second
     derivative of the per-sample loss with respect to each raw prediction, or
-    ``None`` for non-smooth losses).
+    ``None`` for non-smooth losses). A smooth loss may also define
+    ``raw_hessian`` (its second derivative), which Newton's method needs
+    (``solver="newton"``; without it Newton falls back to quasi-Newton).
     """
 
     smooth = True
+    #: each output's loss depends on its own raw prediction only (one-vs-rest,
+    #: multi-output least squares); not the multinomial loss
+    separable_outputs = True
     curvature = None
     #: for a non-smooth loss: the curvature used only to scale automatic step
     #: sizes and the monitor's proximal-gradient mapping (no smoothness claim)
@@ -40,6 +45,25 @@ class Datafit(ABC):
     @abstractmethod
     def raw_gradient(self, Z, Y, sw):
         """Derivative of :meth:`loss_sum` with respect to ``Z``."""
+
+    def raw_hessian(self, Z, Y, sw):
+        """Second derivative of :meth:`loss_sum` with respect to each row of ``Z``.
+
+        Returns an array of shape ``(n_samples, n_outputs)`` when the loss of a
+        sample is a sum of per-output terms (its Hessian in ``Z_i`` is
+        diagonal: the diagonal is returned), or ``(n_samples, n_outputs,
+        n_outputs)`` when the outputs are coupled (multinomial). Weighted by
+        ``sw`` like :meth:`raw_gradient`. At a kink of a once-differentiable
+        loss (squared hinge) any element of the generalized Hessian will do.
+        """
+        raise NotImplementedError(
+            f"{self!r} does not define raw_hessian (its second derivative); "
+            "Newton's method needs it.")
+
+    @property
+    def has_hessian(self):
+        """Whether this loss defines :meth:`raw_hessian`."""
+        return type(self).raw_hessian is not Datafit.raw_hessian
 
     @property
     def step_curvature(self):
@@ -116,6 +140,35 @@ class ClientObjective:
             grad[self.layout.n_coef :] = dZ.sum(axis=0)
         return value, grad
 
+    def hessian(self, theta, rows=None):
+        """Hessian of the mean loss with respect to ``theta`` (on ``rows`` if given).
+
+        A dense ``(size, size)`` matrix in the layout of ``theta``
+        (``[coef.ravel(), intercepts]``). For a quadratic loss it does not
+        depend on ``theta`` and is computed once (cached like
+        :meth:`normal_equations`).
+        """
+        return self.value_gradient_hessian(theta, rows, with_value=False)[2]
+
+    def value_gradient_hessian(self, theta, rows=None, with_value=True):
+        """Mean loss, gradient and Hessian at ``theta`` from one pass over the rows."""
+        constant = self.datafit.quadratic and rows is None
+        X, Y, sw = self._rows(rows)
+        total = self.weight_sum if rows is None else float(np.sum(sw))
+        Z = self.raw(theta, X)
+        value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
+        dZ = self.datafit.raw_gradient(Z, Y, sw) / total
+        grad = np.empty(self.layout.size)
+        grad[: self.layout.n_coef] = np.asarray(X.T @ dZ).T.ravel()
+        if self.layout.fit_intercept:
+            grad[self.layout.n_coef :] = dZ.sum(axis=0)
+        if constant and getattr(self, "_hessian", None) is not None:
+            return value, grad, self._hessian
+        H = hessian_from_raw(X, self.datafit.raw_hessian(Z, Y, sw) / total, self.layout)
+        if constant:
+            self._hessian = H
+        return value, grad, H
+
     def normal_equations(self):
         """``(G, B)`` with ``L_j(theta) = theta_o' G theta_o / 2 - B_o' theta_o + const``
         per output ``o``, where ``theta_o = [coef_o, intercept_o]``.
@@ -137,7 +190,8 @@ class ClientObjective:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_normal", None)  # a cache, not data: never shipped
+        state.pop("_normal", None)  # caches, not data: never shipped
+        state.pop("_hessian", None)
         return state
 
     def curvature_matvec(self, v):
@@ -150,7 +204,7 @@ class ClientObjective:
         """Sample-weighted mean of the rows of ``X``."""
         return np.asarray(self.X.T @ self.sample_weight).ravel() / self.weight_sum
 
-    def lipschitz(self):
+    def lipschitz(self, exact=True):
         """Smoothness constants of this client's mean loss, per block.
 
         Returns a dict with ``coef`` (the largest eigenvalue of the coefficient
@@ -162,20 +216,114 @@ class ClientObjective:
         (``curvature * max_i ||x_i||^2``). For a non-smooth loss they are the
         constants of its ``scale_curvature`` (step scales, not smoothness
         bounds), or ``inf`` when it has none.
+
+        ``exact=False`` bounds the top eigenvalue by the trace (the weighted
+        mean squared row norm, up to ``n_features`` times too large) from one
+        pass over the rows: for solvers that take no step from it (Newton),
+        where only the monitor's stationarity measure uses it.
         """
         curv = self.datafit.step_curvature
         if curv is None:
             return {"coef": np.inf, "intercept": np.inf, "joint": 1.0, "row": np.inf}
         X, sw = self.X, self.sample_weight
         mean = self.feature_mean()
-        L_coef = curv * _top_eigenvalue_weighted_gram(X, sw) / self.weight_sum
-        sq = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum(
+            "ij,ij->i", X, X)
+        if exact:
+            L_coef = curv * _top_eigenvalue_weighted_gram(X, sw) / self.weight_sum
+        else:
+            L_coef = curv * float(sw @ sq) / self.weight_sum
         L_row = curv * float(np.max(sq)) if X.shape[0] else 0.0
         L_int = curv if self.layout.fit_intercept else 0.0
         joint = 1.0
         if self.layout.fit_intercept:
             joint = joint_factor(curv, mean, L_coef, L_int)
         return {"coef": L_coef, "intercept": L_int, "joint": joint, "row": L_row}
+
+
+def hessian_from_raw(X, D, layout):
+    """``sum_i J_i' D_i J_i`` in the layout of ``theta``, with ``J_i`` the
+    Jacobian of the raw predictions ``Z_i`` of sample ``i`` in ``theta``.
+
+    ``D`` is :meth:`Datafit.raw_hessian` (already divided by the weight sum):
+    ``(n, K)`` for a diagonal per-sample Hessian, ``(n, K, K)`` for a full
+    one. Block ``(k, l)`` of outputs is ``A' diag(D[:, k, l]) A`` with
+    ``A = [X, 1]`` (the ones only with an intercept), scattered to the rows
+    of ``coef[k]`` / ``intercept[k]`` and the columns of ``coef[l]`` /
+    ``intercept[l]``. A few large products rather than one per block: small
+    BLAS calls are slow when the machine is shared.
+    """
+    K, d = layout.n_outputs, layout.n_features
+    D = np.asarray(D, dtype=float)
+    diagonal = D.ndim == 2  # D[:, k] is block (k, k); no (k, l) blocks
+
+    def weights(k, l):
+        return D[:, k] if diagonal else D[:, k, l]
+
+    n = X.shape[0]
+    if not sp.issparse(X) and K == 1 and np.all(weights(0, 0) >= 0):
+        # one output: the columns of [X, 1] are already in the layout of theta;
+        # the intercept's row from column sums (no copy of X with a ones column)
+        h = weights(0, 0)
+        G = _gram(np.asarray(X), h)
+        if not layout.fit_intercept:
+            return G
+        side = np.asarray(X).T @ h
+        return np.block([[G, side[:, None]], [side[None, :], np.array([[h.sum()]])]])
+    if layout.fit_intercept:
+        A = sp.hstack([X, np.ones((n, 1))], format="csr") if sp.issparse(X) else np.hstack(
+            [X, np.ones((n, 1))])
+    else:
+        A = X
+    q = A.shape[1]
+    blocks = np.zeros((K, q, K, q))  # output-major: blocks[k, a, l, b]
+    if sp.issparse(A):
+        for k in range(K):
+            for l in ((k,) if diagonal else range(k, K)):
+                G = (A.T @ sp.csr_matrix(A.multiply(weights(k, l)[:, None]))).toarray()
+                blocks[k, :, l, :] = G
+                blocks[l, :, k, :] = G.T
+    else:
+        # rows in chunks so that the scaled copies stay small
+        step = max(1, 2**22 // (K * q))
+        for lo in range(0, n, step):
+            Ac, Dc = A[lo:lo + step], D[lo:lo + step]
+            if diagonal:  # all K diagonal blocks from one product
+                scaled = Dc[:, :, None] * Ac[:, None, :]
+                R = (Ac.T @ scaled.reshape(len(Ac), K * q)).reshape(q, K, q)
+                for k in range(K):
+                    blocks[k, :, k, :] += R[:, k, :]
+            else:  # blocks (k, l >= k) of row k from one product; the rest by symmetry
+                for k in range(K):
+                    scaled = Dc[:, k, k:, None] * Ac[:, None, :]
+                    blocks[k, :, k:] += (Ac.T @ scaled.reshape(len(Ac), (K - k) * q)).reshape(
+                        q, K - k, q)
+                for k in range(K):
+                    for l in range(k):
+                        blocks[k, :, l, :] = blocks[l, :, k, :].T
+    # theta index -> output-major index: coef[k, a] -> (k, a), intercept[k] -> (k, d)
+    order = np.arange(K * q).reshape(K, q)
+    perm = np.concatenate([order[:, :d].ravel(), order[:, d] if layout.fit_intercept
+                           else np.array([], dtype=int)])
+    flat = blocks.reshape(K * q, K * q)
+    return flat[np.ix_(perm, perm)]
+
+
+def _gram(A, h):
+    """``A' diag(h) A`` for ``h >= 0``: a symmetric rank-k update on the
+    ``sqrt(h)``-scaled rows (half the flops of a product)."""
+    if min(A.shape) == 0:
+        return np.zeros((A.shape[1], A.shape[1]))
+    from scipy.linalg.blas import dsyrk
+
+    if h.size and np.all(h == h[0]) and A.flags.c_contiguous and A.dtype == np.float64:
+        upper = dsyrk(float(h[0]), A.T, trans=0, lower=0)  # equal weights: no scaled copy
+    else:
+        B = np.multiply(A, np.sqrt(h)[:, None])  # C-ordered, so B.T is Fortran-ordered
+        upper = dsyrk(1.0, B.T, trans=0, lower=0)  # the strict lower triangle is zero
+    G = upper + upper.T
+    G[np.diag_indices_from(G)] *= 0.5
+    return G
 
 
 def joint_factor(curvature, mean, L_coef, L_int):

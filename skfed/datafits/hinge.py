@@ -20,6 +20,10 @@ class SquaredHinge(Datafit):
     def raw_gradient(self, Z, Y, sw):
         return -2.0 * Y * np.maximum(0.0, 1.0 - Y * Z) * sw[:, None]
 
+    def raw_hessian(self, Z, Y, sw):
+        # the generalized Hessian: 2 where the margin is violated (0 at the kink)
+        return 2.0 * (Y * Z < 1.0) * sw[:, None]
+
 
 class Hinge(Datafit):
     """``max(0, 1 - y z)``: the (non-smooth) SVM hinge loss.

@@ -24,6 +24,10 @@ class Logistic(Datafit):
     def raw_gradient(self, Z, Y, sw):
         return -Y * expit(-Y * Z) * sw[:, None]
 
+    def raw_hessian(self, Z, Y, sw):
+        s = expit(Z)
+        return s * (1.0 - s) * sw[:, None]
+
 
 class Multinomial(Datafit):
     """Multinomial (softmax) cross-entropy ``logsumexp(z) - z_y``; ``Y`` one-hot.
@@ -33,6 +37,7 @@ class Multinomial(Datafit):
     identified up to a common shift (estimators centre them).
     """
 
+    separable_outputs = False
     smooth = True
     #: the Hessian in z is diag(p) - p p^T, whose top eigenvalue is <= 1/2
     curvature = 0.5
@@ -43,3 +48,11 @@ class Multinomial(Datafit):
 
     def raw_gradient(self, Z, Y, sw):
         return (softmax(Z, axis=1) - Y) * sw[:, None]
+
+    def raw_hessian(self, Z, Y, sw):
+        # diag(p) - p p^T per sample: (n, K, K)
+        P = softmax(Z, axis=1)
+        H = -P[:, :, None] * P[:, None, :]
+        idx = np.arange(P.shape[1])
+        H[:, idx, idx] += P
+        return H * sw[:, None, None]

@@ -120,6 +120,12 @@ class DaskExecutor(Executor):
         Scheduler address to connect to when a fit starts (a new
         ``distributed.Client`` that the executor closes after the fit).
         ``None`` (default) uses the current client, ``distributed.get_client()``.
+    security : distributed.security.Security or None
+        TLS credentials for the connection to ``address`` (a ``tls://``
+        scheduler with mutual TLS), e.g.
+        ``skfed.deploy.tls_security(directory, "client")``. ``None`` (default)
+        uses Dask's configuration. Ignored when ``address`` is ``None`` (the
+        current client already has its own).
     placement : dict or None
         ``{client label: worker}`` pins named clients to named workers (the
         worker's ``name`` or its address): the cross-silo case where a site's
@@ -154,15 +160,28 @@ class DaskExecutor(Executor):
     placement is ``history_.placement_bytes`` (Dask's ``sizeof``).
     """
 
-    def __init__(self, address=None, *, placement=None, timeout=None, n_jobs=None):
+    def __init__(self, address=None, *, security=None, placement=None, timeout=None,
+                 n_jobs=None):
         super().__init__(n_jobs)
         self.address = address
+        self.security = security
         self.placement = placement
         self.timeout = timeout
 
     def __repr__(self):
-        return (f"DaskExecutor(address={self.address!r}, placement={self.placement!r}, "
-                f"timeout={self.timeout!r})")
+        return (f"DaskExecutor(address={self.address!r}, security={self.security!r}, "
+                f"placement={self.placement!r}, timeout={self.timeout!r})")
+
+    @classmethod
+    def for_dataset(cls, dataset, executor=None):
+        """The executor of a fit on site-resident data: the dataset's own cluster
+        and connection, each site's client pinned to the site's worker. A
+        ``DaskExecutor`` passed as ``executor`` lends its ``timeout``; any other
+        executor cannot reach the rows and is replaced (the rows never move)."""
+        timeout = executor.timeout if isinstance(executor, DaskExecutor) else None
+        out = cls(timeout=timeout)
+        out._bound = dataset.dask_client
+        return out
 
     # -- placement -----------------------------------------------------------
     def _start(self):
@@ -178,9 +197,11 @@ class DaskExecutor(Executor):
         self._sizeof = _register_sizeof()
         self._token = uuid.uuid4().hex
         self._data, self._where, self._solver, self._stateless = {}, {}, (None, None), True
-        self._owns_client = self.address is not None
-        if self._owns_client:
-            self._client = distributed.Client(self.address)
+        self._owns_client = self.address is not None and getattr(self, "_bound", None) is None
+        if getattr(self, "_bound", None) is not None:
+            self._client = self._bound
+        elif self._owns_client:
+            self._client = distributed.Client(self.address, security=self.security)
         else:
             try:
                 self._client = distributed.get_client()
@@ -190,6 +211,8 @@ class DaskExecutor(Executor):
                     "(distributed.Client(...) or a LocalCluster), or pass "
                     "DaskExecutor(address='tcp://scheduler:8786').") from exc
         self._pins = self._resolve_pins()
+        if self._adopt_resident():
+            return
         load, workers = {}, self._workers()
         sizes = [c.n_samples for c in self.clients]
         # pinned clients first, then the largest unpinned ones to the least loaded worker
@@ -200,6 +223,31 @@ class DaskExecutor(Executor):
             self._where[j] = worker
         for worker in sorted(set(self._where.values())):
             self._scatter([j for j, w in self._where.items() if w == worker], worker)
+
+    def _adopt_resident(self):
+        """Clients built on their sites' workers (``ResidentClient``): nothing to
+        ship; each is pinned to its worker, and never moved from it."""
+        from ..data import ResidentClient
+
+        resident = [isinstance(c, ResidentClient) for c in self.clients]
+        if not any(resident):
+            return False
+        if not all(resident):
+            raise ValueError("a fit cannot mix site-resident and in-memory clients.")
+        by_name = {name: addr for addr, name in self._workers().items()}
+        for j, c in enumerate(self.clients):
+            if c.worker not in by_name:
+                raise ClientFailureError(f"client {self.labels[j]!r}: its worker {c.worker!r} "
+                                         "is not in the cluster (its rows cannot move).")
+            self._data[j], self._where[j], self._pins[j] = c.future, by_name[c.worker], c.worker
+        from distributed import wait
+
+        with self._client.as_current():  # wait() would otherwise use the default client
+            wait([c.future for c in self.clients], timeout=self.timeout)
+        for c in self.clients:  # a site that cannot build its objective says why (no rows move)
+            if c.future.status == "error":
+                raise c.future.exception()
+        return True
 
     def _workers(self):
         """Live workers: ``{address: name}``."""
@@ -260,7 +308,7 @@ class DaskExecutor(Executor):
         alive = old in workers and not worker_dead
         load = {}
         for k, w in self._where.items():
-            load[w] = load.get(w, 0) + self.clients[k].n_samples
+            load[w] = load.get(w, 0) + (self.clients[k].n_samples or 0)
         new = self._choose_worker(j, load, exclude=(old,), workers=workers)
         if new is None:
             pinned = f"pinned to worker {self._pins[j]!r}, " if j in self._pins else ""
@@ -340,7 +388,8 @@ class DaskExecutor(Executor):
         from distributed import wait
 
         try:
-            wait(futures, timeout=self.timeout)
+            with self._client.as_current():  # not the process's default client
+                wait(futures, timeout=self.timeout)
         except TimeoutError:
             self._client.cancel(futures)
             raise TimeoutError(

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._classification import FederatedLinearClassifier, binary_targets
+from ._classifier import FederatedLinearClassifier
 from .._constraints import CONSTRAINT_DOC, CONSTRAINT_PARAMETERS, constrain
 from .._docstrings import CLASSIFIER_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel
@@ -73,7 +73,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
     _parameter_constraints = {
         **FederatedLinearModel._parameter_constraints,
         **CONSTRAINT_PARAMETERS,
-        "C": [Interval(Real, 0, None, closed="neither")],
+        "C": [Interval(Real, 0, None, closed="right")],  # np.inf: no penalty
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
@@ -81,8 +81,9 @@ class FedLogisticRegression(FederatedLinearClassifier):
 
     def __init__(self, C=1.0, *, l1_ratio=0.0, fit_intercept=True, class_weight=None,
                  constraint=None, radius=1.0, solver="auto", max_rounds=1000, tol=1e-4,
-                 participation=1.0, client_weighting="samples", executor="sequential",
-                 n_jobs=None, random_state=None, verbose=0, warm_start=False):
+                 monitor_every=1, participation=1.0, client_weighting="samples",
+                 executor="sequential", n_jobs=None, random_state=None, verbose=0,
+                 warm_start=False):
         self.C = C
         self.l1_ratio = l1_ratio
         self.fit_intercept = fit_intercept
@@ -92,6 +93,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
         self.solver = solver
         self.max_rounds = max_rounds
         self.tol = tol
+        self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
         self.executor = executor
@@ -103,10 +105,8 @@ class FedLogisticRegression(FederatedLinearClassifier):
     def _datafit(self, n_classes):
         return Logistic() if n_classes == 2 else Multinomial()
 
-    def _encode(self, y_index, n_classes):
-        if n_classes == 2:
-            return binary_targets(y_index)
-        return np.eye(n_classes)[y_index]
+    def _target_kind(self, n_classes):
+        return "binary" if n_classes == 2 else "onehot"
 
     def _penalty(self, total_weight):
         penalty = None

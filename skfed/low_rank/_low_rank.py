@@ -9,14 +9,15 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._docstrings import SHARED_DOC
-from .._layout import Layout
-from ..base import FederatedLinearModel, fit_all_or_nothing
+from ..federation.layout import Layout
+from ..base import FederatedLinearModel, SiteScoreMixin, fit_all_or_nothing, sites_aware
+from ..data import FederatedDataset
 from ..datafits import Quadratic
 from ..metrics import rank as matrix_rank
 from ..penalties import NuclearNorm
 
 
-class FedLowRank(RegressorMixin, FederatedLinearModel):
+class FedLowRank(SiteScoreMixin, RegressorMixin, FederatedLinearModel):
     """Federated trace-norm regression: a low-rank coefficient matrix.
 
     Minimizes, over data pooled from all clients (never moved)::
@@ -82,15 +83,16 @@ class FedLowRank(RegressorMixin, FederatedLinearModel):
     }
 
     def __init__(self, alpha=1.0, *, coef_shape=None, fit_intercept=True, solver="auto",
-                 max_rounds=1000, tol=1e-4, participation=1.0, client_weighting="samples",
-                 executor="sequential", n_jobs=None, random_state=None, verbose=0,
-                 warm_start=False):
+                 max_rounds=1000, tol=1e-4, monitor_every=1, participation=1.0,
+                 client_weighting="samples", executor="sequential", n_jobs=None,
+                 random_state=None, verbose=0, warm_start=False):
         self.alpha = alpha
         self.coef_shape = coef_shape
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.max_rounds = max_rounds
         self.tol = tol
+        self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
         self.executor = executor
@@ -134,12 +136,15 @@ class FedLowRank(RegressorMixin, FederatedLinearModel):
         return X, shape
 
     @fit_all_or_nothing
-    def fit(self, X, y, clients=None, sample_weight=None):
+    def fit(self, X, y=None, clients=None, sample_weight=None):
         """Fit the low-rank model on data held by several clients.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or (n_samples, d1, d2)
+            Or a :class:`~skfed.data.FederatedDataset` of flat feature
+            tables (then ``coef_shape`` gives matrix covariates their shape,
+            and ``y``, ``clients`` and ``sample_weight`` stay unset).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Matrix covariates need a single target.
         clients : array-like of shape (n_samples,), default=None
@@ -150,28 +155,36 @@ class FedLowRank(RegressorMixin, FederatedLinearModel):
         self : object
         """
         self._validate_params()
-        X, shape = self._flatten(X, reset=True)
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                             multi_output=True, y_numeric=True)
-        if shape is not None and y.ndim == 2 and y.shape[1] > 1:
+        shape = None
+        if not isinstance(X, FederatedDataset):
+            X, shape = self._flatten(X, reset=True)
+        dataset = self._dataset(X, y, clients, sample_weight, validate=lambda X, y: validate_data(
+            self, X, y, accept_sparse="csr", dtype=np.float64, multi_output=True,
+            y_numeric=True))
+        if isinstance(X, FederatedDataset):
+            shape = self._matrix_shape(np.empty((0, self.n_features_in_)))
+        summaries = self._site_setup(dataset, "regression")
+        y_ndim, n_targets = summaries[0]["y_ndim"], summaries[0]["n_targets"]
+        if any(s["n_targets"] != n_targets for s in summaries):
+            raise ValueError("the sites hold different numbers of targets.")
+        if shape is not None and n_targets > 1:
             raise ValueError("matrix covariates (coef_shape or a 3-D X) take one target; "
-                             f"y has {y.shape[1]} columns.")
-        Y = y.reshape(-1, 1) if y.ndim == 1 else y
-        layout = Layout(n_outputs=Y.shape[1], n_features=X.shape[1],
+                             f"y has {n_targets} columns.")
+        layout = Layout(n_outputs=n_targets, n_features=self.n_features_in_,
                         fit_intercept=self.fit_intercept, coef_shape=shape)
-        theta = self._fit_federated(X, Y, clients=clients, sample_weight=sample_weight,
-                                    datafit=Quadratic(), penalty=NuclearNorm(self.alpha),
+        theta = self._fit_federated(dataset, datafit=Quadratic(), penalty=NuclearNorm(self.alpha),
                                     layout=layout)
         self._matrix_shape_ = shape
         W = layout.coef(theta).reshape(layout.penalty_shape).copy()
-        self.coef_ = W if (shape is not None or y.ndim == 2) else W.ravel()
+        self.coef_ = W if (shape is not None or y_ndim == 2) else W.ravel()
         intercept = layout.intercept(theta)
-        self.intercept_ = intercept.copy() if y.ndim == 2 else float(intercept[0])
+        self.intercept_ = intercept.copy() if y_ndim == 2 else float(intercept[0])
         U, s, Vt = np.linalg.svd(np.atleast_2d(W), full_matrices=False)
         self.rank_ = matrix_rank(W)
         self.U_, self.s_, self.Vt_ = U[:, :self.rank_], s[:self.rank_], Vt[:self.rank_]
         return self
 
+    @sites_aware
     def predict(self, X):
         """Predict with the low-rank model.
 

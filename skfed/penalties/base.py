@@ -24,6 +24,9 @@ class Penalty(ABC):
 
     smooth = False
     indicator = False
+    #: a sum of one term per output row of ``W`` (then, with a loss of the same
+    #: kind, every output is a problem of its own)
+    separable_outputs = False
 
     @abstractmethod
     def value(self, W):

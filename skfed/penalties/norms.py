@@ -8,6 +8,8 @@ from .base import Penalty, soft_threshold
 class L1(Penalty):
     """``psi(w) = alpha * ||w||_1``."""
 
+    separable_outputs = True
+
     def __init__(self, alpha):
         self.alpha = float(alpha)
 
@@ -23,6 +25,8 @@ class L1(Penalty):
 
 class L2(Penalty):
     """``psi(w) = (alpha / 2) * ||w||_2^2`` (ridge)."""
+
+    separable_outputs = True
 
     smooth = True
 
@@ -48,6 +52,8 @@ class ElasticNet(Penalty):
 
     The parametrization of :class:`sklearn.linear_model.ElasticNet`.
     """
+
+    separable_outputs = True
 
     def __init__(self, alpha, l1_ratio=0.5):
         self.alpha = float(alpha)

@@ -23,7 +23,7 @@ class LocalUpdateSolver(FederatedSolver):
         (then one round is one proximal-gradient step, the exact regime), and
         with the largest client's constants otherwise; for minibatches, with
         a bound valid for any batch (see
-        :meth:`~skfed._problem.FederatedProblem.minibatch_steps`).
+        :meth:`~skfed.federation.problem.FederatedProblem.minibatch_steps`).
     server_lr : float
         Server learning rate ``eta_s``.
     local_steps : int

@@ -47,6 +47,22 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     #: the server model is an average of clients' local solutions: return one
     #: proximal-gradient step from it (exact zeros; see ``_federation._polish``)
     polish_output = False
+    #: every reply carries the client's mean loss ``value`` and its ``grad`` at
+    #: the broadcast ``theta``, which is the current server model: the monitor
+    #: reads them instead of a pass of its own (``federation.rounds``)
+    monitors_in_replies = False
+
+    def may_stop(self, server, tol):
+        """A condition of the solver's own, besides the stopping rule, for the
+        fit to stop at the current server model (``True``: none)."""
+        return True
+
+    def needs_smoothness(self, layout, datafit):
+        """Whether :meth:`setup` needs the smoothness constants (each client's
+        top eigenvalue and the pooled one, a federated eigenvalue pass before
+        round one). ``False`` when the solver takes no step from them: the
+        clients then send trace bounds, used only by the monitor."""
+        return True
 
     # -- checks ---------------------------------------------------------
     def check_problem(self, problem, participation):

@@ -13,7 +13,7 @@ The history's server model is the average of the nodes' models, and
 import numpy as np
 
 from .base import message_nbytes
-from .control_variates import _ControlVariateSolver
+from ._corrected_steps import _ControlVariateSolver
 from .topology import mixing_matrix
 
 

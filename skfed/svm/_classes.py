@@ -5,7 +5,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._classification import FederatedLinearClassifier, binary_targets
+from ..linear_model._classifier import FederatedLinearClassifier
 from .._docstrings import CLASSIFIER_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel
 from ..datafits import Hinge, SquaredHinge
@@ -79,7 +79,7 @@ class FedLinearSVC(FederatedLinearClassifier):
     }
 
     def __init__(self, C=1.0, *, loss="squared_hinge", penalty="l2", fit_intercept=True,
-                 class_weight=None, solver="auto", max_rounds=1000, tol=1e-4,
+                 class_weight=None, solver="auto", max_rounds=1000, tol=1e-4, monitor_every=1,
                  participation=1.0, client_weighting="samples", executor="sequential",
                  n_jobs=None, random_state=None, verbose=0, warm_start=False):
         self.C = C
@@ -90,6 +90,7 @@ class FedLinearSVC(FederatedLinearClassifier):
         self.solver = solver
         self.max_rounds = max_rounds
         self.tol = tol
+        self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
         self.executor = executor
@@ -101,10 +102,8 @@ class FedLinearSVC(FederatedLinearClassifier):
     def _datafit(self, n_classes):
         return Hinge() if self.loss == "hinge" else SquaredHinge()
 
-    def _encode(self, y_index, n_classes):
-        if n_classes == 2:
-            return binary_targets(y_index)
-        return np.where(np.eye(n_classes)[y_index] > 0, 1.0, -1.0)  # one-vs-rest
+    def _target_kind(self, n_classes):
+        return "binary" if n_classes == 2 else "ovr"  # one-vs-rest
 
     def _penalty(self, total_weight):
         strength = 1.0 / (self.C * total_weight)

@@ -5,39 +5,31 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._clients import group_clients
-from ._layout import Layout
-from .base import FederatedLinearModel, fit_all_or_nothing
-
-
-def binary_targets(y_index):
-    """``+1`` for ``classes_[1]``, ``-1`` for ``classes_[0]``, as one output column."""
-    return np.where(y_index == 1, 1.0, -1.0)[:, None]
+from ..federation.layout import Layout
+from ..base import FederatedLinearModel, SiteScoreMixin, fit_all_or_nothing, sites_aware
+from ..data.site import Targets
 
 
-def union_of_client_classes(y, clients):
-    """Sorted union of the label sets each client reports (no pooling needed:
-    a client sends its distinct labels once; a client may hold only some)."""
-    _, indices = group_clients(clients, len(y))
-    return np.unique(np.concatenate([np.unique(y[idx]) for idx in indices]))
-
-
-class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
+class FederatedLinearClassifier(SiteScoreMixin, ClassifierMixin, FederatedLinearModel):
     """Fit/predict shared by FedLogisticRegression and FedLinearSVC.
 
     Subclasses define ``_datafit(n_classes)``, ``_penalty(total_weight)`` and
-    ``_encode(y_index, n_classes)`` (targets for the loss, ``(n, n_outputs)``).
+    ``_target_kind(n_classes)`` (how a site encodes its labels for the loss:
+    see :class:`skfed.data.site.Targets`).
     """
 
     @fit_all_or_nothing
-    def fit(self, X, y, clients=None, sample_weight=None):
+    def fit(self, X, y=None, clients=None, sample_weight=None):
         """Fit the classifier on data held by several clients.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or FederatedDataset
+            The rows, or a :class:`~skfed.data.FederatedDataset` (which
+            carries the labels, the sites and the weights: then leave
+            ``y``, ``clients`` and ``sample_weight`` unset).
         y : array-like of shape (n_samples,)
             Class labels. A client may hold any subset of the classes.
         clients : array-like of shape (n_samples,), default=None
@@ -50,30 +42,44 @@ class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
         self : object
         """
         self._validate_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
-        check_classification_targets(y)
-        self.classes_ = union_of_client_classes(y, clients)
+
+        def validate(X, y):
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+            check_classification_targets(y)
+            return X, y
+
+        dataset = self._dataset(X, y, clients, sample_weight, validate=validate)
+        # each site sends its labels with their counts and weight sums (no rows)
+        summaries = self._site_setup(dataset, "classification")
+        self.classes_ = np.unique(np.concatenate([s["classes"] for s in summaries]))
         n_classes = len(self.classes_)
         if n_classes < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in the data, "
                 f"got 1 class: all clients together hold only {self.classes_[0]!r}."
             )
-        y_index = np.searchsorted(self.classes_, y)
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        counts = np.zeros(n_classes, dtype=np.int64)
+        weight_sums = np.zeros(n_classes)
+        for s in summaries:
+            where = np.searchsorted(self.classes_, s["classes"])
+            counts[where] += s["class_counts"]
+            weight_sums[where] += s["class_weight_sums"]
+        class_weight = None
         if self.class_weight is not None:
-            # class counts are a summary each client can send (no rows move)
-            weights = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
-            sw = sw * weights[y_index]
-        Y = self._encode(y_index, n_classes)
-        layout = Layout(n_outputs=Y.shape[1], n_features=X.shape[1],
-                        fit_intercept=self.fit_intercept)
-        theta = self._fit_federated(X, Y, clients=clients, sample_weight=sw,
-                                    datafit=self._datafit(n_classes),
-                                    penalty=self._penalty(float(sw.sum())), layout=layout)
+            # the pooled label multiset, rebuilt from the counts, is all this needs
+            class_weight = compute_class_weight(self.class_weight, classes=self.classes_,
+                                                y=np.repeat(self.classes_, counts))
+        total_weight = float(np.sum(weight_sums * (1.0 if class_weight is None else class_weight)))
+        targets = Targets(kind=self._target_kind(n_classes), classes=self.classes_,
+                          class_weight=class_weight)
+        layout = Layout(n_outputs=1 if n_classes == 2 else n_classes,
+                        n_features=self.n_features_in_, fit_intercept=self.fit_intercept)
+        theta = self._fit_federated(dataset, datafit=self._datafit(n_classes),
+                                    penalty=self._penalty(total_weight), layout=layout,
+                                    targets=targets)
         self.coef_ = layout.coef(theta).copy()
         intercept = layout.intercept(theta).copy()
-        if Y.shape[1] > 1 and self._shift_invariant:
+        if layout.n_outputs > 1 and self._shift_invariant:
             # softmax ignores a common shift of the intercepts: report the centred ones
             intercept -= intercept.mean()
         self.intercept_ = intercept
@@ -81,6 +87,7 @@ class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
 
     _shift_invariant = False
 
+    @sites_aware
     def decision_function(self, X):
         """Raw scores ``X @ coef_.T + intercept_``.
 
@@ -98,6 +105,7 @@ class FederatedLinearClassifier(ClassifierMixin, FederatedLinearModel):
         scores = np.asarray(X @ self.coef_.T) + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
+    @sites_aware
     def predict(self, X):
         """Predict class labels.
 

@@ -26,7 +26,7 @@ class FederatedProblem:
         :meth:`ClientObjective.lipschitz`).
     pooled_lipschitz : dict or None
         The same constants for the pooled loss ``sum_j a_j L_j``, estimated
-        federatedly (:func:`skfed._smoothness.pooled_smoothness`); ``None``
+        federatedly (:func:`skfed.federation.smoothness.pooled_smoothness`); ``None``
         falls back to the weighted average of the client constants.
     prox_penalty, smooth_penalty : Penalty or None
         The penalty split into the part solvers apply by its prox and the
@@ -47,6 +47,19 @@ class FederatedProblem:
         else:
             self.prox_penalty, self.smooth_penalty = self.penalty.split_smooth()
         self.smooth_curvature = self.smooth_penalty.curvature if self.smooth_penalty else 0.0
+
+    @property
+    def output_blocks(self):
+        """Indices of ``theta`` per output (coefficient row and intercept) when
+        the outputs are separate problems (one-vs-rest, multi-output least
+        squares with a row-separable penalty); ``None`` otherwise."""
+        lay = self.layout
+        penalty_ok = self.penalty is None or getattr(self.penalty, "separable_outputs", False)
+        if lay.n_outputs < 2 or not self.datafit.separable_outputs or not penalty_ok:
+            return None
+        rows = np.arange(lay.n_coef).reshape(lay.n_outputs, lay.n_features)
+        return [np.r_[rows[k], [lay.n_coef + k] if lay.fit_intercept else []].astype(int)
+                for k in range(lay.n_outputs)]
 
     def pooled_constants(self):
         """Smoothness constants of the pooled loss: the federated estimate when
@@ -89,6 +102,27 @@ class FederatedProblem:
         Lc = Lc + self.smooth_curvature
         coef_step = 1.0 / (scale * joint * Lc) if Lc > 0 else 1.0
         int_step = 1.0 / (scale * joint * Li) if Li > 0 else 1.0
+        return self.layout.block_vector(coef_step, int_step)
+
+    def sampled_steps(self, n_active):
+        """Per-block steps ``1 / (joint * L_block)`` safe for one full gradient step on
+        the weighted average loss of any ``n_active`` clients.
+
+        That loss is ``sum_S a_j L_j / sum_S a_j``, whose Hessian is at most
+        ``1 / sum_S a_j`` times the pooled one (every ``L_j`` is convex) and at
+        most the largest client's: its constant is the smaller of
+        ``L_pooled / (sum of the n_active smallest a_j)`` and ``max_j L_j``.
+        The joint factor is the largest client's (a subset's mean can couple
+        the blocks as strongly as one client's).
+        """
+        pooled = self.pooled_constants()
+        share = float(np.sort(self.weights)[:max(1, int(n_active))].sum())
+        joint = max(l["joint"] for l in self.lipschitz)
+        Lc = min(pooled["coef"] / share, max(l["coef"] for l in self.lipschitz))
+        Li = min(pooled["intercept"] / share, max(l["intercept"] for l in self.lipschitz))
+        Lc = Lc + self.smooth_curvature
+        coef_step = 1.0 / (joint * Lc) if Lc > 0 else 1.0
+        int_step = 1.0 / (joint * Li) if Li > 0 else 1.0
         return self.layout.block_vector(coef_step, int_step)
 
     def minibatch_steps(self, batch_size):

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from ._cli_fit import coefficient_headers, coefficient_rows, traffic
+from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
+    scaling_text, traffic
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
@@ -47,8 +48,12 @@ def _convergence_png(history):
 
     rounds = history["round"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    axes[0].plot(rounds, history["objective"], color="tab:blue")
-    axes[0].set(title="objective", xlabel="round")
+    # the objective's distance to its final value spans decades: a log scale
+    objective = np.asarray(history["objective"], dtype=float)
+    gap = objective - np.nanmin(objective)
+    axes[0].semilogy(rounds, np.maximum(gap, max(1e-16 * abs(np.nanmin(objective)), 1e-300)),
+                     color="tab:blue")
+    axes[0].set(title="objective - best objective", xlabel="round")
     axes[1].semilogy(rounds, np.maximum(history["stationarity"], 1e-300), color="tab:red")
     axes[1].set(title="stationarity (0 at the optimum)", xlabel="round")
     sent = np.cumsum(history["bytes_up"] + history["bytes_down"]) / 1e3
@@ -68,13 +73,13 @@ def write_html_report(report, path):
     try:
         png = _convergence_png(report.estimator.history_)
     except ImportError as exc:
-        from ._cli_fit import CLIError
+        from .fit import CLIError
 
         raise CLIError("--report draws plots with matplotlib: pip install 'skfed[plot]'.") \
             from exc
     est, t = report.estimator, traffic(report)
     coef_rows = coefficient_rows(report)
-    coef_rows.append(("(intercept)", *np.ravel(est.intercept_)))
+    coef_rows.append(intercept_row(report))
     n_tr, n_te, fed, _, pool = report.overall
     site_rows = list(report.site_rows) + [("overall", n_tr, n_te, fed, float("nan"), pool)]
     state = ("converged" if report.converged
@@ -84,8 +89,10 @@ def write_html_report(report, path):
         f"<title>skfed fit: {html.escape(type(est).__name__)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>skfed fit: {html.escape(type(est).__name__)} ({html.escape(report.model)})</h1>",
-        f"<p>Solver <b>{html.escape(est.solver_.name)}</b>, {len(report.site_rows)} sites, "
+        f"<p>Penalty <b>{html.escape(penalty_text(report))}</b>, solver "
+        f"<b>{html.escape(est.solver_.name)}</b>, {len(report.site_rows)} sites, "
         f"{n_tr} training rows, {n_te} held out. {t['rounds']} rounds, {state}.</p>",
+        f"<p>{html.escape(scaling_text(report).replace(chr(10), ' '))}.</p>",
         f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
         "<p>Federated: fitted on every site's training rows without pooling them. "
         "Local-only: fitted on that site's rows alone. Pooled: fitted on all training rows "
@@ -96,6 +103,10 @@ def write_html_report(report, path):
     parts += [f"<p>Note: {html.escape(n)}</p>" for n in report.notes]
     parts += [
         "<h2>Coefficients (non-zeros first)</h2>",
+        "" if report.scaler is None else
+        "<p>Standardized: as fitted, per standard deviation of the feature (one-hot columns "
+        "per unit). Original units: the same model per unit of each column "
+        "(coef / sd; intercept - sum(coef * mean / sd)).</p>",
         _table(["feature"] + coefficient_headers(report), coef_rows,
                row_class=lambda r: "zero" if r[0] != "(intercept)" and not any(r[1:]) else ""),
         "<h2>Convergence and traffic</h2>",

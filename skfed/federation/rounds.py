@@ -7,15 +7,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exceptions import ClientDroppedWarning, ClientFailureError
-from .history import ConvergenceHistory
+from ..exceptions import ClientDroppedWarning, ClientFailureError
+from ..history import ConvergenceHistory
 
 
 # --- client-side tasks (module level so process executors can pickle them) ---
-def client_summary(client):
-    """What a client sends once before round one: sizes and smoothness constants."""
+def client_summary(client, exact=True):
+    """What a client sends once before round one: sizes and smoothness constants
+    (``exact=False``: trace bounds; see :meth:`ClientObjective.lipschitz`)."""
     return {"n_samples": client.n_samples, "weight_sum": client.weight_sum,
-            "lipschitz": client.lipschitz()}
+            "lipschitz": client.lipschitz(exact)}
 
 
 def client_monitor(client, theta):
@@ -48,16 +49,27 @@ class _Monitor:
     def __call__(self, theta):
         problem, N = self.problem, self.problem.n_clients
         results = self.executor.map(client_monitor, [(j, (theta,)) for j in range(N)])
+        traffic = N * (theta.nbytes + theta.nbytes + 8)
+        return (*self.evaluate(theta, results), traffic)
+
+    def evaluate(self, theta, results):
+        """Objective and stationarity at ``theta`` from every client's
+        ``(loss value, gradient)`` there, in client order."""
+        problem = self.problem
         values = np.array([v for v, _ in results])
         grad = problem.add_smooth_gradient(
             sum(a * g for a, (_, g) in zip(problem.weights, results)), theta)
         objective = problem.objective(values, theta)
         mapped = problem.layout.apply_prox(problem.prox_penalty, theta - self.tau * grad,
                                            self.tau_coef)
-        stationarity = float(np.linalg.norm((theta - mapped) / self.tau))
-        traffic = N * (theta.nbytes + theta.nbytes + 8)
+        residual = (theta - mapped) / self.tau
+        stationarity = float(np.linalg.norm(residual))
         self.last_mapped = mapped  # one proximal-gradient step from theta
-        return objective, stationarity, traffic
+        blocks = problem.output_blocks
+        # separate outputs (one-vs-rest) each meet the stopping rule on their own
+        self.last_blocks = (None if blocks is None else
+                            np.array([np.linalg.norm(residual[b]) for b in blocks]))
+        return objective, stationarity
 
 
 def _model_stats(layout, theta):
@@ -111,8 +123,10 @@ def _plateaued(history, tol):
     values = history["objective"]
     if tol <= 0 or len(values) <= PLATEAU_WINDOW:
         return False
-    before = float(np.min(values[:-PLATEAU_WINDOW]))
-    recent = float(np.min(values[-PLATEAU_WINDOW:]))
+    before, recent = values[:-PLATEAU_WINDOW], values[-PLATEAU_WINDOW:]
+    if np.all(np.isnan(before)) or np.all(np.isnan(recent)):  # monitor_every > 1
+        return False
+    before, recent = float(np.nanmin(before)), float(np.nanmin(recent))
     return before - recent <= tol * max(abs(before), np.finfo(float).tiny)
 
 
@@ -185,7 +199,8 @@ def _handle_failures(solver, executor, history, rnd, failures, n_active):
 
 
 def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
-                   entropy, verbose=0, setup_bytes=0, setup_rounds=0, resume=None):
+                   entropy, verbose=0, setup_bytes=0, setup_rounds=0, resume=None,
+                   monitor_every=1):
     """Run rounds until the stopping rule or ``max_rounds``.
 
     Stopping rule: ``stationarity <= tol * stationarity(0)``, the norm of the
@@ -193,6 +208,15 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     each client can contribute to with one gradient (``monitor_bytes``). For
     a non-smooth loss (hinge) that mapping does not vanish at the optimum:
     the fit stops when the objective stops improving (:func:`_plateaued`).
+
+    The monitor is a pass of its own (a gradient each way) after every
+    ``monitor_every``-th round and the last; rounds between are recorded
+    with a NaN objective and stationarity, and the stopping rule waits for
+    the next monitored round. A solver whose replies carry every client's
+    loss value and gradient at the current server model
+    (``monitors_in_replies``, e.g. Newton) is monitored from them under full
+    participation: no extra pass, and a fit that has converged stops on the
+    replies of the round after (whose bytes then count as monitoring).
 
     Randomness (client sampling, minibatches) comes from ``entropy`` through
     ``SeedSequence``s keyed by (round, client), so any executor gives the
@@ -219,20 +243,45 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     executor.place_states(states)  # client state lives with the client from now on
 
     objective, stationarity, mon_bytes = monitor(theta)
+    blocks_now = monitor.last_blocks
     if np.any(theta):
         _, scale, extra = monitor(layout.zeros())
         mon_bytes += extra
     else:
         scale = stationarity
     target = tol * scale
+    # per output (one-vs-rest): tol times that output's own stationarity at zero;
+    # an output already stationary there is held to the overall target
+    block_targets = None
+    if monitor.last_blocks is not None:
+        block_targets = np.where(monitor.last_blocks > 0, tol * monitor.last_blocks, target)
+    monitor.last_blocks = blocks_now
+
+    def stationary(stationarity):
+        if not stationarity <= target:
+            return False
+        return block_targets is None or bool(np.all(monitor.last_blocks <= block_targets))
     nnz, rank = _model_stats(layout, theta)
     start = time.perf_counter()
     history.append(round=0, objective=objective, stationarity=stationarity, nnz=nnz,
                    rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
                    monitor_bytes=mon_bytes, n_participants=0, n_dropped=0, wall_time=0.0)
     smooth = problem.datafit.smooth
-    converged = stationarity <= target and smooth
+    converged = smooth and stationary(stationarity) and solver.may_stop(server, tol)
+    # the monitor of a round's model read from the next round's replies
+    fused = solver.monitors_in_replies and n_active == N
+    pending = None  # that round's record, awaiting them
     rnd = 0
+
+    def record(objective, stationarity, mon_bytes, fields):
+        nonlocal converged
+        history.append(objective=objective, stationarity=stationarity,
+                       monitor_bytes=mon_bytes, **fields)
+        if not np.isnan(objective):
+            converged = ((stationary(stationarity) if smooth else _plateaued(history, tol))
+                         and solver.may_stop(server, tol))
+            _progress(verbose, fields["round"], max_rounds, objective, stationarity, target)
+
     while not converged and rnd < max_rounds:
         if n_active == N:
             active = np.arange(N)
@@ -249,25 +298,39 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             _handle_failures(solver, executor, history, rnd + 1, failures, len(active))
             active = np.array([j for j in active if j in by_client])
         replies = [by_client[j] for j in active]
+        bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
+        if pending is not None:  # these replies are at theta: its monitor
+            if len(active) == N:
+                objective, stationarity = monitor.evaluate(
+                    theta, [(r["value"], r["grad"]) for r in replies])
+                mon_bytes = 0
+            else:  # a client dropped: monitor on a pass of its own
+                objective, stationarity, mon_bytes = monitor(theta)
+            record(objective, stationarity, mon_bytes, pending)
+            pending = None
+            if converged:  # the round was spent on monitoring only
+                history.records[-1]["monitor_bytes"] += bytes_up + bytes_down
+                break
         weights = problem.weights[active] / problem.weights[active].sum()
         previous = server
         server = solver.aggregate(server, replies, weights, active)
         theta = solver.server_model(server)
         rnd += 1
 
-        objective, stationarity, mon_bytes = monitor(theta)
         nnz, rank = _model_stats(layout, theta)
         models = solver.client_models(previous, message, replies)
-        bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
-        history.append(
-            round=rnd, objective=objective, stationarity=stationarity, nnz=nnz, rank=rank,
+        fields = dict(
+            round=rnd, nnz=nnz, rank=rank,
             consensus=_consensus(models, weights) if models is not None else np.nan,
-            bytes_up=bytes_up, bytes_down=bytes_down,
-            monitor_bytes=mon_bytes, n_participants=len(active), n_dropped=len(failures),
-            wall_time=time.perf_counter() - start,
+            bytes_up=bytes_up, bytes_down=bytes_down, n_participants=len(active),
+            n_dropped=len(failures), wall_time=time.perf_counter() - start,
         )
-        converged = (stationarity <= target if smooth else _plateaued(history, tol))
-        _progress(verbose, rnd, max_rounds, objective, stationarity, target)
+        if rnd < max_rounds and fused:
+            pending = fields
+        elif rnd < max_rounds and rnd % monitor_every:
+            record(np.nan, np.nan, 0, fields)
+        else:
+            record(*monitor(theta), fields)
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
     _progress_done(verbose, rnd, converged)

@@ -27,6 +27,8 @@ MODELS = {
 }
 #: fewest rows a site needs: some to train on and some to evaluate on
 MIN_SITE_ROWS = 5
+#: most classes ``--model logistic/svm`` accepts: more is likely a continuous target
+MAX_CLASSES = 50
 
 
 #: cells read as missing values
@@ -110,12 +112,14 @@ def _numbers(table, k, name, role):
     return values
 
 
-def design_matrix(table, *, target, clients=None, categorical=(), drop=(), classifier=False):
+def design_matrix(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
+                  return_indicators=False):
     """``(X, Y, sites, feature_names)`` from the table.
 
     Feature columns are every column but the target(s), the site column and
     ``drop``; ``categorical`` ones are one-hot encoded (``name=value``, one
-    column per value seen at any site).
+    column per value seen at any site). With ``return_indicators``, a fifth
+    value lists the positions of those one-hot columns.
     """
     targets = [target] if isinstance(target, str) else list(target)
     t_idx = [_column(table, t, "target") for t in targets]
@@ -136,13 +140,14 @@ def design_matrix(table, *, target, clients=None, categorical=(), drop=(), class
     for name in categorical:
         if _column(table, name, "--categorical") in skip:
             raise CLIError(f"--categorical {name!r} is the target, the site column or dropped.")
-    columns, names = [], []
+    columns, names, indicators = [], [], []
     for k, name in enumerate(table.columns):
         if k in skip:
             continue
         if name in categorical:
             values = [row[k] for row in table.rows]
             for level in sorted(set(values)):
+                indicators.append(len(columns))
                 columns.append(np.array([v == level for v in values], dtype=float))
                 names.append(f"{name}={level}")
         else:
@@ -156,6 +161,7 @@ def design_matrix(table, *, target, clients=None, categorical=(), drop=(), class
             raise CLIError("a classifier takes one --target column.")
         Y = np.array([row[t_idx[0]] for row in table.rows])
         classes = np.unique(Y)
+        check_class_target(targets[0], Y, classes)
         if len(classes) < 2:
             raise CLIError(f"target {targets[0]!r} has only one class ({str(classes[0])!r}); a "
                            "classifier needs at least two.")
@@ -163,7 +169,26 @@ def design_matrix(table, *, target, clients=None, categorical=(), drop=(), class
     else:
         Y = np.column_stack([_numbers(table, k, t, "target") for k, t in zip(t_idx, targets)])
         Y = Y[:, 0] if len(targets) == 1 else Y
+    if return_indicators:
+        return X, Y, sites, names, indicators
     return X, Y, sites, names
+
+
+def check_class_target(name, y, classes):
+    """Refuse a continuous target (or one with very many classes) for a classifier."""
+    try:
+        numeric = np.asarray(y, dtype=float)
+    except ValueError:
+        numeric = None
+    if numeric is not None and np.any(numeric != np.round(numeric)):
+        example = next(v for v, f in zip(y, numeric) if f != round(f))
+        raise CLIError(f"target {name!r} is continuous (e.g. {str(example)!r}), but --model "
+                       "logistic/svm predict classes: use --model lasso or elasticnet, or "
+                       "bin the target into classes first.")
+    if len(classes) > MAX_CLASSES:
+        raise CLIError(f"target {name!r} has {len(classes)} distinct values; a classifier here "
+                       f"takes at most {MAX_CLASSES} classes. If it is a measurement, use "
+                       "--model lasso or elasticnet.")
 
 
 def _maybe_numeric_labels(y):
@@ -217,7 +242,7 @@ def _fit_quietly(est, X, y, clients=None):
     """Fit without ConvergenceWarning (local-only and pooled reference fits)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X, y, clients=clients)
+        return est.fit(X, y) if clients is None else est.fit(X, y, clients=clients)
 
 
 def _score(est, X, y, classifier):
@@ -231,12 +256,23 @@ def _score(est, X, y, classifier):
     return float(1 - np.sum((y2 - p2) ** 2) / ss) if ss > 0 else np.nan
 
 
+def local_model(est, scale, indicators=()):
+    """A site's local-only model: ``est``, after standardizing with that site's own rows."""
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+
+    from .scaling import FeatureScaler
+
+    return make_pipeline(FeatureScaler(indicators=indicators), clone(est)) if scale \
+        else clone(est)
+
+
 @dataclass
 class FitReport:
     """Everything ``skfed fit`` prints and puts in the HTML report."""
 
     model: str
-    estimator: object
+    estimator: object    # the federated model, fitted on the standardized columns if scaled
     metric: str
     feature_names: list
     output_names: list
@@ -245,12 +281,33 @@ class FitReport:
     converged: bool
     notes: list
     test: np.ndarray     # held-out rows
+    scaler: object = None  # the FeatureScaler fitted on the training rows; None: --no-scale
+
+    @property
+    def model_to_save(self):
+        """What ``--output`` saves: a Pipeline (scaler, then model) that predicts from rows
+        in the CSV's units, or the estimator alone under ``--no-scale``."""
+        if self.scaler is None:
+            return self.estimator
+        from sklearn.pipeline import make_pipeline
+
+        return make_pipeline(self.scaler, self.estimator)
 
 
 def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
-                    output_names=None, **options):
-    """Fit federated, local-only and pooled models; score them on held-out rows."""
+                    output_names=None, scale=True, indicators=(), **options):
+    """Fit federated, local-only and pooled models; score them on held-out rows.
+
+    With ``scale`` the features are standardized first (see
+    :mod:`skfed.cli.scaling`; ``indicators``: the one-hot columns, centred but
+    not divided): the federated and pooled models with the statistics of
+    every site's training rows (computed from per-site sums), each
+    local-only model with its site's own training rows. Held-out rows are
+    transformed with those statistics, never their own.
+    """
     from sklearn.base import clone
+
+    from .scaling import FeatureScaler
 
     classifier = MODELS[model][2]
     if model == "lowrank" and (np.ndim(Y) != 2 or Y.shape[1] < 2):
@@ -258,12 +315,16 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
                        "matrix): give two or more --target columns.")
     test = holdout_split(sites, test_size, random_state)
     tr = ~test
+    scaler, Z = None, X
+    if scale:
+        scaler = FeatureScaler(indicators=indicators).fit(X[tr], clients=sites[tr])
+        Z = scaler.transform(X)
     est = make_estimator(model, random_state=random_state, **options)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        fed = clone(est).fit(X[tr], Y[tr], clients=sites[tr])
+        fed = clone(est).fit(Z[tr], Y[tr], clients=sites[tr])
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    pooled = _fit_quietly(clone(est), X[tr], Y[tr])
+    pooled = _fit_quietly(clone(est), Z[tr], Y[tr])
     notes = []
     site_rows = []
     for label in np.unique(sites):
@@ -272,32 +333,62 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         if classifier and len(np.unique(Y[s_tr])) < 2:
             notes.append(f"site {label!r} holds one class only: it has no local-only model.")
         else:
-            local = _fit_quietly(clone(est), X[s_tr], Y[s_tr])
+            local = _fit_quietly(local_model(est, scale, indicators), X[s_tr], Y[s_tr])
             local_score = _score(local, X[s_te], Y[s_te], classifier)
         site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
-                          _score(fed, X[s_te], Y[s_te], classifier), local_score,
-                          _score(pooled, X[s_te], Y[s_te], classifier)))
-    overall = (int(tr.sum()), int(test.sum()), _score(fed, X[test], Y[test], classifier),
-               np.nan, _score(pooled, X[test], Y[test], classifier))
+                          _score(fed, Z[s_te], Y[s_te], classifier), local_score,
+                          _score(pooled, Z[s_te], Y[s_te], classifier)))
+    overall = (int(tr.sum()), int(test.sum()), _score(fed, Z[test], Y[test], classifier),
+               np.nan, _score(pooled, Z[test], Y[test], classifier))
     names = feature_names or [f"x{k}" for k in range(X.shape[1])]
-    fed.feature_names_in_ = np.array(names, dtype=object)
+    # the columns the saved model expects (a Pipeline: its scaler checks them, as scikit-learn's
+    # StandardScaler would, and hands the model an array)
+    (fed if scaler is None else scaler).feature_names_in_ = np.array(names, dtype=object)
     return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
                      feature_names=names, output_names=output_names, site_rows=site_rows,
-                     overall=overall, converged=converged, notes=notes, test=test)
+                     overall=overall, converged=converged, notes=notes, test=test,
+                     scaler=scaler)
 
 
-def coefficient_rows(report):
-    """``(feature, values...)`` rows, non-zero features first (largest first)."""
+def _coef_matrix(report):
+    """``(coef, intercept)`` of the fitted model, as ``(n_outputs, n_features)`` and
+    ``(n_outputs,)``."""
     est = report.estimator
     coef = np.atleast_2d(est.coef_)              # (n_outputs or classes, n_features)
     if coef.shape[1] != len(report.feature_names):
         coef = coef.reshape(-1, len(report.feature_names))
+    return coef, np.ravel(est.intercept_)
+
+
+def original_coefficients(report):
+    """``(coef, intercept)`` in the CSV's units (``coef / scale``, ``intercept - sum(coef *
+    mean / scale)``), shaped as in :func:`_coef_matrix`; the fitted ones under --no-scale."""
+    coef, intercept = _coef_matrix(report)
+    if report.scaler is None:
+        return coef, intercept
+    return report.scaler.original_coefficients(coef, intercept)
+
+
+def coefficient_rows(report):
+    """``(feature, values...)`` rows, non-zeros first (largest first, on the fitted scale):
+    the fitted coefficients, then (if the features were scaled) the same in original units."""
+    coef, _ = _coef_matrix(report)
+    columns = coef if report.scaler is None else np.vstack([coef, original_coefficients(
+        report)[0]])
     size = np.max(np.abs(coef), axis=0)
     order = sorted(range(len(size)), key=lambda k: (size[k] == 0, -size[k], k))
-    return [(report.feature_names[k], *coef[:, k]) for k in order]
+    return [(report.feature_names[k], *columns[:, k]) for k in order]
 
 
-def coefficient_headers(report):
+def intercept_row(report):
+    """The intercept(s), in the columns of :func:`coefficient_rows`."""
+    _, intercept = _coef_matrix(report)
+    if report.scaler is not None:
+        intercept = np.concatenate([intercept, original_coefficients(report)[1]])
+    return ("(intercept)", *intercept)
+
+
+def _output_headers(report):
     est = report.estimator
     n = np.atleast_2d(est.coef_).shape[0]
     if hasattr(est, "classes_"):
@@ -307,11 +398,58 @@ def coefficient_headers(report):
     return ["coef"] if n == 1 else [f"output {k}" for k in range(n)]
 
 
+def coefficient_headers(report):
+    """Column headers of :func:`coefficient_rows` (without the feature column)."""
+    heads = _output_headers(report)
+    if report.scaler is None:
+        return heads
+    if len(heads) == 1:
+        return ["standardized", "original units"]
+    return [f"{h} (std.)" for h in heads] + [f"{h} (orig.)" for h in heads]
+
+
+def coefficient_title(report):
+    """The line above the coefficient table."""
+    if report.scaler is None:
+        return "coefficients (non-zeros first):"
+    est, heads = report.estimator, _output_headers(report)
+    what = ""
+    if len(heads) == 1:
+        what = (f" for class {est.classes_[1]}" if hasattr(est, "classes_")
+                else f" of {heads[0]}" if heads[0] != "coef" else "")
+    onehot = " (one-hot: per unit)" if len(report.scaler.indicators) else ""
+    return (f"coefficients{what}, non-zeros first; standardized: as fitted, per sd of the "
+            f"feature{onehot};\n  original units: the same model (coef / sd; intercept - "
+            "sum(coef * mean / sd)):")
+
+
+def scaling_text(report):
+    """Whether the features were standardized, and what the penalty acts on."""
+    reg = MODELS[report.model][1]
+    if report.scaler is None:
+        return (f"features not scaled (--no-scale): {reg} applies to the coefficients in the "
+                "features' original units")
+    onehot = "; one-hot: centred only" if len(report.scaler.indicators) else ""
+    return (f"features standardized (mean 0, sd 1 on the training rows, from per-site sums"
+            f"{onehot});\n{reg} applies to the standardized coefficients (--no-scale: to those "
+            "in the original units)")
+
+
 def traffic(report):
     h = report.estimator.history_
     return {"rounds": int(report.estimator.n_iter_), "bytes_up": int(h["bytes_up"].sum()),
-            "bytes_down": int(h["bytes_down"].sum()), "monitor_bytes": int(h["monitor_bytes"].sum()),
-            "setup_bytes": int(h.setup_bytes)}
+            "bytes_down": int(h["bytes_down"].sum()),
+            "monitor_bytes": int(h["monitor_bytes"].sum()), "setup_bytes": int(h.setup_bytes)}
+
+
+def penalty_text(report):
+    """The regularization the fit used, defaults included: ``alpha=0.1`` or
+    ``C=1, l1_ratio=0``."""
+    params = report.estimator.get_params()
+    names = [MODELS[report.model][1]] + [k for k in ("l1_ratio", "penalty", "loss")
+                                         if k in params]
+    return ", ".join(f"{k}={params[k]:g}" if isinstance(params[k], float)
+                     else f"{k}={params[k]}" for k in names)
 
 
 def _fmt(v):
@@ -322,24 +460,26 @@ def format_text(report):
     """The terminal report."""
     est, lines = report.estimator, []
     t = traffic(report)
-    lines.append(f"skfed fit: {type(est).__name__} ({report.model}), solver {est.solver_.name}, "
-                 f"{len(report.site_rows)} sites, {report.overall[0]} training rows, "
-                 f"{report.overall[1]} held out")
+    lines.append(f"skfed fit: {type(est).__name__} ({report.model}, {penalty_text(report)}), "
+                 f"solver {est.solver_.name}, {len(report.site_rows)} sites, "
+                 f"{report.overall[0]} training rows, {report.overall[1]} held out")
+    lines.append(scaling_text(report))
     lines.append("")
     heads = coefficient_headers(report)
     width = max(12, max(len(n) for n in report.feature_names) + 2)
-    lines.append("coefficients (non-zeros first):")
-    lines.append(f"  {'feature':<{width}}" + "".join(f"{h:>14}" for h in heads))
+    cell = max([14] + [len(h) + 2 for h in heads])
+    lines.append(coefficient_title(report))
+    lines.append(f"  {'feature':<{width}}" + "".join(f"{h:>{cell}}" for h in heads))
     zeros = []
     for name, *values in coefficient_rows(report):
         if not any(values):
             zeros.append(name)
             continue
-        lines.append(f"  {name:<{width}}" + "".join(f"{v:>14.6g}" for v in values))
+        lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in values))
     if zeros:
         lines.append(f"  exactly zero ({len(zeros)}): " + ", ".join(zeros))
-    intercept = np.ravel(est.intercept_)
-    lines.append(f"  {'(intercept)':<{width}}" + "".join(f"{v:>14.6g}" for v in intercept))
+    name, *intercept = intercept_row(report)
+    lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in intercept))
     lines.append("")
     lines.append(f"held-out {report.metric} (higher is better):")
     lines.append(f"  {'site':<16}{'train':>7}{'test':>7}{'federated':>11}{'local-only':>12}"
@@ -353,7 +493,8 @@ def format_text(report):
         lines.append(f"  note: {note}")
     lines.append("")
     state = "converged" if report.converged else "did NOT converge (raise --max-rounds)"
-    lines.append(f"{t['rounds']} rounds, {state}; sent {t['bytes_up']:,} bytes up and "
+    rounds = f"{t['rounds']} round{'' if t['rounds'] == 1 else 's'}"
+    lines.append(f"{rounds}, {state}; sent {t['bytes_up']:,} bytes up and "
                  f"{t['bytes_down']:,} down (+{t['monitor_bytes']:,} monitoring, "
                  f"{t['setup_bytes']:,} setup)")
     return "\n".join(lines) + "\n"

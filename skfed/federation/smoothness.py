@@ -13,7 +13,7 @@ client). About 20-40 such rounds, counted in ``history_.setup_bytes``.
 
 import numpy as np
 
-from .datafits.base import joint_factor
+from ..datafits.base import joint_factor
 
 # Lanczos converges to the top eigenvalue from below; a small margin keeps the
 # step safe, and the result is never allowed below a provable lower bound.

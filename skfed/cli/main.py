@@ -1,0 +1,296 @@
+"""Command line: ``python -m skfed demo|fit|support-matrix`` (also installed as ``skfed``)."""
+
+import argparse
+import sys
+import warnings
+
+import numpy as np
+
+
+def demo_command(alpha, csv_path="diabetes.csv"):
+    """The ``skfed fit`` command that reproduces the demo from its ``--csv`` file."""
+    return (f"skfed fit {csv_path} --target progression --clients site --model lasso "
+            f"--alpha {alpha:g} --max-rounds 5000 --tol 1e-9")
+
+
+def write_demo_csv(path, X, y, sites, names):
+    """The demo's rows as one CSV with a ``site`` column (what ``skfed fit`` reads)."""
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["site", *names, "progression"])
+        for site, row, target in zip(sites, X, y):
+            writer.writerow([site, *(repr(float(v)) for v in row), repr(float(target))])
+
+
+def run_demo(alpha=2.0, n_sites=5, out=None, report=None, output=None, csv=None):
+    """``skfed fit`` on a built-in dataset, with the evidence that it is the pooled model.
+
+    The diabetes data are split into ``n_sites`` "hospitals" by BMI quantile
+    (strong covariate shift). Prints the same report as ``skfed fit`` with its
+    defaults (features standardized from per-site sums; coefficients; held-out
+    R2 per site of the federated, local-only and pooled models; rounds and
+    bytes), then compares the federated model with scikit-learn's
+    ``StandardScaler`` and ``Lasso`` on the pooled training rows and shows
+    the convergence. Returns the fitted federated estimator.
+    """
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Lasso
+    from sklearn.preprocessing import StandardScaler
+
+    from .fit import fit_and_compare, format_text, original_coefficients
+    from ..datasets import simulate_clients
+
+    data = load_diabetes()
+    X, y, names = data.data, data.target, list(data.feature_names)
+    site_index = simulate_clients(X, y, n_sites, scheme="quantile", feature=names.index("bmi"))
+    sites = np.array([f"site-{s}" for s in site_index])
+    out = sys.stdout if out is None else out
+    p = lambda *a, **k: print(*a, **k, file=out)  # noqa: E731
+    p(f"skfed demo: Lasso(alpha={alpha:g}) on the diabetes data held by {n_sites} sites "
+      "(quantiles of BMI: strong covariate shift)")
+    if csv:
+        write_demo_csv(csv, X, y, sites, names)
+        p(f"wrote the sites' rows to {csv}; the same fit: {demo_command(alpha, csv)}\n")
+    else:
+        p(f"the same as: skfed demo --csv diabetes.csv, then {demo_command(alpha)}\n")
+    result = fit_and_compare(X, y, sites, model="lasso", test_size=0.2, random_state=0,
+                             feature_names=names, output_names=["progression"],
+                             strength=alpha, max_rounds=5000, tol=1e-9)
+    p(format_text(result), end="")
+    fed, scaler = result.estimator, result.scaler
+
+    # the evidence: the federated model is scikit-learn's StandardScaler + Lasso on the pooled rows
+    train = ~result.test
+    Xtr, ytr = X[train], y[train]
+    pooled_scaler = StandardScaler().fit(Xtr)
+    Ztr = pooled_scaler.transform(Xtr)
+    pooled = Lasso(alpha=alpha, tol=1e-12, max_iter=100_000).fit(Ztr, ytr)
+    f_star = (0.5 * np.mean((ytr - pooled.predict(Ztr)) ** 2)
+              + alpha * np.abs(pooled.coef_).sum())
+    fed.history_.set_reference(f_star)
+    gap = (fed.objective_ - f_star) / f_star
+    same = np.array_equal(np.sign(fed.coef_), np.sign(pooled.coef_))
+    sd_diff = np.max(np.abs(scaler.scale_ / pooled_scaler.scale_ - 1))
+    original = original_coefficients(result)[0].ravel()
+    p(f"\nfederated standardization vs scikit-learn's StandardScaler on the pooled rows: max "
+      f"relative difference of the standard deviations {sd_diff:.1e}")
+    p(f"federated vs scikit-learn Lasso on the pooled standardized rows: relative objective gap "
+      f"{gap:.2e}, max |coef difference| {np.max(np.abs(fed.coef_ - pooled.coef_)):.2e} "
+      f"(original units: {np.max(np.abs(original - pooled.coef_ / pooled_scaler.scale_)):.2e}),"
+      f" same support: {same}\n")
+    h = fed.history_
+    p(f"{'round':>7}{'suboptimality':>16}{'stationarity':>15}{'non-zeros':>11}")
+    rounds = sorted(set(np.unique(np.geomspace(1, fed.n_iter_, 8).astype(int))) | {0})
+    for r in rounds:
+        p(f"{r:>7d}{h['suboptimality'][r]:>16.3e}{h['stationarity'][r]:>15.3e}{h['nnz'][r]:>11d}")
+    p("\nselected features: " + ", ".join(n for n, c in zip(names, fed.coef_) if c != 0))
+    _save(result, report, output, p)
+    return fed
+
+
+def _save(result, report, output, p):
+    """Write ``--report`` and ``--output`` (shared by ``demo`` and ``fit``)."""
+    if report:
+        from .html_report import write_html_report
+
+        write_html_report(result, report)
+        p(f"report written to {report}")
+    if output:
+        import joblib
+
+        joblib.dump(result.model_to_save, output)
+        if result.scaler is None:
+            p(f"model saved to {output} (joblib.load it; feature_names_in_ lists the columns "
+              "it expects)")
+        else:
+            p(f"model saved to {output}: a scikit-learn Pipeline, the standardization fitted "
+              "on the training rows then the model (joblib.load it and predict from rows in "
+              "the original units; feature_names_in_ lists the columns it expects)")
+
+
+def _fit_parser(sub):
+    from .fit import MODELS
+
+    fit = sub.add_parser(
+        "fit", help="fit a federated model on CSV data from several sites",
+        description="Fit a federated model on CSV data held by several sites, and compare it, "
+                    "site by site, with each site's local-only model and the pooled model on "
+                    "held-out rows. The features are standardized first (federated: from "
+                    "per-site sums over the training rows), so the penalty applies to "
+                    "standardized coefficients; the report gives the coefficients in the "
+                    "original units too. --no-scale fits the columns as they are.")
+    fit.add_argument("data", nargs="?", help="CSV file with every site's rows and a site column")
+    fit.add_argument("--site-files", nargs="+", metavar="CSV",
+                     help="one CSV per site instead (the site is the file name)")
+    fit.add_argument("--target", nargs="+", required=True, metavar="COLUMN",
+                     help="the column to predict (several for --model lowrank)")
+    fit.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
+    fit.add_argument("--model", required=True, choices=sorted(MODELS))
+    fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
+    fit.add_argument("--alpha", type=float, help="penalty strength (lasso, elasticnet, "
+                                                 "lowrank), on the standardized coefficients "
+                                                 "unless --no-scale")
+    fit.add_argument("--C", type=float, dest="C", help="inverse penalty strength (logistic, "
+                                                       "svm), on the standardized coefficients "
+                                                       "unless --no-scale")
+    fit.add_argument("--l1-ratio", type=float, help="L1 share of the penalty "
+                                                    "(elasticnet, logistic)")
+    fit.add_argument("--no-scale", dest="scale", action="store_false",
+                     help="fit on the features as they are. By default every feature is "
+                          "centred on its mean over the training rows and numeric ones are "
+                          "divided by their standard deviation (computed from per-site sums; "
+                          "one-hot --categorical columns keep their 0/1 unit, so each category "
+                          "is penalized alike); --alpha/--C then apply to the standardized "
+                          "coefficients, and the report gives them in the original units too")
+    fit.add_argument("--max-rounds", type=int, default=1000)
+    fit.add_argument("--tol", type=float, default=1e-6)
+    fit.add_argument("--categorical", nargs="+", default=[], metavar="COLUMN",
+                     help="text columns to one-hot encode (0/1 columns: centred, not "
+                          "divided by their standard deviation)")
+    fit.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
+                     help="columns that are not features (identifiers, other outcomes)")
+    fit.add_argument("--test-size", type=float, default=0.2,
+                     help="share of every site's rows held out for the comparison")
+    fit.add_argument("--random-state", type=int, default=0)
+    fit.add_argument("--report", metavar="HTML", help="write a self-contained HTML report")
+    fit.add_argument("--output", metavar="JOBLIB",
+                     help="save the fitted model (joblib): a scikit-learn Pipeline of the "
+                          "scaler and the estimator, which predicts from rows in the original "
+                          "units (the estimator alone with --no-scale)")
+    remote = fit.add_argument_group(
+        "site-resident data", "each file is read by its site's own Dask worker; no row "
+        "leaves its site (see the deployment guide)")
+    remote.add_argument("--scheduler", metavar="ADDRESS",
+                        help="the coordinator's Dask scheduler, e.g. tls://coordinator:8786")
+    remote.add_argument("--site", action="append", default=[], metavar="NAME=PATH",
+                        help="a site's worker name and a file on that machine (relative "
+                             "paths: under its SKFED_DATA_DIR); repeat for every site")
+    remote.add_argument("--tls-ca-file", metavar="PEM", help="the federation's CA certificate")
+    remote.add_argument("--tls-cert", metavar="PEM", help="the analyst's certificate")
+    remote.add_argument("--tls-key", metavar="PEM", help="the analyst's private key")
+    return fit
+
+
+def _recover_data_file(args):
+    """``--categorical A B data.csv`` (or ``--drop``/``--target`` last): argparse gives the
+    file name to the option, which takes several values; give it back to ``data``."""
+    if args.data or args.site_files or args.scheduler or args.site:
+        return
+    for option in ("categorical", "drop", "target"):
+        values = getattr(args, option)
+        if values and values[-1].lower().endswith((".csv", ".tsv", ".txt")):
+            if option == "target" and len(values) == 1:
+                continue
+            args.data = values.pop()
+            return
+
+
+def run_fit(args, out=None):
+    """``skfed fit``: returns the :class:`~skfed.cli.fit.FitReport`."""
+    from .fit import MODELS, CLIError, design_matrix, fit_and_compare, format_text
+    from .fit import read_csv_files
+
+    out = sys.stdout if out is None else out
+    _recover_data_file(args)
+    if args.scheduler or args.site:
+        report = _run_remote_fit(args)
+        print(format_text(report), end="", file=out)
+        _save(report, args.report, args.output, lambda *a: print(*a, file=out))
+        return report
+    if bool(args.data) == bool(args.site_files):
+        raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv B.csv ...")
+    _, reg, classifier = MODELS[args.model]
+    other = "C" if reg == "alpha" else "alpha"
+    if getattr(args, other) is not None:
+        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
+    target = args.target[0] if len(args.target) == 1 else args.target
+    X, Y, sites, names, indicators = design_matrix(
+        table, target=target, clients=args.clients, categorical=args.categorical,
+        drop=args.drop, classifier=classifier, return_indicators=True)
+    try:
+        report = fit_and_compare(
+            X, Y, sites, model=args.model, test_size=args.test_size,
+            random_state=args.random_state, feature_names=names, output_names=args.target,
+            scale=args.scale, indicators=indicators, strength=getattr(args, reg),
+            l1_ratio=args.l1_ratio, solver=args.solver, max_rounds=args.max_rounds,
+            tol=args.tol)
+    except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
+        raise CLIError(str(exc)) from exc
+    print(format_text(report), end="", file=out)
+    _save(report, args.report, args.output, lambda *a: print(*a, file=out))
+    return report
+
+
+def _run_remote_fit(args):
+    """``skfed fit --scheduler ... --site NAME=PATH ...``: rows read at the sites."""
+    from .fit import MODELS, CLIError
+    from .remote import fit_remote, parse_sites
+
+    if not (args.scheduler and args.site):
+        raise CLIError("site-resident data needs both --scheduler ADDRESS and one --site "
+                       "NAME=PATH per site.")
+    if args.data or args.site_files or args.clients:
+        raise CLIError("with --scheduler the sites' files are read at the sites: give them "
+                       "with --site NAME=PATH, not as local files or --clients.")
+    if len(args.target) != 1:
+        raise CLIError("with --scheduler give one --target column.")
+    if args.categorical:
+        raise CLIError("--categorical is not available with --scheduler yet: encode those "
+                       "columns at the sites, or --drop them.")
+    _, reg, _ = MODELS[args.model]
+    other = "C" if reg == "alpha" else "alpha"
+    if getattr(args, other) is not None:
+        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    security = None
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if any(tls):
+        if not all(tls):
+            raise CLIError("TLS needs all three of --tls-ca-file, --tls-cert and --tls-key.")
+        from distributed.security import Security
+
+        security = Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert,
+                            tls_client_key=args.tls_key, require_encryption=True)
+    elif args.scheduler.startswith("tls://"):
+        raise CLIError("a tls:// coordinator needs --tls-ca-file, --tls-cert and --tls-key.")
+    return fit_remote(parse_sites(args.site), scheduler=args.scheduler, security=security,
+                      target=args.target[0], model=args.model, drop=args.drop,
+                      scale=args.scale, test_size=args.test_size,
+                      random_state=args.random_state,
+                      strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
+                      max_rounds=args.max_rounds, tol=args.tol)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="skfed", description="Federated convex estimators.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="federated Lasso on a built-in heterogeneous dataset")
+    demo.add_argument("--alpha", type=float, default=2.0,
+                      help="L1 strength on the standardized coefficients (default 2)")
+    demo.add_argument("--sites", type=int, default=5, help="number of sites (default 5)")
+    demo.add_argument("--report", metavar="HTML", help="write a self-contained HTML report")
+    demo.add_argument("--output", metavar="JOBLIB", help="save the fitted estimator (joblib)")
+    demo.add_argument("--csv", metavar="CSV", help="also write the sites' rows to this CSV "
+                                                   "(the input of the equivalent skfed fit)")
+    _fit_parser(sub)
+    sub.add_parser("support-matrix",
+                   help="print the estimator x solver support matrix (Markdown), from the code")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        run_demo(alpha=args.alpha, n_sites=args.sites, report=args.report, output=args.output,
+                 csv=args.csv)
+    elif args.command == "fit":
+        from .fit import CLIError
+
+        try:
+            run_fit(args)
+        except CLIError as exc:
+            print(f"skfed fit: error: {exc}", file=sys.stderr)
+            return 2
+    elif args.command == "support-matrix":
+        from .._support import format_support_matrix, support_matrix
+
+        print(format_support_matrix(support_matrix()), end="")
+    return 0

@@ -1,0 +1,144 @@
+"""``skfed fit --scheduler ... --site NAME=PATH``: the report of ``skfed fit``, rows at the sites.
+
+Each ``PATH`` is read by the worker named ``NAME`` (relative paths under its
+``SKFED_DATA_DIR``). Every site holds out a share of its own rows (drawn at
+the site), the federated model is fitted on the training rows and scored at
+each site on the held-out ones, and each site fits and scores its own
+local-only model. The pooled model is not fitted: it would need the rows in
+one place. Only metadata, the algorithm's messages and scores cross the
+network.
+
+By default the features are standardized as in the local form
+(:mod:`skfed.cli.scaling`): each site sends four numbers per column of its
+training rows, the server merges them into the pooled means and standard
+deviations, and each site standardizes its own rows with them. A site's
+local-only model is standardized with that site's training rows.
+"""
+
+import warnings
+import zlib
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from .fit import MIN_SITE_ROWS, MODELS, CLIError, FitReport, local_model, make_estimator
+from .scaling import FeatureScaler
+from ..data import FederatedDataset, SiteError
+from ..data.site import numeric_matrix
+from ..model_selection import site_scores
+
+
+def parse_sites(specs):
+    """``["a=/data/a.csv", ...]`` -> ``{"a": "/data/a.csv", ...}`` with clear errors."""
+    sources = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise CLIError(f"--site takes NAME=PATH (the site's worker name and a file on "
+                           f"that machine); got {spec!r}.")
+        if name in sources:
+            raise CLIError(f"--site {name} is given twice.")
+        sources[name.strip()] = path.strip()
+    return sources
+
+
+def _held_out(site, test_size, seed):
+    """The site's held-out mask, drawn at the site from ``seed`` and its name."""
+    n = site.n_samples
+    if n < MIN_SITE_ROWS:
+        raise SiteError(site.site, f"{n} rows: each site needs at least {MIN_SITE_ROWS} (some "
+                                   "to train on, some to evaluate on).")
+    rng = np.random.default_rng([seed, zlib.crc32(str(site.site).encode())])
+    mask = np.zeros(n, dtype=bool)
+    mask[rng.permutation(n)[:max(1, int(np.ceil(test_size * n)))]] = True
+    return mask
+
+
+def _rows(site, mask):
+    take = (lambda m: site.X.iloc[m]) if hasattr(site.X, "iloc") else (lambda m: site.X[m])
+    return site.replace(X=take(mask), y=None if site.y is None else site.y[mask],
+                        sample_weight=None if site.sample_weight is None
+                        else site.sample_weight[mask])
+
+
+def split_site(site, test_size, seed, held_out):
+    """The site's training rows (``held_out=False``) or held-out rows (``True``)."""
+    mask = _held_out(site, test_size, seed)
+    return _rows(site, mask if held_out else ~mask)
+
+
+def _check_numeric(site):
+    """At a site: refuse text or non-finite features with the site's name (nothing returned)."""
+    numeric_matrix(site)
+
+
+def local_only_score(site, estimator, test_size, seed, classifier, scale=False):
+    """Fit ``estimator`` on the site's own training rows (standardized with them if
+    ``scale``), score it on its held-out rows."""
+    mask = _held_out(site, test_size, seed)
+    train, test = _rows(site, ~mask), _rows(site, mask)
+    if classifier and len(np.unique(train.y)) < 2:
+        return np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = local_model(estimator, scale).fit(numeric_matrix(train), train.y)
+    return float(local.score(numeric_matrix(test), test.y))
+
+
+def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), scale=True,
+               test_size=0.2, random_state=0, client=None, **options):
+    """The ``skfed fit`` report for site-resident files (see the module docstring)."""
+    import distributed
+
+    classifier = MODELS[model][2]
+    if not 0 < test_size < 1:
+        raise CLIError(f"--test-size must be between 0 and 1; got {test_size}.")
+    if model == "lowrank":
+        raise CLIError("--model lowrank is not available with --scheduler yet: give it one "
+                       "CSV with the rows instead.")
+    own = client is None
+    try:
+        client = client or distributed.Client(scheduler, security=security, timeout=30)
+    except (OSError, TimeoutError) as exc:
+        raise CLIError(f"cannot connect to the coordinator {scheduler}: {exc} (check the "
+                       "address and the TLS certificates).") from None
+    try:
+        try:
+            data = FederatedDataset.from_sources(sources, target=target, drop=drop,
+                                                 client=client)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from exc
+        train = data.apply(split_site, test_size, random_state, False)
+        test = data.apply(split_site, test_size, random_state, True)
+        scaler = None
+        try:
+            if scale:  # the sites' moments of their training rows; each site scales its rows
+                train.map(_check_numeric)
+                scaler = FeatureScaler().fit(train)
+                train, test = scaler.transform(train), scaler.transform(test)
+            est = make_estimator(model, random_state=random_state, **options)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                fed = clone(est).fit(train)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from exc
+        converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        pooled_fed, per_site = site_scores(fed, test)
+        local = data.map(local_only_score, est, test_size, random_state, classifier, scale)
+    finally:
+        if own:
+            client.close()
+    notes = [f"site {s!r} holds one class only: it has no local-only model."
+             for s, v in zip(data.sites, local) if classifier and np.isnan(v)]
+    notes.append("pooled model: not fitted (the rows never leave their sites); the federated "
+                 "model converges to it.")
+    site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
+                 for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
+    overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
+    names = list(data.columns) if data.columns is not None else [
+        f"x{k}" for k in range(data.n_features)]
+    return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
+                     feature_names=names, output_names=[target], site_rows=site_rows,
+                     overall=overall, converged=converged, notes=notes, test=None,
+                     scaler=scaler)

@@ -1,0 +1,409 @@
+"""FederatedDataset: rows that stay where they are, and the functions sent to them.
+
+Two homes for the rows, one interface:
+
+- **simulated** (:meth:`FederatedDataset.from_arrays`): every site's rows in
+  this process, split by a ``clients`` array. What tests, notebooks and
+  ``fit(X, y, clients=site)`` use.
+- **resident** (:meth:`FederatedDataset.from_sources`): each site's rows are
+  loaded by the site's own Dask worker (the worker whose ``name`` is the
+  site) from a path or a callable that only that machine knows, and stay
+  there. The driver holds references (Dask futures) and metadata.
+
+Everything reaches the rows through :meth:`~FederatedDataset.map` (a function
+runs at each site; its small result comes back),
+:meth:`~FederatedDataset.apply` (a function turns each site's rows into new
+rows, at the site) and :meth:`~FederatedDataset.build` (objects that stay at
+the site, such as the client objectives the executors run rounds on).
+"""
+
+import uuid
+
+import numpy as np
+
+from .site import SiteData, SiteError
+from .sources import check_schema, describe, load_site, reorder_columns
+
+
+class ResidentClient:
+    """A client object that lives on a Dask worker (a future to ``{index: object}``)."""
+
+    __slots__ = ("future", "worker", "n_samples")
+
+    def __init__(self, future, worker, n_samples):
+        self.future, self.worker, self.n_samples = future, worker, n_samples
+
+
+def _shard(site, index, fn, *args):
+    return {index: fn(site, *args)}
+
+
+class _InProcess:
+    """Sites whose rows are in this process."""
+
+    resident = False
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def map(self, fn, args):
+        return [fn(part, *args) for part in self.parts]
+
+    def apply(self, fn, args):
+        return _InProcess(self.map(fn, args))
+
+    def subset(self, positions):
+        return _InProcess([self.parts[k] for k in positions])
+
+    def build(self, fn, args):
+        return self.map(fn, args)
+
+
+class _OnWorkers:
+    """Sites whose rows live on Dask workers, one future each (never gathered)."""
+
+    resident = True
+
+    def __init__(self, client, futures, workers, owns_client=False):
+        self.client, self.futures, self.workers = client, list(futures), list(workers)
+        self.owns_client = owns_client
+
+    def _submit(self, fn, args, k, **extra):
+        return self.client.submit(fn, self.futures[k], *args, workers=[self.workers[k]],
+                                  allow_other_workers=False, pure=False, **extra)
+
+    def map(self, fn, args):
+        from distributed import wait
+
+        futures = [self._submit(fn, args, k) for k in range(len(self.futures))]
+        try:
+            with self.client.as_current():  # not the process's default client
+                wait(futures)
+            for future in futures:  # the first failing site in site order, every time
+                if future.status == "error":
+                    raise future.exception()
+            return self.client.gather(futures)
+        finally:
+            self.client.cancel(futures)
+
+    def apply(self, fn, args):
+        futures = [self._submit(fn, args, k) for k in range(len(self.futures))]
+        return _OnWorkers(self.client, futures, self.workers)
+
+    def subset(self, positions):
+        return _OnWorkers(self.client, [self.futures[k] for k in positions],
+                          [self.workers[k] for k in positions])
+
+    def build(self, fn, args):
+        out = []
+        for k, future in enumerate(self.futures):
+            shard = self.client.submit(_shard, future, k, fn, *args, workers=[self.workers[k]],
+                                       allow_other_workers=False, pure=False)
+            out.append(ResidentClient(shard, self.workers[k], None))
+        return out
+
+
+class FederatedDataset:
+    """Rows held by several sites, reached only through functions run at the sites.
+
+    Create one with :meth:`from_arrays` (simulated: rows in this process) or
+    :meth:`from_sources` (resident: each site's rows loaded and kept by its
+    own Dask worker). Every skfed estimator and transformer takes one in
+    place of ``X`` (``est.fit(data)``, ``est.score(data)``); the numbers are
+    those of ``fit(X, y, clients=site)`` on the same rows.
+
+    Attributes
+    ----------
+    sites : list
+        Site labels, in a fixed order (the order of ``clients_`` in a fit).
+    n_samples : ndarray of shape (n_sites,)
+        Rows per site (metadata).
+    columns : list of str or None
+        Feature column names (``None`` for arrays without names).
+    n_features : int
+    resident : bool
+        Whether the rows live on Dask workers.
+    """
+
+    def __init__(self, backend, descriptions, labels=None):
+        self._backend = backend
+        self._descriptions = list(descriptions)
+        self._labels = labels
+
+    @property
+    def labels(self):
+        """Site labels as an array (``clients_`` of a fit on this dataset)."""
+        if self._labels is not None:
+            return self._labels
+        sites = self.sites
+        if all(isinstance(s, str) for s in sites) or all(
+                isinstance(s, (int, np.integer)) for s in sites):
+            return np.asarray(sites)
+        out = np.empty(len(sites), dtype=object)
+        out[:] = sites
+        return out
+
+    # -- metadata (all the driver knows) ------------------------------------
+    @property
+    def sites(self):
+        return [d["site"] for d in self._descriptions]
+
+    @property
+    def n_samples(self):
+        return np.array([d["n_samples"] for d in self._descriptions])
+
+    @property
+    def columns(self):
+        return self._descriptions[0]["columns"]
+
+    @property
+    def n_features(self):
+        return self._descriptions[0]["n_columns"]
+
+    @property
+    def has_target(self):
+        return self._descriptions[0]["has_target"]
+
+    @property
+    def resident(self):
+        return self._backend.resident
+
+    @property
+    def metadata(self):
+        """Per site: rows, columns, dtype kinds and whether it has a target and weights."""
+        return [dict(d) for d in self._descriptions]
+
+    def __len__(self):
+        return len(self._descriptions)
+
+    def __repr__(self):
+        where = "resident on Dask workers" if self.resident else "simulated in this process"
+        return (f"FederatedDataset({len(self)} sites, {int(self.n_samples.sum())} rows, "
+                f"{self.n_features} features, {where})")
+
+    # -- reaching the rows --------------------------------------------------
+    def map(self, fn, *args):
+        """``[fn(site_data, *args) for each site]``, each call run where that site's rows are.
+
+        ``fn`` must be picklable (a module-level function) for resident data;
+        what it returns crosses the network, so it should be a summary.
+        """
+        return self._backend.map(fn, args)
+
+    def apply(self, fn, *args):
+        """A new dataset whose site ``s`` holds ``fn(site_data_s, *args)`` (run at the site)."""
+        backend = self._backend.apply(fn, args)
+        return FederatedDataset(backend, backend.map(describe, ()), self._labels)
+
+    def build(self, fn, *args):
+        """Objects built and kept at each site (for executors): in-process objects,
+        or :class:`ResidentClient` references to objects on the sites' workers."""
+        return self._backend.build(fn, args)
+
+    def subset(self, sites):
+        """The dataset restricted to ``sites`` (no row moves)."""
+        wanted = [s.item() if isinstance(s, np.generic) else s for s in sites]
+        position = {s.item() if isinstance(s, np.generic) else s: k
+                    for k, s in enumerate(self.sites)}
+        unknown = [s for s in wanted if s not in position]
+        if unknown:
+            raise ValueError(f"unknown sites {unknown!r}; the dataset has {self.sites!r}.")
+        positions = [position[s] for s in wanted]
+        labels = None if self._labels is None else self._labels[positions]
+        return FederatedDataset(self._backend.subset(positions),
+                                [self._descriptions[k] for k in positions], labels)
+
+    @property
+    def dask_client(self):
+        """The ``distributed.Client`` of resident data (``None`` when simulated)."""
+        return getattr(self._backend, "client", None)
+
+    @property
+    def workers(self):
+        """Worker of each site (resident data), else ``None``."""
+        return getattr(self._backend, "workers", None)
+
+    def close(self):
+        """Release the sites' rows on the workers (and a client this dataset opened)."""
+        backend = self._backend
+        if backend.resident:
+            backend.client.cancel(backend.futures)
+            if backend.owns_client:
+                backend.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def from_arrays(cls, X, y=None, clients=None, sample_weight=None):
+        """A simulated federated dataset: rows in this process, split by ``clients``.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets), default=None
+        clients : array-like of shape (n_samples,), default=None
+            The site of each row (any hashable labels); ``None``: one site.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        dataset : FederatedDataset
+        """
+        from ..federation.clients import group_clients
+
+        n = X.shape[0] if hasattr(X, "shape") else len(X)
+        if not hasattr(X, "shape"):
+            X = np.asarray(X)
+        for name, values in (("y", y), ("sample_weight", sample_weight)):
+            if values is not None and len(values) != n:
+                raise ValueError(f"{name} has {len(values)} entries but X has {n} rows.")
+        labels, indices = group_clients(clients, n)
+        take = (lambda idx: X.iloc[idx]) if hasattr(X, "iloc") else (lambda idx: X[idx])
+        y = None if y is None else np.asarray(y)
+        sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        parts = [SiteData(label.item() if isinstance(label, np.generic) else label, take(idx),
+                          None if y is None else y[idx], None if sw is None else sw[idx])
+                 for label, idx in zip(labels, indices)]
+        for part in parts:
+            if part.n_samples == 0:
+                raise SiteError(part.site, "no rows.")
+        return cls(_InProcess(parts), [describe(p) for p in parts], labels)
+
+    @classmethod
+    def from_sources(cls, sources, *, target=None, sample_weight=None, drop=(), client=None,
+                     address=None, security=None):
+        """A resident federated dataset: each site's rows loaded by the site's own worker.
+
+        Parameters
+        ----------
+        sources : dict
+            ``{site: source}``. The site is the ``name`` of its Dask worker
+            (``dask worker ... --name hospital-a``); placement is by that name
+            only. A source is a path on *that* machine (CSV, TSV or Parquet;
+            a relative path is resolved against the worker's
+            ``SKFED_DATA_DIR``), or a picklable callable run there that
+            returns a DataFrame, ``(X, y)``, ``(X, y, sample_weight)`` or a
+            :class:`SiteData`.
+        target : str, default=None
+            The target column of the sites' tables (``None``: no target,
+            e.g. for unsupervised preprocessing).
+        sample_weight : str, default=None
+            A column of sample weights.
+        drop : sequence of str, default=()
+            Columns that are not features (identifiers, dates).
+        client : distributed.Client, default=None
+            The analyst's connection to the cluster. Default: the current
+            client, or a new one to ``address`` (with ``security``, e.g.
+            :func:`skfed.deploy.tls_security`), closed by :meth:`close`.
+        address : str, default=None
+        security : distributed.security.Security, default=None
+
+        Returns
+        -------
+        dataset : FederatedDataset
+
+        Raises
+        ------
+        ValueError
+            A site without a worker of its name, or whose rows are missing,
+            unreadable, empty or of another schema than the others; the
+            message names the site (and the column). No site keeps rows
+            loaded after an error.
+        """
+        import distributed
+
+        if not isinstance(sources, dict) or not sources:
+            raise ValueError("sources must be a non-empty dict {site: path or callable}.")
+        owns = client is None and address is not None
+        if client is None:
+            if address is not None:
+                client = distributed.Client(address, security=security)
+            else:
+                try:
+                    client = distributed.get_client()
+                except ValueError:
+                    raise ValueError("no Dask client: pass client= or address= (the "
+                                     "coordinator's scheduler address).") from None
+        try:
+            return cls._load(client, sources, target, sample_weight, tuple(drop), owns)
+        except BaseException:
+            if owns:
+                client.close()
+            raise
+
+    @classmethod
+    def _load(cls, client, sources, target, sample_weight, drop, owns):
+        names = {str(w.get("name", a)) for a, w in
+                 client.scheduler_info(n_workers=-1)["workers"].items()}
+        missing = [s for s in sources if str(s) not in names]
+        if missing:
+            raise ValueError(f"no worker named {str(missing[0])!r} in the cluster (a site's "
+                             f"worker must be started with --name {str(missing[0])}); "
+                             f"workers: {sorted(names)!r}.")
+        token = uuid.uuid4().hex[:8]
+        sites, workers, futures = list(sources), [str(s) for s in sources], []
+        for site in sites:
+            futures.append(client.submit(
+                load_site, site, sources[site], target, sample_weight, drop,
+                workers=[str(site)], allow_other_workers=False, pure=False,
+                key=f"skfed-site-{str(site)[:40]}-{token}"))
+        backend = _OnWorkers(client, futures, workers, owns)
+        try:
+            descriptions = backend.map(describe, ())
+            columns = check_schema(descriptions)
+        except BaseException:
+            client.cancel(futures)  # nothing stays half-loaded
+            raise
+        if columns is not None and any(d["columns"] != columns for d in descriptions):
+            backend = backend.apply(reorder_columns, (columns,))
+            client.cancel(futures)
+            descriptions = backend.map(describe, ())
+        return cls(backend, descriptions)
+
+    def scatter(self, client=None, *, placement=None):
+        """Move a simulated dataset's sites onto Dask workers (the *scatter* path).
+
+        For tests and benchmarks of the distributed path with in-memory data:
+        the rows do leave this process (counted nowhere else), so this is not
+        the cross-silo deployment, :meth:`from_sources` is.
+
+        Parameters
+        ----------
+        client : distributed.Client, default=None
+        placement : dict, default=None
+            ``{site: worker name}``; default: sites spread over the workers.
+        """
+        import distributed
+
+        if self.resident:
+            raise ValueError("this dataset is already on Dask workers.")
+        client = client or distributed.get_client()
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        names = sorted(str(w.get("name", a)) for a, w in info.items())
+        placement = placement or {s: names[k % len(names)] for k, s in enumerate(self.sites)}
+        futures, workers = [], []
+        for site, part in zip(self.sites, self._backend.parts):
+            worker = str(placement[site])
+            futures.append(client.scatter(part, workers=[worker], hash=False))
+            workers.append(worker)
+        return FederatedDataset(_OnWorkers(client, futures, workers), self._descriptions,
+                                self._labels)
+
+
+def as_dataset(X, y=None, clients=None, sample_weight=None):
+    """``X`` if it is already a :class:`FederatedDataset` (then ``y``, ``clients``
+    and ``sample_weight`` must be None), else :meth:`FederatedDataset.from_arrays`."""
+    if isinstance(X, FederatedDataset):
+        given = [n for n, v in (("y", y), ("clients", clients), ("sample_weight", sample_weight))
+                 if v is not None]
+        if given:
+            raise ValueError(f"a FederatedDataset carries its own target, sites and weights; "
+                             f"do not pass {given[0]}= with it.")
+        return X
+    return FederatedDataset.from_arrays(X, y, clients, sample_weight)

@@ -1,0 +1,245 @@
+"""What runs at a site: its rows, their checks, and the client objective built from them.
+
+Every function here takes one site's :class:`SiteData` and runs where that
+site's rows live (this process for simulated data, the site's own Dask worker
+for resident data). Only what they return crosses the network, and they
+return summaries (counts, sums, label sets) or objects that stay at the site.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import is_classifier
+
+
+class SiteError(ValueError):
+    """A problem with one site's data, named by the site (and column)."""
+
+    def __init__(self, site, message):
+        self.site, self.detail = site, message
+        super().__init__(f"site {_plain(site)!r}: {message}")
+
+    def __reduce__(self):  # raised on a worker, re-raised here: keep both parts
+        return (type(self), (self.site, self.detail))
+
+
+def _plain(label):
+    return label.item() if isinstance(label, np.generic) else label
+
+
+@dataclass
+class SiteData:
+    """One site's rows: features, optional target and sample weights.
+
+    Parameters
+    ----------
+    site : hashable
+        The site's label.
+    X : pandas.DataFrame, ndarray or sparse matrix of shape (n_rows, n_columns)
+    y : ndarray of shape (n_rows,) or (n_rows, n_targets), or None
+    sample_weight : ndarray of shape (n_rows,) or None
+    """
+
+    site: object
+    X: object
+    y: object = None
+    sample_weight: object = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    def columns(self):
+        """Column names when ``X`` is a table, else ``None``."""
+        cols = getattr(self.X, "columns", None)
+        return None if cols is None else [str(c) for c in cols]
+
+    def weights(self):
+        """Sample weights (ones when none were given)."""
+        if self.sample_weight is None:
+            return np.ones(self.n_samples)
+        return np.asarray(self.sample_weight, dtype=np.float64)
+
+    def replace(self, **changes):
+        values = {"site": self.site, "X": self.X, "y": self.y,
+                  "sample_weight": self.sample_weight, "meta": dict(self.meta)}
+        values.update(changes)
+        return SiteData(**values)
+
+
+def numeric_matrix(site):
+    """``X`` as float64 (dense or CSR), or a :class:`SiteError` naming the column.
+
+    A table column that is not numeric (text, categories) is refused: encode
+    it first (``skfed.preprocessing.FedOneHotEncoder``) or drop it.
+    """
+    X = site.X
+    if hasattr(X, "dtypes"):  # a DataFrame
+        for name, dtype in zip(X.columns, X.dtypes):
+            if not (np.issubdtype(np.dtype(dtype), np.number)
+                    if _is_numpy_dtype(dtype) else False) and str(dtype) != "bool":
+                raise SiteError(
+                    site.site, f"column {str(name)!r} is not numeric (dtype {dtype}); "
+                    "encode it first (skfed.preprocessing.FedOneHotEncoder) or drop it.")
+        X = np.ascontiguousarray(X.to_numpy(dtype=np.float64))  # same BLAS path as arrays
+    elif sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+    else:
+        X = np.asarray(X)
+        if X.dtype.kind not in "biuf":
+            raise SiteError(site.site, f"features have dtype {X.dtype}, not numbers.")
+        X = X.astype(np.float64, copy=False)
+        if X.ndim != 2:
+            raise SiteError(site.site, f"features must be 2-D; got shape {X.shape}.")
+    values = X.data if sp.issparse(X) else X
+    if not np.all(np.isfinite(values)):
+        bad = np.flatnonzero(~np.isfinite(X.toarray() if sp.issparse(X) else X).all(axis=0))
+        names = site.columns()
+        where = repr(names[bad[0]]) if names else f"{bad[0]}"
+        raise SiteError(site.site, f"column {where} contains NaN or infinity; impute it "
+                                   "(skfed.preprocessing.FedSimpleImputer) or drop the rows.")
+    return X
+
+
+def _is_numpy_dtype(dtype):
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        return False
+    return True
+
+
+def site_summary(site, task):
+    """What a site tells the server before round one.
+
+    Row count, weight sum and number of features; for a classifier the
+    labels it holds with their counts (needed for ``classes_`` and
+    ``class_weight="balanced"``); for a regressor the number of targets.
+    Checks the site's rows on the way (an error names the site).
+    """
+    X = numeric_matrix(site)
+    n = X.shape[0]
+    if n == 0:
+        raise SiteError(site.site, "no rows.")
+    sw = site.weights()
+    if sw.shape != (n,):
+        raise SiteError(site.site, f"{n} rows but {sw.shape[0]} sample weights.")
+    if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+        raise SiteError(site.site, "sample weights must be finite and non-negative.")
+    out = {"n_samples": n, "weight_sum": float(sw.sum()), "n_features": X.shape[1]}
+    if task == "none":
+        return out
+    if site.y is None:
+        raise SiteError(site.site, "no target (y).")
+    y = np.asarray(site.y)
+    if y.shape[0] != n:
+        raise SiteError(site.site, f"{n} rows but {y.shape[0]} targets.")
+    if task == "classification":
+        if y.ndim != 1:
+            raise SiteError(site.site, f"class labels must be 1-D; got shape {y.shape}.")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise SiteError(site.site, "the target contains NaN or infinity.")
+        labels, index, counts = np.unique(y, return_inverse=True, return_counts=True)
+        out.update(classes=labels, class_counts=counts,
+                   class_weight_sums=np.bincount(index.ravel(), weights=sw,
+                                                 minlength=len(labels)))
+    else:
+        try:
+            yf = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise SiteError(site.site, f"the target is not numeric (dtype {y.dtype}).") from None
+        if not np.all(np.isfinite(yf)):
+            raise SiteError(site.site, "the target contains NaN or infinity.")
+        out.update(y_ndim=y.ndim, n_targets=1 if y.ndim == 1 else y.shape[1])
+    return out
+
+
+@dataclass(frozen=True)
+class Targets:
+    """How a site encodes its target for the loss (sent to the sites once).
+
+    ``kind``: ``"continuous"`` (float columns), ``"binary"`` (+-1 for
+    ``classes[1]``), ``"onehot"`` (0/1 per class) or ``"ovr"`` (+-1 per class).
+    ``class_weight`` (one per class) multiplies the sample weights.
+    """
+
+    kind: str = "continuous"
+    classes: object = None
+    class_weight: object = None
+
+    def encode(self, y, sw):
+        y = np.asarray(y)
+        if self.kind == "continuous":
+            Y = y.astype(np.float64)
+            return (Y.reshape(-1, 1) if Y.ndim == 1 else Y), sw
+        index = np.searchsorted(self.classes, y)
+        if self.class_weight is not None:
+            sw = sw * np.asarray(self.class_weight)[index]
+        if self.kind == "binary":
+            return np.where(index == 1, 1.0, -1.0)[:, None], sw
+        onehot = np.eye(len(self.classes))[index]
+        return (onehot if self.kind == "onehot" else np.where(onehot > 0, 1.0, -1.0)), sw
+
+
+def client_objective(site, datafit, layout, targets):
+    """The site's :class:`~skfed.datafits.ClientObjective` (built and kept at the site)."""
+    from ..datafits import ClientObjective
+
+    X = numeric_matrix(site)
+    Y, sw = targets.encode(site.y, site.weights())
+    return ClientObjective(datafit, X, Y, sw, layout)
+
+
+def site_predictions(site, estimator, method):
+    """``estimator.<method>(X)`` on the site's rows (the rows stay at the site)."""
+    return getattr(estimator, method)(_feature_input(site, estimator))
+
+
+def _feature_input(site, estimator):
+    """Checked features; a table keeps its column names (the estimator checks them).
+    A pipeline gets the site's rows as they are (its first steps encode them)."""
+    if hasattr(estimator, "steps"):
+        return site.X
+    X = numeric_matrix(site)
+    return site.X if hasattr(site.X, "columns") else X
+
+
+def site_score_terms(site, estimator):
+    """Weighted sums from which the pooled score (R2 or accuracy) is assembled.
+
+    A regressor returns ``sum w``, ``sum w y``, ``sum w y^2`` and
+    ``sum w (y - y_hat)^2`` per target; a classifier ``sum w`` and
+    ``sum w [y == y_hat]``. Four numbers per target, never a row.
+    """
+    sw = site.weights()
+    pred = estimator.predict(_feature_input(site, estimator))
+    y = np.asarray(site.y)
+    if is_classifier(estimator):
+        return {"kind": "accuracy", "w": float(sw.sum()),
+                "correct": float(sw @ (pred == y))}
+    y2 = y.reshape(len(y), -1).astype(np.float64)
+    p2 = np.asarray(pred).reshape(len(y), -1)
+    return {"kind": "r2", "w": float(sw.sum()), "wy": sw @ y2, "wy2": sw @ (y2 * y2),
+            "res": sw @ ((y2 - p2) ** 2)}
+
+
+def combine_scores(terms):
+    """The pooled score from the sites' :func:`site_score_terms` (the same number
+    ``estimator.score`` gives on the pooled rows, with sample weights)."""
+    if terms[0]["kind"] == "accuracy":
+        return sum(t["correct"] for t in terms) / sum(t["w"] for t in terms)
+    w = sum(t["w"] for t in terms)
+    wy = sum(t["wy"] for t in terms)
+    total = sum(t["wy2"] for t in terms) - wy * wy / w
+    res = sum(t["res"] for t in terms)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = np.where(total > 0, 1.0 - res / np.where(total > 0, total, 1.0),
+                      np.where(res > 0, 0.0, 1.0))
+    return float(np.mean(r2))
+
+
+def site_score(terms):
+    """One site's own score from its terms."""
+    return combine_scores([terms])
