@@ -9,63 +9,23 @@ Clients work on ``f_j = N a_j L_j + psi`` so that the plain average of their
 gradients is the gradient of the pooled objective.
 """
 
-import numbers
-
 import numpy as np
 
-from .base import FederatedSolver, check_positive
-
-
-class _ControlVariateSolver(FederatedSolver):
-    penalty_support = "smooth"
-    #: "auto" step is 1 / (max(K, this) L)
-    min_auto_divisor = 1
-
-    def _check_common(self):
-        check_positive(self.lr, "lr", allow_auto=True)
-        if not isinstance(self.local_steps, numbers.Integral) or self.local_steps < 1:
-            raise ValueError(f"local_steps must be an integer >= 1; got {self.local_steps!r}.")
-
-    def setup(self, problem, participation=1.0):
-        self._check_common()
-        super().setup(problem, participation)
-        lay, N = problem.layout, problem.n_clients
-        if self.lr == "auto":
-            # the local loop runs on f_j = N a_j L_j + psi: its largest smoothness
-            Lc = max(N * a * l["coef"] * l["joint"] for a, l in zip(problem.weights, problem.lipschitz))
-            Li = max(N * a * l["intercept"] * l["joint"] for a, l in zip(problem.weights, problem.lipschitz))
-            Lc += problem.smooth_curvature
-            self.steps_ = lay.block_vector(1.0 / Lc if Lc > 0 else 1.0, 1.0 / Li if Li > 0 else 1.0)
-            self.steps_ = self.steps_ / max(self.local_steps, self.min_auto_divisor)
-        else:
-            self.steps_ = lay.block_vector(self.lr, self.lr)
-        return self
-
-    def _corrected_steps(self, client, j, start, first_point, lam):
-        """``K`` steps ``x <- x - eta (grad f_j(.) - lam)`` from ``start``; the first
-        gradient is taken at ``first_point`` (Local G-ECL's stale first step)."""
-        eta = self.steps_
-        x = start - eta * (self._grad(client, j, first_point) - lam)
-        for _ in range(self.local_steps - 1):
-            x = x - eta * (self._grad(client, j, x) - lam)
-        return x
-
-    def _grad(self, client, j, x):
-        problem = self.problem_
-        g = problem.n_clients * problem.weights[j] * client.gradient(x)
-        return problem.add_smooth_gradient(g, x)
-
-    def init_client(self, j, theta0):
-        return {"j": j}
-
-    def server_model(self, server):
-        return server["x"]
+from ._corrected_steps import _ControlVariateSolver
+from .base import check_positive
+from .decentralized import DecentralizedGECLImpl
 
 
 _LR_DOC = """lr : float or "auto", default="auto"
-        Local step size. ``"auto"``: ``1 / (K L)`` per block with ``L`` the
-        largest client's smoothness of ``f_j`` (so that ``K`` local steps move
-        as far as one full step of size ``1 / L``).
+        Local step size. ``"auto"``: each client's own ``1 / (K L_j)`` per
+        block, with ``L_j`` the smoothness of its ``f_j`` (so that ``K`` local
+        steps move as far as one full step of size ``1 / L_j``), and the server
+        averages the replies weighted by ``1 / eta_j``, which keeps the pooled
+        optimum a fixed point (``sum_j lambda_j = 0``). On clients whose
+        smoothness spans four orders of magnitude this needed 189 (SCAFFOLD)
+        and 175 (Local G-ECL) rounds to a 1e-8 gap, against 817 with the
+        roughest client's step for everyone (``tests/test_control_variates.py``).
+        Decentralized topologies keep one step for all (no server to weigh).
     local_steps : int, default=10
         Local steps ``K`` per round (full client batch)."""
 
@@ -90,6 +50,7 @@ class Scaffold(_ControlVariateSolver):
     """.format(lr=_LR_DOC)
 
     name = "scaffold"
+    per_client_steps = True
 
     def __init__(self, lr="auto", *, local_steps=10, server_lr=1.0):
         self.lr = lr
@@ -107,16 +68,18 @@ class Scaffold(_ControlVariateSolver):
         state = dict(state)
         x, c = message["x"], message["c"]
         c_j = state.get("c", np.zeros_like(x))
+        eta = self.client_steps_[state["j"]]
         y = x.copy()
         for _ in range(self.local_steps):
-            y = y - self.steps_ * (self._grad(client, state["j"], y) - c_j + c)
-        c_new = c_j - c + (x - y) / (self.local_steps * self.steps_)
+            y = y - eta * (self._grad(client, state["j"], y) - c_j + c)
+        # the client's own step here too: then c_j = grad f_j at a fixed point
+        c_new = c_j - c + (x - y) / (self.local_steps * eta)
         state["c"] = c_new
         return {"dy": y - x, "dc": c_new - c_j}, state
 
     def aggregate(self, server, replies, weights, participants):
         N = self.problem_.n_clients
-        dy = sum(r["dy"] for r in replies) / len(replies)
+        dy = self._step_weighted_mean([r["dy"] for r in replies], participants)
         dc = sum(r["dc"] for r in replies) / N
         return {"x": server["x"] + self.server_lr * dy, "c": server["c"] + dc}
 
@@ -170,6 +133,7 @@ class LocalGECL(_ControlVariateSolver):
     """.format(lr=_LR_DOC)
 
     name = "local-gecl"
+    per_client_steps = True
     requires_full_participation = True
     # The first local gradient is taken at the previous local model (stale by a
     # round): with K = 1, step 1/L diverges on the diabetes splits and 1/(2L)
@@ -194,8 +158,6 @@ class LocalGECL(_ControlVariateSolver):
         check_positive(self.alpha, "alpha", strict=False)
         self.decentralized_ = None
         if not (isinstance(self.topology, str) and self.topology == "centralized"):
-            from .decentralized import DecentralizedGECLImpl
-
             self.decentralized_ = DecentralizedGECLImpl(
                 self.topology, lr=self.lr, local_steps=self.local_steps, alpha=self.alpha,
                 edge_probability=self.edge_probability, seed=self.seed,
@@ -242,7 +204,8 @@ class LocalGECL(_ControlVariateSolver):
         if self._impl():
             return self._impl().client_update(client, state, message, rng)
         state = dict(state)
-        x_server, j, eta, K = message["x"], state["j"], self.steps_, self.local_steps
+        x_server, j, K = message["x"], state["j"], self.local_steps
+        eta = self.client_steps_[j]
         if message.get("gather"):  # warm start of the duals: send grad f_j(x0) first
             state["grad0"] = self._grad(client, j, x_server)
             return {"grad": state["grad0"]}, state
@@ -264,8 +227,8 @@ class LocalGECL(_ControlVariateSolver):
         if server.get("gathering"):
             return {"x": server["x"], "gathering": False,
                     "mean_grad": sum(r["grad"] for r in replies) / len(replies)}
-        return {"x": sum(r["x"] for r in replies) / len(replies), "gathering": False,
-                "mean_grad": None}
+        return {"x": self._step_weighted_mean([r["x"] for r in replies], participants),
+                "gathering": False, "mean_grad": None}
 
     def client_models(self, server, message, replies):
         return [r["x"] for r in replies] if "x" in replies[0] else None
