@@ -5,7 +5,9 @@ pooled optimum within a relative objective gap (1e-6 for the first-order
 solvers, 1e-8 for Newton), divided by the time of scikit-learn's Lasso on the
 pooled data reaching the same gap; the bytes sent; and the per-round time
 against a pure-numpy floor (two matrix-vector products over all client data:
-what one full-batch gradient costs).
+what one full-batch gradient costs), for the first-order solvers also with
+``monitor_every=10`` (rows ``solver/m10``: the monitor pass, a gradient from
+every client, runs every tenth round).
 
 Run: python benchmarks/bench_lasso.py [--quick]
 """
@@ -49,9 +51,11 @@ def sklearn_time_to_gap(X, y, alpha, f_star, target=TARGET):
     raise RuntimeError("sklearn did not reach the target gap")
 
 
-def fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target=TARGET):
+def fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target=TARGET,
+                    monitor_every=1):
     """Rounds FedLasso needs to reach the target gap (from one run's history),
-    then the wall time of a fit of exactly that many rounds."""
+    then the wall time of a fit of exactly that many rounds (monitored every
+    ``monitor_every`` rounds and at the last: the same model)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         probe = FedLasso(alpha=alpha, solver=solver, max_rounds=max_rounds, tol=1e-10)
@@ -60,7 +64,8 @@ def fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target=TAR
         if reached.size == 0:
             return None
         rounds = int(reached[0])
-        timed_fit = FedLasso(alpha=alpha, solver=solver, max_rounds=max(rounds, 1), tol=0)
+        timed_fit = FedLasso(alpha=alpha, solver=solver, max_rounds=max(rounds, 1), tol=0,
+                             monitor_every=monitor_every)
         t, est = timed(lambda: timed_fit.fit(X, y, clients=clients))
     assert (objective(X, y, est, alpha) - f_star) / f_star <= target
     return t, est
@@ -80,7 +85,7 @@ def numpy_floor(X, clients, repeat=20):
 
 
 def run(name, X, y, clients, alpha, solvers=("newton", "dualfl", "feddualavg", "fedmid-osp"),
-        max_rounds=50_000):
+        max_rounds=50_000, monitor_every=(1, 10)):
     ref = Lasso(alpha=alpha, tol=1e-12, max_iter=200_000).fit(X, y)
     f_star = objective(X, y, ref, alpha)
     sk = {target: sklearn_time_to_gap(X, y, alpha, f_star, target)
@@ -91,21 +96,25 @@ def run(name, X, y, clients, alpha, solvers=("newton", "dualfl", "feddualavg", "
     for target, (t_sk, tol_sk) in sk.items():
         print(f"  sklearn Lasso (pooled) to a {target:g} gap: tol={tol_sk:g}, {t_sk:.3f} s")
     print(f"  numpy floor (2 matvecs over all clients): {1e3 * floor:.2f} ms")
-    print(f"  {'solver':<12}{'gap':>7}{'rounds':>8}{'fit s':>9}{'time/sklearn':>14}"
+    print(f"  {'solver':<14}{'gap':>7}{'rounds':>8}{'fit s':>9}{'time/sklearn':>14}"
           f"{'MB sent':>9}{'ms/round':>10}{'round/floor':>13}")
     for solver in solvers:
         target = TARGETS.get(solver, TARGET)
-        found = fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target)
-        if found is None:
-            print(f"  {solver:<12} did not reach a {target:g} gap in {max_rounds} rounds")
-            continue
-        t_fed, est = found
-        h = est.history_
-        mb = (np.sum(h["bytes_up"]) + np.sum(h["bytes_down"])) / 1e6
-        per_round = t_fed / max(est.n_iter_, 1)
-        print(f"  {solver:<12}{target:>7.0e}{est.n_iter_:>8d}{t_fed:>9.3f}"
-              f"{t_fed / sk[target][0]:>14.1f}{mb:>9.2f}{1e3 * per_round:>10.2f}"
-              f"{per_round / floor:>13.1f}")
+        # Newton reads its monitor from its replies: monitor_every changes nothing
+        for every in (1,) if solver == "newton" else monitor_every:
+            found = fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target,
+                                    monitor_every=every)
+            label = solver if every == 1 else f"{solver}/m{every}"
+            if found is None:
+                print(f"  {label:<14} did not reach a {target:g} gap in {max_rounds} rounds")
+                break
+            t_fed, est = found
+            h = est.history_
+            mb = (np.sum(h["bytes_up"]) + np.sum(h["bytes_down"])) / 1e6
+            per_round = t_fed / max(est.n_iter_, 1)
+            print(f"  {label:<14}{target:>7.0e}{est.n_iter_:>8d}{t_fed:>9.3f}"
+                  f"{t_fed / sk[target][0]:>14.1f}{mb:>9.2f}{1e3 * per_round:>10.2f}"
+                  f"{per_round / floor:>13.1f}")
 
 
 def main():
@@ -115,21 +124,24 @@ def main():
                         choices=["fco-I", "synthetic-100k"])
     parser.add_argument("--solvers", nargs="+",
                         default=["newton", "dualfl", "feddualavg", "fedmid-osp"])
+    parser.add_argument("--monitor-every", nargs="+", type=int, default=[1, 10],
+                        help="monitor_every values timed for the first-order solvers "
+                             "(label solver/mK)")
     args = parser.parse_args()
     if args.quick:
         X, y, c, _ = make_federated_lasso("I", n_features=200, n_clients=8,
                                           n_samples_per_client=100, n_informative=20,
                                           random_state=0)
-        run("FCO config I (reduced)", X, y, c, alpha=0.5, solvers=args.solvers)
+        run("FCO config I (reduced)", X, y, c, alpha=0.5, solvers=args.solvers, monitor_every=args.monitor_every)
         return
     if "fco-I" in args.problems:
         X, y, c, _ = make_federated_lasso("I", random_state=0)
-        run("FCO LASSO config I", X, y, c, alpha=1.0, solvers=args.solvers)
+        run("FCO LASSO config I", X, y, c, alpha=1.0, solvers=args.solvers, monitor_every=args.monitor_every)
     if "synthetic-100k" in args.problems:
         X, y, c, _ = make_federated_lasso("I", n_features=500, n_clients=16,
                                           n_samples_per_client=6250, n_informative=50,
                                           random_state=0)
-        run("synthetic 100,000 x 500", X, y, c, alpha=0.5, solvers=args.solvers)
+        run("synthetic 100,000 x 500", X, y, c, alpha=0.5, solvers=args.solvers, monitor_every=args.monitor_every)
 
 
 if __name__ == "__main__":
