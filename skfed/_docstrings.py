@@ -2,7 +2,8 @@
 
 SHARED_DOC = """
     fit_intercept : bool, default=True
-        Fit an unpenalized intercept.
+        Fit an unpenalized intercept (one per output: per class for a
+        multiclass classifier, per target for several targets).
     solver : str or FederatedSolver, default="auto"
         ``"auto"``: for a smooth loss under full participation, Newton's
         method (``"newton"``): each client sends its gradient and Hessian,
@@ -18,6 +19,9 @@ SHARED_DOC = """
         ``"fedmls"``; for a smooth penalty also ``"scaffold"``,
         ``"local-gecl"``, ``"dsgd"``) or a solver object such as
         ``FedDualAvg(client_lr=0.01, local_epochs=1, batch_size=10)``.
+        Names ignore case, ``-``, ``_`` and spaces, and class names work too
+        (``"DualFL"``, ``"LocalGECL"``, ``"FedNewton"``); an unknown name is
+        refused with the closest valid ones.
         ``solver_`` is the solver used. Which solver suits which model, and
         which reach the pooled optimum: ``skfed.support_matrix()``.
     max_rounds : int, default=1000
@@ -69,8 +73,11 @@ FIT_ATTRS_DOC = """    n_iter_ : int
     solver_ : FederatedSolver
         The solver used, with its resolved step sizes.
     clients_ : ndarray
-        Client labels, in the order clients are indexed.
+        Client labels, in the order clients are indexed (``array([0])`` after
+        a fit without ``clients=``).
     n_clients_ : int
+        Number of clients. 1 after ``fit(X, y)`` without ``clients=``: all
+        rows then form one client and the fit is centralized.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Defined when ``X`` has feature names.

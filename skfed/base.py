@@ -15,7 +15,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import (Interval, StrOptions,
+                                            validate_parameter_constraints)
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .federation.clients import client_weights, describe_label
@@ -29,7 +30,8 @@ from .data.site import (Targets, client_objective, combine_scores, site_predicti
                         site_score_terms, site_summary)
 from .executors import EXECUTORS, Executor, resolve_executor
 from .executors.dask_executor import DaskExecutor
-from .solvers import SOLVERS, FederatedSolver, resolve_solver
+from ._messages import plain
+from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
 
 
@@ -137,7 +139,7 @@ class FederatedLinearModel(BaseEstimator):
 
     _parameter_constraints: dict = {
         "fit_intercept": ["boolean"],
-        "solver": [StrOptions(set(SOLVERS) | {"auto"}), FederatedSolver],
+        "solver": SOLVER_CONSTRAINTS,  # any spelling: "DualFL", "local_gecl"
         "max_rounds": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "monitor_every": [Interval(Integral, 1, None, closed="left")],
@@ -149,6 +151,14 @@ class FederatedLinearModel(BaseEstimator):
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
     }
+
+    def _validate_params(self):
+        # the values as Python scalars: scikit-learn's message prints repr(value),
+        # which is "np.float64(-1.0)" for a numpy scalar
+        validate_parameter_constraints(
+            self._parameter_constraints,
+            {k: plain(v) for k, v in self.get_params(deep=False).items()},
+            caller_name=type(self).__name__)
 
     # ``clients`` is requested by default under metadata routing, so
     # GridSearchCV / cross_validate route it to ``fit`` without set_fit_request.
@@ -262,6 +272,7 @@ class FederatedLinearModel(BaseEstimator):
         self.clients_ = labels
         self.n_clients_ = len(labels)
         self.history_ = result.history
+        self.history_.n_clients = len(labels)
         self.n_iter_ = result.n_iter
         self.objective_ = result.history["objective"][-1]
         self._theta = result.theta
@@ -270,9 +281,11 @@ class FederatedLinearModel(BaseEstimator):
         if not result.converged:
             advice = convergence_advice(result.history, tol=self.tol, solver=solver,
                                         problem=problem, participation=self.participation)
+            alone = ("" if len(labels) > 1 else " (one client: without clients= all rows "
+                     "form one client; this fit was centralized)")
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol} in {self.max_rounds} "
-                f"rounds: {advice}.",
+                f"rounds: {advice}.{alone}",
                 ConvergenceWarning,
             )
         return result.theta

@@ -64,6 +64,9 @@ class ConvergenceHistory:
         One entry per client left out of a round because it failed:
         ``round``, ``client`` (its label), ``worker`` and ``error``.
     reference_objective : float or None
+    n_clients : int or None
+        Clients in the fit (None when not recorded). 1 after ``fit(X, y)``
+        without ``clients=`` (the repr then says the fit was centralized).
     """
 
     def __init__(self):
@@ -73,6 +76,7 @@ class ConvergenceHistory:
         self.placement_bytes = 0
         self.dropped = []
         self.reference_objective = None
+        self.n_clients = None
 
     def append(self, **record):
         record.setdefault("suboptimality", np.nan)
@@ -89,7 +93,11 @@ class ConvergenceHistory:
 
     def __repr__(self):
         last = self.records[-1] if self.records else {}
-        return (f"ConvergenceHistory(rounds={max(len(self) - 1, 0)}, "
+        n_clients = getattr(self, "n_clients", None)  # histories pickled before it existed
+        clients = "" if n_clients is None else f"clients={n_clients}, "
+        if n_clients == 1:
+            clients = "clients=1 (one client: a centralized fit), "
+        return (f"ConvergenceHistory(rounds={max(len(self) - 1, 0)}, {clients}"
                 f"objective={last.get('objective')}, stationarity={last.get('stationarity')})")
 
     def set_reference(self, objective_star):

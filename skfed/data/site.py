@@ -12,20 +12,18 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
 
+from .._messages import show
+
 
 class SiteError(ValueError):
     """A problem with one site's data, named by the site (and column)."""
 
     def __init__(self, site, message):
         self.site, self.detail = site, message
-        super().__init__(f"site {_plain(site)!r}: {message}")
+        super().__init__(f"site {show(site)}: {message}")
 
     def __reduce__(self):  # raised on a worker, re-raised here: keep both parts
         return (type(self), (self.site, self.detail))
-
-
-def _plain(label):
-    return label.item() if isinstance(label, np.generic) else label
 
 
 @dataclass

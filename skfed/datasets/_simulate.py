@@ -3,6 +3,8 @@
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._messages import show
+
 SCHEMES = ("iid", "dirichlet", "kmeans", "quantile")
 
 
@@ -68,7 +70,7 @@ def simulate_clients(X, y, n_clients, *, scheme="iid", alpha=0.5, feature=None,
             for c, part in enumerate(np.split(idx, cuts)):
                 labels[part] = c
         return _fill_empty(labels, n_clients, rng)
-    raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}.")
+    raise ValueError(f"scheme must be one of {SCHEMES}; got {show(scheme)}.")
 
 
 def _column(X, feature):

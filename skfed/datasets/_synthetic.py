@@ -3,6 +3,8 @@
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._messages import show
+
 # config: (number of true non-zeros d1, clients M, samples per client n_m)
 LASSO_CONFIGS = {"I": (512, 64, 128), "II": (64, 64, 128), "III": (8, 64, 128),
                  "IV": (512, 256, 32)}
@@ -40,7 +42,7 @@ def make_federated_lasso(config="I", *, n_features=1024, n_clients=None,
     w_true : ndarray of shape (n_features,)
     """
     if config not in LASSO_CONFIGS:
-        raise ValueError(f"config must be one of {sorted(LASSO_CONFIGS)}; got {config!r}.")
+        raise ValueError(f"config must be one of {sorted(LASSO_CONFIGS)}; got {show(config)}.")
     d1, M, n_m = LASSO_CONFIGS[config]
     d1 = n_informative if n_informative is not None else d1
     M = n_clients if n_clients is not None else M
@@ -98,7 +100,7 @@ def make_federated_low_rank(config="I", *, matrix_shape=(32, 32), n_clients=None
     W_true : ndarray of shape (d1, d2)
     """
     if config not in LOW_RANK_CONFIGS:
-        raise ValueError(f"config must be one of {sorted(LOW_RANK_CONFIGS)}; got {config!r}.")
+        raise ValueError(f"config must be one of {sorted(LOW_RANK_CONFIGS)}; got {show(config)}.")
     r, M, n_m = LOW_RANK_CONFIGS[config]
     r = rank if rank is not None else r
     M = n_clients if n_clients is not None else M

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._messages import show
+
 #: file stems of the non-site certificates; sites may not take these names
 CA, COORDINATOR, ANALYST = "ca", "coordinator", "analyst"
 _RESERVED = {CA, COORDINATOR, ANALYST}
@@ -274,7 +276,7 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     sites = _check_sites(sites)
     san = _san(hosts)
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-        raise ValueError(f"days must be a positive integer; got {days!r}.")
+        raise ValueError(f"days must be a positive integer; got {show(days)}.")
     directory = Path(directory)
     ca, scheduler, client = (_pair(directory, s) for s in (CA, COORDINATOR, ANALYST))
     site_pairs = {s: _pair(directory, s) for s in sites}

@@ -1,5 +1,6 @@
 """Where client work runs: in process, on threads, in processes (Dask: skfed[dask])."""
 
+from .._messages import show
 from .base import Executor
 from .dask_executor import DaskExecutor
 from .local import SequentialExecutor, ThreadExecutor
@@ -17,7 +18,8 @@ def resolve_executor(executor, n_jobs=None):
     if isinstance(executor, str) and executor in EXECUTORS:
         return EXECUTORS[executor](n_jobs=n_jobs)
     raise ValueError(
-        f"executor must be one of {sorted(EXECUTORS)} or an Executor instance; got {executor!r}."
+        f"executor must be one of {sorted(EXECUTORS)} or an Executor instance; "
+        f"got {show(executor)}."
     )
 
 

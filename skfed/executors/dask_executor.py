@@ -20,6 +20,7 @@ import functools
 import numbers
 import uuid
 
+from .._messages import show
 from ..exceptions import ClientFailure, ClientFailureError
 from .base import Executor, client_round
 
@@ -193,7 +194,8 @@ class DaskExecutor(Executor):
                 "pip install 'skfed[dask]'.") from exc
         if self.timeout is not None and not (isinstance(self.timeout, numbers.Real)
                                              and self.timeout > 0):
-            raise ValueError(f"timeout must be a positive number or None; got {self.timeout!r}.")
+            raise ValueError("timeout must be a positive number or None; "
+                             f"got {show(self.timeout)}.")
         self._sizeof = _register_sizeof()
         self._token = uuid.uuid4().hex
         self._data, self._where, self._solver, self._stateless = {}, {}, (None, None), True

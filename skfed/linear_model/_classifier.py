@@ -8,6 +8,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..federation.layout import Layout
+from .._messages import show
 from ..base import FederatedLinearModel, SiteScoreMixin, fit_all_or_nothing, sites_aware
 from ..data.site import Targets
 
@@ -33,7 +34,12 @@ class FederatedLinearClassifier(SiteScoreMixin, ClassifierMixin, FederatedLinear
         y : array-like of shape (n_samples,)
             Class labels. A client may hold any subset of the classes.
         clients : array-like of shape (n_samples,), default=None
-            The client (site) holding each row; ``None`` means one client.
+            The client (site) holding each row; any hashable labels.
+            ``None``: all rows form one client and the fit is centralized
+            (``n_clients_ == 1``); pass ``clients=site`` to federate. The
+            name is ``clients``, not ``groups``: a ``GridSearchCV`` with
+            ``GroupKFold`` needs both, ``search.fit(X, y, groups=site,
+            clients=site)``.
         sample_weight : array-like of shape (n_samples,), default=None
             Multiplied by the class weights.
 
@@ -56,7 +62,7 @@ class FederatedLinearClassifier(SiteScoreMixin, ClassifierMixin, FederatedLinear
         if n_classes < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in the data, "
-                f"got 1 class: all clients together hold only {self.classes_[0]!r}."
+                f"got 1 class: all clients together hold only {show(self.classes_[0])}."
             )
         counts = np.zeros(n_classes, dtype=np.int64)
         weight_sums = np.zeros(n_classes)

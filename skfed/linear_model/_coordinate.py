@@ -74,7 +74,11 @@ class _FedLinearRegression(SiteScoreMixin, RegressorMixin, FederatedLinearModel)
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
         clients : array-like of shape (n_samples,), default=None
             The client (site) holding each row; any hashable labels.
-            ``None`` means a single client holding everything.
+            ``None``: all rows form one client and the fit is centralized
+            (``n_clients_ == 1``); pass ``clients=site`` to federate. The
+            name is ``clients``, not ``groups``: a ``GridSearchCV`` with
+            ``GroupKFold`` needs both, ``search.fit(X, y, groups=site,
+            clients=site)``.
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns

@@ -34,8 +34,6 @@ class FedLogisticRegression(FederatedLinearClassifier):
     l1_ratio : float in [0, 1], default=0.0
         0 is the L2 penalty, 1 the L1 penalty, in between the elastic net
         (as scikit-learn 1.9, where ``penalty`` is deprecated).
-    fit_intercept : bool, default=True
-        Fit an unpenalized intercept (per class for multinomial).
     class_weight : dict, "balanced" or None, default=None
         Weights per class, multiplied into the sample weights; "balanced"
         uses the class counts over all clients (a summary each client sends).

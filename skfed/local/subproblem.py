@@ -11,6 +11,7 @@ A-FedPD, all have this form.
 
 import numpy as np
 
+from .._messages import show
 from .fista import fista
 
 LOCAL_SOLVERS = ("auto", "direct", "fista")
@@ -24,7 +25,7 @@ def direct_applies(problem, composite):
 def resolve_local_solver(local_solver, problem, composite):
     """``True`` for the direct solve, ``False`` for FISTA (with a clear error)."""
     if local_solver not in LOCAL_SOLVERS:
-        raise ValueError(f"local_solver must be one of {LOCAL_SOLVERS}; got {local_solver!r}.")
+        raise ValueError(f"local_solver must be one of {LOCAL_SOLVERS}; got {show(local_solver)}.")
     ok = direct_applies(problem, composite)
     if local_solver == "direct" and not ok:
         raise ValueError("local_solver='direct' needs a least-squares loss and no "

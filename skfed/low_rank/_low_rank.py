@@ -13,6 +13,7 @@ from ..federation.layout import Layout
 from ..base import FederatedLinearModel, SiteScoreMixin, fit_all_or_nothing, sites_aware
 from ..data import FederatedDataset
 from ..datafits import Quadratic
+from .._messages import show
 from ..metrics import rank as matrix_rank
 from ..penalties import NuclearNorm
 
@@ -42,6 +43,7 @@ class FedLowRank(SiteScoreMixin, RegressorMixin, FederatedLinearModel):
         ``(d1, d2)`` for flattened matrix covariates; inferred from a 3-D
         ``X``. ``None`` with a 2-D ``X``: multi-output regression.
     {shared}
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_targets, n_features) or (d1, d2)
@@ -107,15 +109,16 @@ class FedLowRank(SiteScoreMixin, RegressorMixin, FederatedLinearModel):
         if shape is not None:
             shape = tuple(shape)
             if len(shape) != 2 or not all(isinstance(v, Integral) and v > 0 for v in shape):
-                raise ValueError(f"coef_shape must be two positive ints (d1, d2); got {shape!r}.")
+                raise ValueError("coef_shape must be two positive ints (d1, d2); "
+                                 f"got {show(shape)}.")
         if X.ndim == 3:
             if shape is not None and shape != X.shape[1:]:
                 raise ValueError(f"X holds {X.shape[1]}x{X.shape[2]} matrices but "
-                                 f"coef_shape={shape}.")
+                                 f"coef_shape={show(shape)}.")
             return X.shape[1:]
         if shape is not None and shape[0] * shape[1] != X.shape[1]:
             raise ValueError(
-                f"coef_shape={shape} needs {shape[0] * shape[1]} features per sample "
+                f"coef_shape={show(shape)} needs {shape[0] * shape[1]} features per sample "
                 f"(d1 * d2, flattened row-major), but X has {X.shape[1]}.")
         return shape
 
@@ -148,6 +151,12 @@ class FedLowRank(SiteScoreMixin, RegressorMixin, FederatedLinearModel):
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Matrix covariates need a single target.
         clients : array-like of shape (n_samples,), default=None
+            The client (site) holding each row; any hashable labels.
+            ``None``: all rows form one client and the fit is centralized
+            (``n_clients_ == 1``); pass ``clients=site`` to federate. The
+            name is ``clients``, not ``groups``: a ``GridSearchCV`` with
+            ``GroupKFold`` needs both, ``search.fit(X, y, groups=site,
+            clients=site)``.
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns

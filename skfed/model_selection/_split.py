@@ -5,6 +5,8 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._messages import show
+
 
 class LeaveOneSiteOut:
     """Each site is the test set once; the other sites train.
@@ -67,7 +69,7 @@ class SiteKFold:
 
     def __init__(self, n_splits=5, *, shuffle=False, random_state=None):
         if not isinstance(n_splits, numbers.Integral) or n_splits < 2:
-            raise ValueError(f"n_splits must be an int >= 2; got {n_splits!r}.")
+            raise ValueError(f"n_splits must be an int >= 2; got {show(n_splits)}.")
         self.n_splits = n_splits
         self.shuffle = shuffle
         self.random_state = random_state

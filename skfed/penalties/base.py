@@ -10,6 +10,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .._messages import show
+
 
 class Penalty(ABC):
     """Base class of a closed convex penalty ``psi``.
@@ -63,7 +65,7 @@ class Penalty(ABC):
         return self.subgradient(W)
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        args = ", ".join(f"{k}={show(v)}" for k, v in vars(self).items())
         return f"{type(self).__name__}({args})"
 
     def __eq__(self, other):

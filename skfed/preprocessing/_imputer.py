@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import MissingValues, StrOptions
 from sklearn.utils.validation import (FLOAT_DTYPES, _check_feature_names_in, check_is_fitted,
                                       validate_data)
 
+from .._messages import show
 from ..base import fit_all_or_nothing
 from ..data import FederatedDataset
 from ._summaries import (_map_sites, count_below_summary, count_summary, mean_summary,
@@ -314,7 +315,7 @@ class FedSimpleImputer(TransformerMixin, BaseEstimator):
                 source = self._fill_dtype
             if not np.can_cast(source, X.dtype, casting="same_kind"):
                 raise ValueError(
-                    f"fill_value={self.fill_value!r} (of type {source!r}) cannot be cast to "
+                    f"fill_value={show(self.fill_value)} (of type {source!r}) cannot be cast to "
                     f"the input data that is {X.dtype!r}; make sure both dtypes are of the "
                     "same kind (between fit and transform too).")
         return X

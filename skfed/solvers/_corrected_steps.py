@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from .._messages import show
 from .base import FederatedSolver, check_positive
 
 
@@ -24,7 +25,8 @@ class _ControlVariateSolver(FederatedSolver):
     def _check_common(self):
         check_positive(self.lr, "lr", allow_auto=True)
         if not isinstance(self.local_steps, numbers.Integral) or self.local_steps < 1:
-            raise ValueError(f"local_steps must be an integer >= 1; got {self.local_steps!r}.")
+            raise ValueError(
+                f"local_steps must be an integer >= 1; got {show(self.local_steps)}.")
 
     def setup(self, problem, participation=1.0):
         self._check_common()

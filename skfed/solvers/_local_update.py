@@ -4,6 +4,7 @@ import numbers
 
 import numpy as np
 
+from .._messages import show
 from ..local import LocalSchedule
 from .base import FederatedSolver, check_positive
 
@@ -42,16 +43,19 @@ class LocalUpdateSolver(FederatedSolver):
         check_positive(self.server_lr, "server_lr")
         if self.local_epochs is None:
             if not isinstance(self.local_steps, numbers.Integral) or self.local_steps < 1:
-                raise ValueError(f"local_steps must be an integer >= 1; got {self.local_steps!r}.")
+                raise ValueError(
+                    f"local_steps must be an integer >= 1; got {show(self.local_steps)}.")
         else:
             check_positive(self.local_epochs, "local_epochs")
         if self.batch_size is not None and (
             not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1
         ):
-            raise ValueError(f"batch_size must be an integer >= 1 or None; got {self.batch_size!r}.")
+            raise ValueError(
+                f"batch_size must be an integer >= 1 or None; got {show(self.batch_size)}.")
         if self.client_lr_schedule not in LR_SCHEDULES:
             raise ValueError(
-                f"client_lr_schedule must be one of {LR_SCHEDULES}; got {self.client_lr_schedule!r}."
+                f"client_lr_schedule must be one of {LR_SCHEDULES}; "
+                f"got {show(self.client_lr_schedule)}."
             )
 
     def guarantee(self, problem, participation=1.0):

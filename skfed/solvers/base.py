@@ -24,6 +24,8 @@ from abc import ABCMeta, abstractmethod
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from .._messages import show
+
 
 class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     """Base class of federated solvers.
@@ -172,7 +174,7 @@ def check_positive(value, name, *, allow_auto=False, allow_none=False, strict=Tr
         extra = " or 'auto'" if allow_auto else ""
         extra += " or None" if allow_none else ""
         sign = "> 0" if strict else ">= 0"
-        raise ValueError(f"{name} must be a finite number {sign}{extra}; got {value!r}.")
+        raise ValueError(f"{name} must be a finite number {sign}{extra}; got {show(value)}.")
     return value
 
 

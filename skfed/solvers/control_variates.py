@@ -11,6 +11,7 @@ gradients is the gradient of the pooled objective.
 
 import numpy as np
 
+from .._messages import show
 from ._corrected_steps import _ControlVariateSolver
 from .base import check_positive
 from .decentralized import DecentralizedGECLImpl
@@ -154,7 +155,8 @@ class LocalGECL(_ControlVariateSolver):
 
     def setup(self, problem, participation=1.0):
         if self.first_gradient not in ("local", "server"):
-            raise ValueError(f"first_gradient must be 'local' or 'server'; got {self.first_gradient!r}.")
+            raise ValueError("first_gradient must be 'local' or 'server'; "
+                             f"got {show(self.first_gradient)}.")
         check_positive(self.alpha, "alpha", strict=False)
         self.decentralized_ = None
         if not (isinstance(self.topology, str) and self.topology == "centralized"):

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._messages import show
 from ..local.quadratic_model import CompactModel, DenseModel, solve_quadratic_model
 from .base import FederatedSolver, check_positive
 
@@ -203,7 +204,7 @@ class FedNewton(FederatedSolver):
     def _hessian_mode(self, layout, datafit):
         """``"full"`` or ``"quasi-newton"``: what ``hessian`` resolves to."""
         if self.hessian not in HESSIAN_MODES:
-            raise ValueError(f"hessian must be one of {HESSIAN_MODES}; got {self.hessian!r}.")
+            raise ValueError(f"hessian must be one of {HESSIAN_MODES}; got {show(self.hessian)}.")
         check_positive(self.max_message_bytes, "max_message_bytes")
         if self.hessian != "auto":
             return self.hessian

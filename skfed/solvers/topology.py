@@ -4,6 +4,8 @@ import numbers
 
 import numpy as np
 
+from .._messages import show
+
 TOPOLOGIES = ("ring", "torus", "complete", "erdos-renyi")
 
 
@@ -61,7 +63,8 @@ def adjacency(topology, n, *, edge_probability=None, seed=0):
             raise ValueError(f"no connected Erdos-Renyi graph with n={n}, p={p} in 100 draws; "
                              "raise edge_probability.")
     else:
-        raise ValueError(f"topology must be one of {TOPOLOGIES} or a mixing matrix; got {topology!r}.")
+        raise ValueError(f"topology must be one of {TOPOLOGIES} or a mixing matrix; "
+                         f"got {show(topology)}.")
     np.fill_diagonal(A, False)
     return A
 
@@ -92,4 +95,5 @@ def check_topology_param(topology):
     if isinstance(topology, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in topology):
         return
     if isinstance(topology, numbers.Number):
-        raise ValueError(f"topology must be a name {TOPOLOGIES} or a mixing matrix; got {topology!r}.")
+        raise ValueError(f"topology must be a name {TOPOLOGIES} or a mixing matrix; "
+                         f"got {show(topology)}.")

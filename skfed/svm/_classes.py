@@ -41,7 +41,6 @@ class FedLinearSVC(FederatedLinearClassifier):
         dual; l2 only), FedMLS and subgradient FedAvg apply; the others are
         refused at ``fit``.
     penalty : {{"l2", "l1"}}, default="l2"
-    fit_intercept : bool, default=True
     class_weight : dict, "balanced" or None, default=None
     {shared}
     {attrs}
