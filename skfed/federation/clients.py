@@ -4,6 +4,8 @@ import numbers
 
 import numpy as np
 
+from .._messages import show
+
 CLIENT_WEIGHTINGS = ("samples", "uniform")
 
 
@@ -64,7 +66,7 @@ def client_weights(sample_weight_sums, weighting):
     if weighting == "uniform":
         return np.full(sums.shape, 1.0 / sums.size)
     raise ValueError(
-        f"client_weighting must be one of {CLIENT_WEIGHTINGS}, got {weighting!r}."
+        f"client_weighting must be one of {CLIENT_WEIGHTINGS}, got {show(weighting)}."
     )
 
 

@@ -61,6 +61,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from .._messages import show
+
 try:  # optional dependency: skfed[privacy]
     import dp_accounting
     from dp_accounting import rdp
@@ -84,19 +86,19 @@ def _is_real(value):
 
 def _check_delta(delta):
     if not _is_real(delta) or not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
+        raise ValueError(f"delta must be in (0, 1), got {show(delta)}.")
     return float(delta)
 
 
 def _check_sampling_rate(q):
     if not _is_real(q) or not 0 < q <= 1:
-        raise ValueError(f"sampling_rate must be in (0, 1], got {q!r}.")
+        raise ValueError(f"sampling_rate must be in (0, 1], got {show(q)}.")
     return float(q)
 
 
 def _check_rounds(rounds, *, allow_zero=False):
     if not isinstance(rounds, Integral) or isinstance(rounds, bool):
-        raise TypeError(f"rounds must be an integer, got {rounds!r}.")
+        raise TypeError(f"rounds must be an integer, got {show(rounds)}.")
     low = 0 if allow_zero else 1
     if rounds < low:
         raise ValueError(f"rounds must be >= {low}, got {rounds}.")
@@ -146,7 +148,7 @@ class GaussianAccountant:
         if not _is_real(noise_multiplier) or not np.isfinite(noise_multiplier) \
                 or noise_multiplier < 0:
             raise ValueError(f"noise_multiplier must be a finite number >= 0, "
-                             f"got {noise_multiplier!r}.")
+                             f"got {show(noise_multiplier)}.")
         self.noise_multiplier = float(noise_multiplier)
         self.sampling_rate = _check_sampling_rate(sampling_rate)
         self.delta = _check_delta(delta)
@@ -229,7 +231,7 @@ class GaussianAccountant:
             ``0`` if even one round exceeds the budget.
         """
         if not _is_real(epsilon) or not epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
+            raise ValueError(f"epsilon must be > 0, got {show(epsilon)}.")
         limit = _check_rounds(limit)
         if self.epsilon_after(1) > epsilon:
             return 0
@@ -249,8 +251,8 @@ class GaussianAccountant:
         return low
 
     def __repr__(self):
-        return (f"GaussianAccountant(noise_multiplier={self.noise_multiplier!r}, "
-                f"sampling_rate={self.sampling_rate!r}, delta={self.delta!r})")
+        return (f"GaussianAccountant(noise_multiplier={show(self.noise_multiplier)}, "
+                f"sampling_rate={show(self.sampling_rate)}, delta={show(self.delta)})")
 
 
 def calibrate_noise_multiplier(epsilon, delta, rounds, sampling_rate=1.0, *, orders=None,
@@ -298,12 +300,12 @@ def calibrate_noise_multiplier(epsilon, delta, rounds, sampling_rate=1.0, *, ord
     _require_dp_accounting()
     if not _is_real(epsilon) or not np.isfinite(epsilon) or not epsilon > 0:
         raise ValueError(f"the privacy budget cannot be met: epsilon must be a finite "
-                         f"number > 0, got {epsilon!r}.")
+                         f"number > 0, got {show(epsilon)}.")
     delta = _check_delta(delta)
     rounds = _check_rounds(rounds)
     sampling_rate = _check_sampling_rate(sampling_rate)
     if not _is_real(rtol) or not 0 < rtol < 1:
-        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}.")
+        raise ValueError(f"rtol must be in (0, 1), got {show(rtol)}.")
 
     def eps(sigma):
         return GaussianAccountant(sigma, sampling_rate, delta,
@@ -311,9 +313,9 @@ def calibrate_noise_multiplier(epsilon, delta, rounds, sampling_rate=1.0, *, ord
 
     if eps(max_noise_multiplier) > epsilon:
         raise ValueError(
-            f"the privacy budget cannot be met: epsilon = {epsilon!r} at delta = {delta!r} over "
-            f"{rounds} rounds (sampling rate {sampling_rate!r}) needs a noise multiplier above "
-            f"max_noise_multiplier = {max_noise_multiplier!r}. Raise epsilon or delta, or run "
+            f"the privacy budget cannot be met: epsilon = {show(epsilon)} at delta = {show(delta)} over "
+            f"{rounds} rounds (sampling rate {show(sampling_rate)}) needs a noise multiplier above "
+            f"max_noise_multiplier = {show(max_noise_multiplier)}. Raise epsilon or delta, or run "
             f"fewer rounds.")
     # explicit bracket [low, high] with eps(low) > epsilon >= eps(high), both finite
     high = 1.0
@@ -360,7 +362,7 @@ def clip_by_l2_norm(vector, bound):
         If ``bound <= 0`` or not finite, or the vector has non-finite entries.
     """
     if not _is_real(bound) or not np.isfinite(bound) or not bound > 0:
-        raise ValueError(f"the clipping bound must be a finite number > 0, got {bound!r}.")
+        raise ValueError(f"the clipping bound must be a finite number > 0, got {show(bound)}.")
     x = np.array(vector, dtype=np.float64)
     if not np.all(np.isfinite(x)):
         raise ValueError("cannot clip a vector with non-finite entries.")
@@ -403,15 +405,15 @@ def distributed_noise_std(noise_multiplier, clip_norm, n_parties, *, min_honest=
     if not _is_real(noise_multiplier) or not np.isfinite(noise_multiplier) \
             or noise_multiplier < 0:
         raise ValueError(f"noise_multiplier must be a finite number >= 0, "
-                         f"got {noise_multiplier!r}.")
+                         f"got {show(noise_multiplier)}.")
     if not _is_real(clip_norm) or not np.isfinite(clip_norm) or not clip_norm > 0:
-        raise ValueError(f"the clipping bound must be a finite number > 0, got {clip_norm!r}.")
+        raise ValueError(f"the clipping bound must be a finite number > 0, got {show(clip_norm)}.")
     if not isinstance(n_parties, Integral) or isinstance(n_parties, bool) or n_parties < 1:
-        raise ValueError(f"n_parties must be an integer >= 1, got {n_parties!r}.")
+        raise ValueError(f"n_parties must be an integer >= 1, got {show(n_parties)}.")
     m = n_parties if min_honest is None else min_honest
     if not isinstance(m, Integral) or isinstance(m, bool) or not 1 <= m <= n_parties:
         raise ValueError(f"min_honest must be an integer in [1, n_parties={n_parties}], "
-                         f"got {min_honest!r}.")
+                         f"got {show(min_honest)}.")
     return float(noise_multiplier) * float(clip_norm) / np.sqrt(m)
 
 

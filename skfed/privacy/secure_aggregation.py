@@ -74,6 +74,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..exceptions import ClientFailureError
+from .._messages import show
 
 try:  # optional dependency: skfed[privacy]
     from cryptography.hazmat.primitives import hashes
@@ -118,7 +119,7 @@ class DropoutError(ClientFailureError):
 
 def _check_int(value, name, low, high=None):
     if not isinstance(value, Integral) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}.")
+        raise TypeError(f"{name} must be an integer, got {show(value)}.")
     value = int(value)
     if value < low or (high is not None and value > high):
         rng = f"[{low}, {high}]" if high is not None else f">= {low}"
@@ -175,7 +176,7 @@ class FixedPoint:
         self.fraction_bits = _check_int(fraction_bits, "fraction_bits", 0, _MODULUS_BITS - 2)
         if not isinstance(bound, Real) or isinstance(bound, bool) or not np.isfinite(bound) \
                 or bound <= 0:
-            raise ValueError(f"bound must be a positive finite number, got {bound!r}.")
+            raise ValueError(f"bound must be a positive finite number, got {show(bound)}.")
         self.bound = float(bound)
         self.n_parties = _check_int(n_parties, "n_parties", 1)
         worst = self.n_parties * self._max_code(self.bound, self.fraction_bits)
@@ -214,7 +215,7 @@ class FixedPoint:
             If even ``f = 0`` overflows (``n B`` is close to ``2**63``).
         """
         if not np.isfinite(bound) or bound <= 0:
-            raise ValueError(f"bound must be a positive finite number, got {bound!r}.")
+            raise ValueError(f"bound must be a positive finite number, got {show(bound)}.")
         n = _check_int(n_parties, "n_parties", 1)
         best = None
         for f in range(_MODULUS_BITS - 1):
@@ -315,7 +316,7 @@ class FixedPoint:
         return np.ldexp(signed.astype(np.float64), -self.fraction_bits)
 
     def __repr__(self):
-        return (f"FixedPoint(fraction_bits={self.fraction_bits}, bound={self.bound!r}, "
+        return (f"FixedPoint(fraction_bits={self.fraction_bits}, bound={show(self.bound)}, "
                 f"n_parties={self.n_parties})")
 
 
@@ -475,7 +476,7 @@ class SecureAggregationParty:
                              f"of the two messages. Use a new round identifier.")
         x = np.asarray(vector, dtype=np.float64)
         if not isinstance(weight, Real) or not np.isfinite(weight):
-            raise ValueError(f"weight must be a finite number, got {weight!r}.")
+            raise ValueError(f"weight must be a finite number, got {show(weight)}.")
         data = fixed_point.encode(weight * x).ravel()
         for pid, key in peers.items():
             m = self._pair_mask(pid, key, round, data.size)
