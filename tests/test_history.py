@@ -46,8 +46,9 @@ def test_bytes_are_what_feddualavg_sends(fitted):
     est, (X, _, clients, _) = fitted
     h = est.history_
     p = X.shape[1] + 1
-    # down: z (p floats), eps and the round index; up: dz (p floats) and deps
-    assert np.all(h["bytes_down"][1:] == 4 * (8 * p + 16))
+    # down (partial participation: the accelerated default): Nesterov's point y
+    # (p floats) and the round index; up: dz (p floats) and deps
+    assert np.all(h["bytes_down"][1:] == 4 * (8 * p + 8))
     assert np.all(h["bytes_up"][1:] == 4 * (8 * p + 8))
     # monitoring: every client (8) gets the model and returns loss + gradient
     assert np.all(h["monitor_bytes"][1:] == 8 * (16 * p + 8))
