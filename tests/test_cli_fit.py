@@ -483,13 +483,13 @@ def issue_site_cluster(tmp_path):
     """One Dask worker per site of the issue's data (in this process: threads), each site's
     rows in its own file."""
     distributed = pytest.importorskip("distributed")
-    X, y, site, _, names = _issue_rows()
+    X, y, site, ward, names = _issue_rows()
     files = {}
     for s in np.unique(site):
         m = site == s
-        files[s] = _write(tmp_path / f"{s}.csv", [*names, "y"],
-                          [[*(repr(float(v)) for v in x), repr(float(t))]
-                           for x, t in zip(X[m], y[m])])
+        files[s] = _write(tmp_path / f"{s}.csv", [*names, "ward", "y"],
+                          [[*(repr(float(v)) for v in x), w, repr(float(t))]
+                           for x, w, t in zip(X[m], ward[m], y[m])])
     workers = {s: {"cls": distributed.Worker, "options": {"name": s, "nthreads": 1}}
                for s in files}
     scheduler = {"cls": distributed.Scheduler,
@@ -500,6 +500,38 @@ def issue_site_cluster(tmp_path):
             yield cluster.scheduler_address, files
 
 
+def test_remote_form_one_hot_encodes_at_the_sites(capsys, issue_site_cluster):
+    """``--categorical`` with ``--scheduler``: the union of the sites' levels, one-hot at the
+    sites, centred not divided; the numbers and column names of the local form."""
+    from skfed.cli.remote import _held_out
+    from skfed.data.site import SiteData
+
+    address, files = issue_site_cluster
+    argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-10",
+            "--categorical", "ward", *(f"--site={s}={path}" for s, path in files.items())]
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert "one-hot: centred only" in out and "did NOT converge" not in out
+    X, y, site, ward, names = _issue_rows()
+    levels = sorted(set(ward))
+    onehot = np.column_stack([ward == w for w in levels]).astype(float)
+    X = np.hstack([X, onehot])
+    train = np.zeros(len(y), dtype=bool)
+    for s in files:
+        rows = np.flatnonzero(site == s)
+        train[rows] = ~_held_out(SiteData(s, X[rows]), 0.2, 0)
+    indicators = list(range(len(names), len(names) + len(levels)))
+    ref, _, _, coef, intercept = _standardized_reference(X, y, train, indicators)
+    table = _coef_table(out)
+    printed = np.array([table[n] for n in [*names, *(f"ward={w}" for w in levels)]])
+    np.testing.assert_allclose(printed[:, 0], ref.coef_, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(printed[:, 1], coef, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(table["(intercept)"], [ref.intercept_, intercept], rtol=1e-5)
+    code, out, err = _run(capsys, *argv[:-len(files)], "--categorical", "bmi", "y",
+                          *argv[-len(files):])
+    assert code == 2 and "--categorical 'y': the sites have no feature column 'y'" in err
+
+
 def test_remote_form_standardizes_at_the_sites(capsys, issue_site_cluster):
     """``--scheduler ... --site NAME=PATH``: the scaler from the sites' sums of their training
     rows, each site standardizing its own rows; the numbers of scikit-learn's pooled fit."""
@@ -507,7 +539,8 @@ def test_remote_form_standardizes_at_the_sites(capsys, issue_site_cluster):
     from skfed.data.site import SiteData
 
     address, files = issue_site_cluster
-    argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-10"]
+    argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-10",
+            "--drop", "ward"]
     argv += [f"--site={s}={path}" for s, path in files.items()]
     code, out, err = _run(capsys, *argv)
     assert code == 0, err

@@ -148,7 +148,9 @@ def _fit_parser(sub):
     fit.add_argument("--tol", type=float, default=1e-6)
     fit.add_argument("--categorical", nargs="+", default=[], metavar="COLUMN",
                      help="text columns to one-hot encode (0/1 columns: centred, not "
-                          "divided by their standard deviation)")
+                          "divided by their standard deviation). With --scheduler the "
+                          "encoding runs at the sites; each sends only the set of values "
+                          "it holds")
     fit.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
                      help="columns that are not features (identifiers, other outcomes)")
     fit.add_argument("--test-size", type=float, default=0.2,
@@ -237,9 +239,6 @@ def _run_remote_fit(args):
                        "with --site NAME=PATH, not as local files or --clients.")
     if len(args.target) != 1:
         raise CLIError("with --scheduler give one --target column.")
-    if args.categorical:
-        raise CLIError("--categorical is not available with --scheduler yet: encode those "
-                       "columns at the sites, or --drop them.")
     _, reg, _ = MODELS[args.model]
     other = "C" if reg == "alpha" else "alpha"
     if getattr(args, other) is not None:
@@ -257,7 +256,7 @@ def _run_remote_fit(args):
         raise CLIError("a tls:// coordinator needs --tls-ca-file, --tls-cert and --tls-key.")
     return fit_remote(parse_sites(args.site), scheduler=args.scheduler, security=security,
                       target=args.target[0], model=args.model, drop=args.drop,
-                      scale=args.scale, test_size=args.test_size,
+                      categorical=args.categorical, scale=args.scale, test_size=args.test_size,
                       random_state=args.random_state,
                       strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol)

@@ -13,6 +13,12 @@ By default the features are standardized as in the local form
 training rows, the server merges them into the pooled means and standard
 deviations, and each site standardizes its own rows with them. A site's
 local-only model is standardized with that site's training rows.
+
+``--categorical`` columns are one-hot encoded at the sites with
+:class:`skfed.preprocessing.FedOneHotEncoder`: each site sends the set of
+values it holds in those columns (not how often), the union is the encoding
+of every site, and the columns come out in the order and with the names of
+the local form (``name=value`` in place of ``name``).
 """
 
 import warnings
@@ -27,6 +33,7 @@ from .scaling import FeatureScaler
 from ..data import FederatedDataset, SiteError
 from ..data.site import numeric_matrix
 from ..model_selection import site_scores
+from ..preprocessing import FedOneHotEncoder
 
 
 def parse_sites(specs):
@@ -73,21 +80,69 @@ def _check_numeric(site):
     numeric_matrix(site)
 
 
-def local_only_score(site, estimator, test_size, seed, classifier, scale=False):
+def _columns(site, names):
+    """At a site: only the columns ``names`` of its rows."""
+    return site.replace(X=site.X[list(names)])
+
+
+def _one_hot_site(site, categorical, encoder, order):
+    """At a site: the numeric columns beside the one-hot encoding of ``categorical``,
+    rearranged by ``order`` (the local form's column order)."""
+    numeric = numeric_matrix(site.replace(X=site.X.drop(columns=list(categorical))))
+    encoded = np.asarray(encoder.transform(site.X[list(categorical)]), dtype=np.float64)
+    return site.replace(X=np.hstack([numeric, encoded])[:, order])
+
+
+def encode_categorical(data, categorical):
+    """One-hot encode the ``categorical`` columns of ``data`` at its sites.
+
+    Returns ``(encoded, names, indicators)``: the encoded dataset, its
+    column names (``name=value`` for the one-hot columns, in place of
+    ``name``) and the positions of the one-hot columns.
+    """
+    columns = list(data.columns or ())
+    for name in categorical:
+        if name not in columns:
+            raise CLIError(f"--categorical {name!r}: the sites have no feature column "
+                           f"{name!r} (it may be the target or dropped); their columns are "
+                           f"{columns}.")
+    encoder = FedOneHotEncoder(handle_unknown="ignore").fit(data.apply(_columns, categorical))
+    numeric = [name for name in columns if name not in categorical]
+    start, offsets = len(numeric), {}
+    for name, levels in zip(categorical, encoder.categories_):
+        offsets[name] = (start, levels)
+        start += len(levels)
+    order, names, indicators = [], [], []
+    for name in columns:
+        if name in offsets:
+            first, levels = offsets[name]
+            for k, level in enumerate(levels):
+                indicators.append(len(order))
+                order.append(first + k)
+                names.append(f"{name}={level}")
+        else:
+            order.append(numeric.index(name))
+            names.append(name)
+    encoded = data.apply(_one_hot_site, list(categorical), encoder, np.array(order))
+    return encoded, names, indicators
+
+
+def local_only_score(site, estimator, test_size, seed, classifier, scale=False, indicators=()):
     """Fit ``estimator`` on the site's own training rows (standardized with them if
-    ``scale``), score it on its held-out rows."""
+    ``scale``; ``indicators``: the one-hot columns, centred but not divided), score it
+    on its held-out rows."""
     mask = _held_out(site, test_size, seed)
     train, test = _rows(site, ~mask), _rows(site, mask)
     if classifier and len(np.unique(train.y)) < 2:
         return np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        local = local_model(estimator, scale).fit(numeric_matrix(train), train.y)
+        local = local_model(estimator, scale, indicators).fit(numeric_matrix(train), train.y)
     return float(local.score(numeric_matrix(test), test.y))
 
 
-def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), scale=True,
-               test_size=0.2, random_state=0, client=None, **options):
+def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), categorical=(),
+               scale=True, test_size=0.2, random_state=0, client=None, **options):
     """The ``skfed fit`` report for site-resident files (see the module docstring)."""
     import distributed
 
@@ -109,13 +164,16 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), sca
                                                  client=client)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
+        names, indicators = list(data.columns or range(data.n_features)), []
+        if categorical:
+            data, names, indicators = encode_categorical(data, list(categorical))
         train = data.apply(split_site, test_size, random_state, False)
         test = data.apply(split_site, test_size, random_state, True)
         scaler = None
         try:
             if scale:  # the sites' moments of their training rows; each site scales its rows
                 train.map(_check_numeric)
-                scaler = FeatureScaler().fit(train)
+                scaler = FeatureScaler(indicators=indicators).fit(train)
                 train, test = scaler.transform(train), scaler.transform(test)
             est = make_estimator(model, random_state=random_state, **options)
             with warnings.catch_warnings(record=True) as caught:
@@ -125,7 +183,8 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), sca
             raise CLIError(str(exc)) from exc
         converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
         pooled_fed, per_site = site_scores(fed, test)
-        local = data.map(local_only_score, est, test_size, random_state, classifier, scale)
+        local = data.map(local_only_score, est, test_size, random_state, classifier, scale,
+                         indicators)
     finally:
         if own:
             client.close()
@@ -136,8 +195,7 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), sca
     site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
                  for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
     overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
-    names = list(data.columns) if data.columns is not None else [
-        f"x{k}" for k in range(data.n_features)]
+    names = [f"x{k}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
     return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
                      feature_names=names, output_names=[target], site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,
