@@ -60,9 +60,18 @@ class _ControlVariateSolver(FederatedSolver):
             x = x - eta * (self._grad(client, j, x) - lam)
         return x
 
-    def _step_weighted_mean(self, vectors, participants):
-        """Mean of the participants' vectors weighted by their inverse step sizes,
-        per coordinate (the plain mean when every client has the same step).
+    #: kind of a summed field averaged with weights ``1 / eta_j`` (see reply_coefficients)
+    STEP_WEIGHTED = "step-weighted"
+
+    def _step_weighted_kind(self):
+        """The kind under which the server sums a field it averages with weights
+        ``1 / eta_j``: ``"sum"`` (divided by the count after) when every client
+        has the same step, the papers' plain mean; else ``"step-weighted"``."""
+        return "sum" if self.uniform_steps_ else self.STEP_WEIGHTED
+
+    def reply_coefficients(self, field, kind, weights, participants):
+        """Coefficients of a summed field; ``"step-weighted"``: per client and coordinate,
+        ``(1 / eta_j) / sum_{k in participants} (1 / eta_k)`` (an array per client).
 
         With per-client steps ``eta_j`` a client's displacement is ``K eta_j``
         times its average corrected gradient; weighting by ``1 / eta_j``
@@ -70,10 +79,15 @@ class _ControlVariateSolver(FederatedSolver):
         of size ``1 / mean_j(1 / eta_j)`` on the pooled objective, and
         ``sum_j (x_server - x_j) / eta_j = 0`` (Local G-ECL's ``sum_j lambda_j = 0``).
         """
-        if self.uniform_steps_:
-            return sum(vectors) / len(vectors)
-        inverse = [1.0 / self.client_steps_[j] for j in participants]
-        return sum(w * v for w, v in zip(inverse, vectors)) / sum(inverse)
+        if kind != self.STEP_WEIGHTED:
+            return super().reply_coefficients(field, kind, weights, participants)
+        inverse = np.array([1.0 / self.client_steps_[j] for j in participants])
+        return inverse / inverse.sum(axis=0)
+
+    def _step_weighted_mean(self, total, participants):
+        """The ``1 / eta_j``-weighted mean of a field from its sum of kind
+        :meth:`_step_weighted_kind`."""
+        return total / len(participants) if self.uniform_steps_ else total
 
     def _grad(self, client, j, x):
         problem = self.problem_

@@ -11,11 +11,18 @@ One round, as data flows::
     message = solver.broadcast(server, round)          # server -> clients
     reply_j, state_j = solver.client_update(            # on client j, pure
         client_j, state_j, message, rng_j)
-    server = solver.aggregate(server, replies, weights) # server
+    server = solver.aggregate(server, replies, weights, participants)  # server
     theta = solver.server_model(server)
 
 Only ``message`` and ``reply_j`` cross the client boundary; their sizes are
 what ``history_`` counts in ``bytes_down`` / ``bytes_up``.
+
+Most servers need the replies only through (weighted) sums. Such a solver
+declares the summed fields (:meth:`FederatedSolver.summed_fields`) and writes
+its update from the sums (:meth:`FederatedSolver.aggregate_sums`) instead of
+``aggregate``; the plain rounds form the sums from the replies, secure
+aggregation (:mod:`skfed.privacy.secure_rounds`) from masked messages, and
+both then run the same update.
 """
 
 import numbers
@@ -131,6 +138,12 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         """
         return message
 
+    def personalize_round(self, server, message, participants):
+        """The messages of one round, one per participant (in order): by default
+        :meth:`personalize` for each. Secure aggregation adds each site's public
+        coefficients and the round's exchange identifier here."""
+        return [self.personalize(server, message, j) for j in participants]
+
     @abstractmethod
     def client_update(self, client, state, message, rng):
         """Local work of one client: returns ``(reply, new_state)``.
@@ -139,13 +152,75 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         process or on another machine).
         """
 
-    @abstractmethod
     def aggregate(self, server, replies, weights, participants):
         """New server state from the participants' replies.
 
         ``weights`` are the participants' objective weights ``a_j``,
-        renormalized to sum to one.
+        renormalized to sum to one; ``participants`` the clients' indices,
+        in the order of ``replies``. By default: the sums that
+        :meth:`summed_fields` declares (:meth:`sum_replies`), then
+        :meth:`aggregate_sums`, the same update as under secure aggregation,
+        where only the sums reach the server. A solver whose server reads
+        individual replies overrides this instead (its :meth:`summed_fields`
+        stays ``None``).
         """
+        if self.summed_fields(server) is None:
+            raise NotImplementedError(f"{type(self).__name__} must define aggregate, or "
+                                      "summed_fields and aggregate_sums.")
+        return self.aggregate_sums(server, self.sum_replies(server, replies, weights,
+                                                            participants), participants)
+
+    def summed_fields(self, server):
+        """The reply fields the server update reads, and only through sums.
+
+        Returns
+        -------
+        fields : dict or None
+            ``{field: kind}`` for the round whose server state is ``server``.
+            Kind ``"weighted"``: the update needs ``sum_j w_j r_j[field]``
+            with the round's normalized weights ``w``; ``"sum"``:
+            ``sum_j r_j[field]``; any other kind is the solver's own, whose
+            coefficients its :meth:`reply_coefficients` gives. ``None`` (the
+            default): the update reads individual replies, and secure
+            aggregation is refused.
+        """
+        return None
+
+    def reply_coefficients(self, field, kind, weights, participants):
+        """Public multipliers ``c_j`` of ``field`` in its sum ``sum_j c_j r_j[field]``.
+
+        Returns
+        -------
+        coefficients : ndarray of shape (len(participants),) or (len(participants), ...)
+            ``weights`` for ``"weighted"``, ones for ``"sum"``. A solver that
+            weighs replies by another public quantity (per-client step
+            sizes) overrides this for a kind of its own; an entry may then be
+            an array, broadcast against the field and multiplied elementwise.
+        """
+        if kind == "weighted":
+            return np.asarray(weights, dtype=float)
+        if kind == "sum":
+            return np.ones(len(participants))
+        raise ValueError(f"{type(self).__name__}: unknown kind {kind!r} of the summed "
+                         f"field {field!r}.")
+
+    def sum_replies(self, server, replies, weights, participants):
+        """``{field: sum_j c_j r_j[field]}`` from the individual replies (the plain path),
+        with ``c`` from :meth:`reply_coefficients`."""
+        sums = {}
+        for field, kind in self.summed_fields(server).items():
+            coefficients = self.reply_coefficients(field, kind, weights, participants)
+            sums[field] = sum(c * r[field] for c, r in zip(coefficients, replies))
+        return sums
+
+    def aggregate_sums(self, server, sums, participants):
+        """New server state from the sums alone (solvers with :meth:`summed_fields`).
+
+        ``sums`` maps each declared field to its sum (see
+        :meth:`sum_replies`); ``participants`` (public: which clients took
+        part) gives their number, ``len(participants)``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not aggregate from sums.")
 
     @abstractmethod
     def server_model(self, server):

@@ -78,10 +78,14 @@ class Scaffold(_ControlVariateSolver):
         state["c"] = c_new
         return {"dy": y - x, "dc": c_new - c_j}, state
 
-    def aggregate(self, server, replies, weights, participants):
+    def summed_fields(self, server):
+        # the 1/eta_j-weighted mean of Delta y; the sum of Delta c
+        return {"dy": self._step_weighted_kind(), "dc": "sum"}
+
+    def aggregate_sums(self, server, sums, participants):
         N = self.problem_.n_clients
-        dy = self._step_weighted_mean([r["dy"] for r in replies], participants)
-        dc = sum(r["dc"] for r in replies) / N
+        dy = self._step_weighted_mean(sums["dy"], participants)
+        dc = sums["dc"] / N
         return {"x": server["x"] + self.server_lr * dy, "c": server["c"] + dc}
 
     def client_models(self, server, message, replies):
@@ -226,10 +230,20 @@ class LocalGECL(_ControlVariateSolver):
     def aggregate(self, server, replies, weights, participants):
         if self._impl():
             return self._impl().aggregate(server, replies, weights, participants)
+        return super().aggregate(server, replies, weights, participants)
+
+    def summed_fields(self, server):
+        if self._impl():  # no server: each node mixes its neighbours' own models
+            return None
+        if server.get("gathering"):  # the mean of the gradients at x0
+            return {"grad": "sum"}
+        return {"x": self._step_weighted_kind()}
+
+    def aggregate_sums(self, server, sums, participants):
         if server.get("gathering"):
             return {"x": server["x"], "gathering": False,
-                    "mean_grad": sum(r["grad"] for r in replies) / len(replies)}
-        return {"x": self._step_weighted_mean([r["x"] for r in replies], participants),
+                    "mean_grad": sums["grad"] / len(participants)}
+        return {"x": self._step_weighted_mean(sums["x"], participants),
                 "gathering": False, "mean_grad": None}
 
     def client_models(self, server, message, replies):

@@ -212,9 +212,12 @@ class FedDualAvg(LocalUpdateSolver):
             e += coef_step
         return {"dz": z - message["z"], "deps": e - message["eps"]}, state
 
-    def aggregate(self, server, replies, weights, participants):
-        dz = sum(a * r["dz"] for a, r in zip(weights, replies))
-        deps = sum(a * r["deps"] for a, r in zip(weights, replies))
+    def summed_fields(self, server):
+        # the weighted means of the dual and step increments
+        return {"dz": "weighted", "deps": "weighted"}
+
+    def aggregate_sums(self, server, sums, participants):
+        dz, deps = sums["dz"], sums["deps"]
         weight = 1.0
         if self.nesterov_:
             server = self._accelerated(server)

@@ -149,10 +149,13 @@ class FedMLS(FederatedSolver):
         state["y"] = (1 - gamma_next) * state["x"] + gamma_next * state["z"]
         return {"y": state["y"]}, state
 
-    def aggregate(self, server, replies, weights, participants):
+    def summed_fields(self, server):
+        return {"y": "sum"}  # the plain mean of the clients' y_j
+
+    def aggregate_sums(self, server, sums, participants):
         k = int(server.get("k", 0)) + 1
         gamma, gamma_next = 2.0 / (k + 1), 2.0 / (k + 2)
-        y_bar = sum(r["y"] for r in replies) / len(replies)
+        y_bar = sums["y"] / len(participants)
         x = (1 - gamma) * server["x"] + gamma * server["z"]
         y = (1 - gamma_next) * x + gamma_next * server["z"]
         z = server["z"] - ((k + 1) / 4.0) * (y - y_bar)

@@ -64,9 +64,12 @@ class _PrimalLocalSolver(LocalUpdateSolver):
             n_steps += 1
         return {"dw": w - w0, "delta": coef_step * n_steps}, state
 
-    def aggregate(self, server, replies, weights, participants):
-        dw = sum(a * r["dw"] for a, r in zip(weights, replies))
-        delta = sum(a * r["delta"] for a, r in zip(weights, replies))
+    def summed_fields(self, server):
+        # the weighted means of the model increments and of the prox steps taken
+        return {"dw": "weighted", "delta": "weighted"}
+
+    def aggregate_sums(self, server, sums, participants):
+        dw, delta = sums["dw"], sums["delta"]
         if not np.all(np.isfinite(dw)):
             raise FloatingPointError(
                 f"{type(self).__name__} diverged (non-finite update); lower client_lr."

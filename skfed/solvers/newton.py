@@ -248,21 +248,27 @@ class FedNewton(FederatedSolver):
         value, grad = client.value_and_gradient(theta)
         return {"value": value, "grad": grad}, state
 
-    def aggregate(self, server, replies, weights, participants):
+    def summed_fields(self, server):
+        # the pooled loss, gradient and Hessian are weighted sums of the sites'
+        fields = {"value": "weighted", "grad": "weighted"}
+        if self.hessian_ == "full":
+            fields["hessian"] = "weighted"
+        return fields
+
+    def aggregate_sums(self, server, sums, participants):
         problem = self.problem_
         lay = problem.layout
         x = server["trial"]
-        loss = float(sum(a * r["value"] for a, r in zip(weights, replies)))
-        F = loss + lay.penalty_value(problem.penalty, x)
+        F = float(sums["value"]) + lay.penalty_value(problem.penalty, x)
         if server["theta"] is not None and not self._sufficient_decrease(server, F):
             return self._backtrack(server)
-        g = problem.add_smooth_gradient(sum(a * r["grad"] for a, r in zip(weights, replies)), x)
+        g = problem.add_smooth_gradient(sums["grad"], x)
         if not np.all(np.isfinite(g)):
             raise FloatingPointError("FedNewton: a client's gradient is not finite at the "
                                      "trial point (overflow in the loss).")
         pairs = server["pairs"]
         if self.hessian_ == "full":
-            H = unpack_upper(sum(a * r["hessian"] for a, r in zip(weights, replies)), lay.size)
+            H = unpack_upper(sums["hessian"], lay.size)
             H[np.arange(lay.n_coef), np.arange(lay.n_coef)] += problem.smooth_curvature
             model = DenseModel(H)
         else:

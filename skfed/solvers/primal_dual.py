@@ -157,8 +157,11 @@ class FedPD(_PrimalDualSolver):
         x = self._local_and_dual(client, state, message["theta"])
         return {"v": x + state["lam"] / self.rho_}, state
 
-    def aggregate(self, server, replies, weights, participants):
-        return {"theta": self._server_prox(sum(r["v"] for r in replies) / len(replies))}
+    def summed_fields(self, server):
+        return {"v": "sum"}  # the plain mean of theta_j + lambda_j / rho
+
+    def aggregate_sums(self, server, sums, participants):
+        return {"theta": self._server_prox(sums["v"] / len(participants))}
 
 
 class FedADMM(_PrimalDualSolver):
@@ -187,9 +190,12 @@ class FedADMM(_PrimalDualSolver):
     def init_client(self, j, theta0):
         return {"j": j, "theta0": np.array(theta0, dtype=float)}
 
-    def aggregate(self, server, replies, weights, participants):
+    def summed_fields(self, server):
+        return {"dv": "sum"}  # the participants' increments of the stored means
+
+    def aggregate_sums(self, server, sums, participants):
         N = self.problem_.n_clients
-        mean_v = server["mean_v"] + sum(r["dv"] for r in replies) / N
+        mean_v = server["mean_v"] + sums["dv"] / N
         return {"theta": self._server_prox(mean_v), "mean_v": mean_v}
 
 
@@ -220,11 +226,14 @@ class FedDyn(_PrimalDualSolver):
         state["local"] = x
         return {"theta": x}, state
 
-    def aggregate(self, server, replies, weights, participants):
-        N = self.problem_.n_clients
-        models = [r["theta"] for r in replies]
-        h_bar = server["h_bar"] + sum(m - server["theta"] for m in models) / N
-        theta = self._server_prox(sum(models) / len(models) + h_bar)
+    def summed_fields(self, server):
+        return {"theta": "sum"}  # the sum of the participants' local models
+
+    def aggregate_sums(self, server, sums, participants):
+        N, m = self.problem_.n_clients, len(participants)
+        # each participant's h_j moved by theta_j - theta^t
+        h_bar = server["h_bar"] + (sums["theta"] - m * server["theta"]) / N
+        theta = self._server_prox(sums["theta"] / m + h_bar)
         return {"theta": theta, "h_bar": h_bar}
 
 
@@ -270,6 +279,7 @@ class AFedPD(_PrimalDualSolver):
         state["local"] = x
         return {"theta": x}, state
 
+    # summed_fields stays None: the server updates each participant's own dual
     def aggregate(self, server, replies, weights, participants):
         theta_t = server["theta"]
         models = np.array([r["theta"] for r in replies])
