@@ -33,6 +33,8 @@ from .executors.dask_executor import DaskExecutor
 from ._messages import plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
+from .privacy.dp_rounds import budget_warning
+from .privacy.secure_rounds import SecureAggregation
 
 
 def _state_key(solver, labels, layout):
@@ -145,6 +147,7 @@ class FederatedLinearModel(BaseEstimator):
         "monitor_every": [Interval(Integral, 1, None, closed="left")],
         "participation": [Interval(Real, 0, 1, closed="right")],
         "client_weighting": [StrOptions({"samples", "uniform"})],
+        "privacy": [SecureAggregation, None],
         "executor": [StrOptions(set(EXECUTORS)), Executor],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
@@ -224,6 +227,9 @@ class FederatedLinearModel(BaseEstimator):
         """
         labels = dataset.labels
         solver = resolve_solver(self.solver, self.participation, datafit, penalty)
+        if self.privacy is not None:  # every exchange masked; the solver works on sums
+            solver = self.privacy.wrap(solver, self.max_rounds)
+        private = getattr(solver, "differentially_private", False)
         theta0, resume = layout.zeros(), None
         if self.warm_start and hasattr(self, "_theta") and self._theta.shape == theta0.shape:
             theta0 = self._theta.copy()
@@ -241,7 +247,8 @@ class FederatedLinearModel(BaseEstimator):
             executor.open(objectives, labels)
             # solvers that take no step from the smoothness constants (Newton) get
             # cheap bounds for the monitor and skip the pooled eigenvalue pass
-            exact = solver.needs_smoothness(layout, datafit)
+            # (none at all under differential privacy: they would cross without noise)
+            exact = None if private else solver.needs_smoothness(layout, datafit)
             summaries = executor.map(client_summary,
                                      [(j, (exact,)) for j in range(len(labels))])
             sums = np.array([s["weight_sum"] for s in summaries])
@@ -257,9 +264,11 @@ class FederatedLinearModel(BaseEstimator):
                                                                                   problem)
             solver.check_problem(problem, self.participation)
             solver.setup(problem, self.participation)
+            # a privacy budget may allow fewer rounds than max_rounds
+            rounds = min(self.max_rounds, solver.rounds_) if private else self.max_rounds
             result = run_federation(
                 solver=solver, problem=problem, executor=executor, theta0=theta0,
-                max_rounds=self.max_rounds, tol=self.tol, participation=self.participation,
+                max_rounds=rounds, tol=self.tol, participation=self.participation,
                 entropy=entropy, verbose=self.verbose,
                 setup_bytes=(SUMMARY_NBYTES * len(labels) + lz_bytes
                              + getattr(self, "_setup_bytes", 0)), setup_rounds=2 + lz_rounds,
@@ -268,17 +277,27 @@ class FederatedLinearModel(BaseEstimator):
         finally:
             executor.close()
 
-        self.solver_ = solver
+        secure = self.privacy is not None
+        self.solver_ = solver.solver if secure else solver
         self.clients_ = labels
         self.n_clients_ = len(labels)
         self.history_ = result.history
         self.history_.n_clients = len(labels)
+        self.history_.privacy = solver.privacy_record() if secure else None
         self.n_iter_ = result.n_iter
         self.objective_ = result.history["objective"][-1]
         self._theta = result.theta
-        self._solver_state = {"key": _state_key(solver, labels, layout),
-                              "server": result.server, "states": result.states}
-        if not result.converged:
+        # the clients' solver states stay at the sites under secure aggregation:
+        # a warm start then resumes from the model only
+        self._solver_state = None if result.states is None else {
+            "key": _state_key(solver, labels, layout), "server": result.server,
+            "states": result.states}
+        if private:  # the epsilon spent after each round; no monitor, so no stopping rule
+            for record in self.history_.records:
+                record["epsilon"] = solver.epsilon_after(record["round"])
+            if rounds < self.max_rounds:
+                budget_warning(self, rounds, self.max_rounds, self.privacy.epsilon)
+        elif not result.converged:
             advice = convergence_advice(result.history, tol=self.tol, solver=solver,
                                         problem=problem, participation=self.participation)
             alone = ("" if len(labels) > 1 else " (one client: without clients= all rows "

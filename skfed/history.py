@@ -5,7 +5,7 @@ import numpy as np
 FIELDS = (
     "round", "objective", "stationarity", "suboptimality", "nnz", "rank",
     "consensus", "bytes_up", "bytes_down", "monitor_bytes", "n_participants",
-    "n_dropped", "wall_time",
+    "n_dropped", "wall_time", "epsilon",
 )
 
 
@@ -47,6 +47,10 @@ class ConvergenceHistory:
         Clients that failed this round and were left out (see ``dropped``).
     wall_time : float
         Seconds since the first round started.
+    epsilon : float
+        Under :class:`~skfed.privacy.DifferentialPrivacy`: the privacy
+        budget spent after this round (``dp_accounting``'s RDP accountant);
+        NaN otherwise.
 
     Attributes
     ----------
@@ -67,6 +71,12 @@ class ConvergenceHistory:
     n_clients : int or None
         Clients in the fit (None when not recorded). 1 after ``fit(X, y)``
         without ``clients=`` (the repr then says the fit was centralized).
+    privacy : dict or None
+        Under ``privacy=SecureAggregation()``: ``secure_aggregation`` (True),
+        the fixed-point ``fraction_bits`` and ``bound``, and ``sum_error``,
+        the largest error of a decoded sum per coordinate and exchange.
+        ``None`` without privacy. (``setup_rounds`` / ``setup_bytes`` then
+        include the key agreement: one round, 32 bytes per public key.)
     """
 
     def __init__(self):
@@ -77,6 +87,7 @@ class ConvergenceHistory:
         self.dropped = []
         self.reference_objective = None
         self.n_clients = None
+        self.privacy = None
 
     def append(self, **record):
         record.setdefault("suboptimality", np.nan)

@@ -14,9 +14,11 @@ from ..history import ConvergenceHistory
 # --- client-side tasks (module level so process executors can pickle them) ---
 def client_summary(client, exact=True):
     """What a client sends once before round one: sizes and smoothness constants
-    (``exact=False``: trace bounds; see :meth:`ClientObjective.lipschitz`)."""
+    (``exact=False``: trace bounds; see :meth:`ClientObjective.lipschitz`;
+    ``None``: none, under differential privacy, where they would be released
+    without noise)."""
     return {"n_samples": client.n_samples, "weight_sum": client.weight_sum,
-            "lipschitz": client.lipschitz(exact)}
+            "lipschitz": None if exact is None else client.lipschitz(exact)}
 
 
 def client_monitor(client, theta):
@@ -38,15 +40,29 @@ class FederationResult:
 
 
 class _Monitor:
-    """Objective and proximal-gradient-mapping norm of the global objective."""
+    """Objective and proximal-gradient-mapping norm of the global objective.
 
-    def __init__(self, problem, executor):
-        self.problem, self.executor = problem, executor
-        self.tau = problem.block_steps(worst_client=False)
-        lay = problem.layout
-        self.tau_coef = float(self.tau[0]) if lay.n_coef else 1.0
+    ``secure``: a solver run under secure aggregation, whose
+    ``monitor_sums`` gathers the clients' weighted losses and gradients as
+    masked sums (the server never sees one client's).
+    """
+
+    def __init__(self, problem, executor, secure=None):
+        self.problem, self.executor, self.secure = problem, executor, secure
+        self.last_mapped = self.last_blocks = None
+
+    @property
+    def tau(self):  # the step of the proximal-gradient mapping, per block
+        return self.problem.block_steps(worst_client=False)
 
     def __call__(self, theta):
+        if self.secure is not None:
+            sums = self.secure.monitor_sums(self.executor, theta)
+            if sums is None:  # no monitoring (differential privacy)
+                self.last_mapped = self.last_blocks = None
+                return np.nan, np.nan, 0
+            loss, grad, traffic = sums
+            return (*self.evaluate_sums(theta, loss, grad), traffic)
         problem, N = self.problem, self.problem.n_clients
         results = self.executor.map(client_monitor, [(j, (theta,)) for j in range(N)])
         traffic = N * (theta.nbytes + theta.nbytes + 8)
@@ -57,12 +73,19 @@ class _Monitor:
         ``(loss value, gradient)`` there, in client order."""
         problem = self.problem
         values = np.array([v for v, _ in results])
-        grad = problem.add_smooth_gradient(
-            sum(a * g for a, (_, g) in zip(problem.weights, results)), theta)
-        objective = problem.objective(values, theta)
-        mapped = problem.layout.apply_prox(problem.prox_penalty, theta - self.tau * grad,
-                                           self.tau_coef)
-        residual = (theta - mapped) / self.tau
+        return self.evaluate_sums(theta, float(problem.weights @ values),
+                                  sum(a * g for a, (_, g) in zip(problem.weights, results)))
+
+    def evaluate_sums(self, theta, loss, grad_sum):
+        """Objective and stationarity at ``theta`` from the pooled loss
+        ``sum_j a_j f_j(theta)`` and gradient ``sum_j a_j grad f_j(theta)``."""
+        problem = self.problem
+        grad = problem.add_smooth_gradient(grad_sum, theta)
+        objective = loss + problem.layout.penalty_value(problem.penalty, theta)
+        tau = self.tau
+        tau_coef = float(tau[0]) if problem.layout.n_coef else 1.0
+        mapped = problem.layout.apply_prox(problem.prox_penalty, theta - tau * grad, tau_coef)
+        residual = (theta - mapped) / tau
         stationarity = float(np.linalg.norm(residual))
         self.last_mapped = mapped  # one proximal-gradient step from theta
         blocks = problem.output_blocks
@@ -230,7 +253,8 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     history = ConvergenceHistory()
     history.setup_bytes = setup_bytes
     history.setup_rounds = setup_rounds
-    monitor = _Monitor(problem, executor)
+    monitor = _Monitor(problem, executor, secure=solver if hasattr(solver, "monitor_sums")
+                       else None)
     sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
     n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
 
@@ -241,6 +265,12 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         server = solver.init_server(theta)
         states = [solver.init_client(j, theta) for j in range(N)]
     executor.place_states(states)  # client state lives with the client from now on
+    # under secure aggregation the keys are agreed before anything else is sent
+    open_session = getattr(solver, "open_session", None)
+    if open_session is not None:
+        session_bytes, session_rounds = open_session(executor)
+        history.setup_bytes += session_bytes
+        history.setup_rounds += session_rounds
 
     objective, stationarity, mon_bytes = monitor(theta)
     blocks_now = monitor.last_blocks
@@ -290,7 +320,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         message = solver.broadcast(server, rnd)
         # one seed per client and round, whoever runs it
         seeds = np.random.SeedSequence(entropy, spawn_key=(1, rnd)).generate_state(N)
-        messages = [solver.personalize(server, message, j) for j in active]
+        messages = solver.personalize_round(server, message, active)
         by_client, failures = executor.run_round(
             solver, rnd + 1, [(j, m, seeds[j]) for j, m in zip(active, messages)],
             retry=solver.requires_full_participation)
@@ -335,5 +365,8 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         theta = _polish(monitor, layout, history, theta)
     _progress_done(verbose, rnd, converged)
     history.placement_bytes = getattr(executor, "placement_bytes_", 0)
+    # client states stay at the sites under secure aggregation (keys, duals)
+    states = None if getattr(solver, "keeps_states_at_sites", False) else \
+        executor.collect_states()
     return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged,
-                            server=server, states=executor.collect_states())
+                            server=server, states=states)

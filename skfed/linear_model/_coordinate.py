@@ -175,7 +175,7 @@ class FedElasticNet(_FedLinearRegression):
 
     def __init__(self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, solver="auto",
                  max_rounds=1000, tol=1e-4, monitor_every=1, participation=1.0,
-                 client_weighting="samples", executor="sequential", n_jobs=None,
+                 client_weighting="samples", privacy=None, executor="sequential", n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         self.alpha = alpha
         self.l1_ratio = l1_ratio
@@ -186,6 +186,7 @@ class FedElasticNet(_FedLinearRegression):
         self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
+        self.privacy = privacy
         self.executor = executor
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -240,7 +241,7 @@ class FedLasso(_FedLinearRegression):
 
     def __init__(self, alpha=1.0, *, constraint=None, radius=1.0, fit_intercept=True,
                  solver="auto", max_rounds=1000, tol=1e-4, monitor_every=1, participation=1.0,
-                 client_weighting="samples", executor="sequential", n_jobs=None,
+                 client_weighting="samples", privacy=None, executor="sequential", n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         self.alpha = alpha
         self.constraint = constraint
@@ -252,6 +253,7 @@ class FedLasso(_FedLinearRegression):
         self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
+        self.privacy = privacy
         self.executor = executor
         self.n_jobs = n_jobs
         self.random_state = random_state

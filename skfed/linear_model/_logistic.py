@@ -79,7 +79,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
 
     def __init__(self, C=1.0, *, l1_ratio=0.0, fit_intercept=True, class_weight=None,
                  constraint=None, radius=1.0, solver="auto", max_rounds=1000, tol=1e-4,
-                 monitor_every=1, participation=1.0, client_weighting="samples",
+                 monitor_every=1, participation=1.0, client_weighting="samples", privacy=None,
                  executor="sequential", n_jobs=None, random_state=None, verbose=0,
                  warm_start=False):
         self.C = C
@@ -94,6 +94,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
         self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
+        self.privacy = privacy
         self.executor = executor
         self.n_jobs = n_jobs
         self.random_state = random_state

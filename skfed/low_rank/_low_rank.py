@@ -86,7 +86,7 @@ class FedLowRank(SiteScoreMixin, RegressorMixin, FederatedLinearModel):
 
     def __init__(self, alpha=1.0, *, coef_shape=None, fit_intercept=True, solver="auto",
                  max_rounds=1000, tol=1e-4, monitor_every=1, participation=1.0,
-                 client_weighting="samples", executor="sequential", n_jobs=None,
+                 client_weighting="samples", privacy=None, executor="sequential", n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         self.alpha = alpha
         self.coef_shape = coef_shape
@@ -97,6 +97,7 @@ class FedLowRank(SiteScoreMixin, RegressorMixin, FederatedLinearModel):
         self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
+        self.privacy = privacy
         self.executor = executor
         self.n_jobs = n_jobs
         self.random_state = random_state

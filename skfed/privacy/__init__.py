@@ -1,5 +1,9 @@
 """Privacy building blocks: secure aggregation and client-level differential privacy.
 
+``privacy=SecureAggregation()`` or ``privacy=DifferentialPrivacy(epsilon=...)`` on
+any estimator runs its rounds through these blocks
+(:mod:`skfed.privacy.secure_rounds`, :mod:`skfed.privacy.dp_rounds`).
+
 Needs the ``privacy`` extra (``cryptography`` for secure aggregation,
 ``dp-accounting`` for the accountant); each is imported only when used.
 
@@ -14,7 +18,9 @@ from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by
                          distributed_noise_share, distributed_noise_std)
 from .secure_aggregation import (DropoutError, FixedPoint, MaskedMessage,
                                  SecureAggregationParty, aggregate_masked)
+from .secure_rounds import SecureAggregation
+from .dp_rounds import DifferentialPrivacy, PrivacyBudgetWarning
 
-__all__ = ["FixedPoint", "SecureAggregationParty", "MaskedMessage", "aggregate_masked",
+__all__ = ["SecureAggregation", "DifferentialPrivacy", "PrivacyBudgetWarning", "FixedPoint", "SecureAggregationParty", "MaskedMessage", "aggregate_masked",
            "DropoutError", "GaussianAccountant", "calibrate_noise_multiplier",
            "clip_by_l2_norm", "distributed_noise_std", "distributed_noise_share"]

@@ -397,6 +397,19 @@ class SecureAggregationParty:
         self.session = bytes(session)
         self._used_rounds = set()
 
+    def __getstate__(self):
+        # the key as its 32 raw bytes: a party's state is kept (and, on Dask,
+        # pickled) where the site runs, and never sent to the server
+        state = dict(self.__dict__)
+        state["_private_key"] = self._private_key.private_bytes_raw()
+        return state
+
+    def __setstate__(self, state):
+        _require_cryptography()
+        state = dict(state)
+        state["_private_key"] = X25519PrivateKey.from_private_bytes(state["_private_key"])
+        self.__dict__.update(state)
+
     def public_key(self):
         """The party's X25519 public key, 32 raw bytes (what it publishes)."""
         return self._private_key.public_key().public_bytes_raw()

@@ -79,7 +79,7 @@ class FedLinearSVC(FederatedLinearClassifier):
 
     def __init__(self, C=1.0, *, loss="squared_hinge", penalty="l2", fit_intercept=True,
                  class_weight=None, solver="auto", max_rounds=1000, tol=1e-4, monitor_every=1,
-                 participation=1.0, client_weighting="samples", executor="sequential",
+                 participation=1.0, client_weighting="samples", privacy=None, executor="sequential",
                  n_jobs=None, random_state=None, verbose=0, warm_start=False):
         self.C = C
         self.loss = loss
@@ -92,6 +92,7 @@ class FedLinearSVC(FederatedLinearClassifier):
         self.monitor_every = monitor_every
         self.participation = participation
         self.client_weighting = client_weighting
+        self.privacy = privacy
         self.executor = executor
         self.n_jobs = n_jobs
         self.random_state = random_state

@@ -1,0 +1,276 @@
+"""Client-level differential privacy in the rounds, on top of secure aggregation.
+
+``FedLogisticRegression(privacy=DifferentialPrivacy(epsilon=2, clip_norm=1))``:
+
+* **Each round**, every participating site concatenates the reply fields its
+  solver's server update sums (:meth:`FederatedSolver.summed_fields`), *unweighted*,
+  clips that vector to L2 norm ``clip_norm`` (``C``), adds its share of the
+  Gaussian noise (``noise="distributed"``: ``N(0, sigma^2 C^2 / m)`` per
+  coordinate, ``m`` the sites adding noise) and masks it
+  (:mod:`~skfed.privacy.secure_rounds`). The server decodes
+  ``S = sum_j clip(u_j) + N(0, sigma^2 C^2)`` and nothing else; a weighted
+  field becomes ``S / n`` with ``n`` the round's number of participants,
+  which is public and fixed in advance (``participation * n_clients``). With
+  ``noise="server"`` the sites send clipped messages and the server adds the
+  noise after decoding: the guarantee then protects the released model, not
+  the sites against the server.
+* **The guarantee.** Adding or removing one site moves ``S`` by at most ``C``
+  whatever the site computed, so each round is the Gaussian mechanism with
+  noise multiplier ``sigma``, and the fit is their adaptive composition over
+  its rounds, accounted by ``dp_accounting``'s RDP accountant
+  (:class:`~skfed.privacy.GaussianAccountant`): ``(epsilon, delta)``
+  client-level DP of everything the server sees in the rounds and of the
+  model. A solver's client state (duals, control variates) stays at its site
+  and is covered: it only changes what the site's clipped message is.
+  Participation sampling is fixed-size, not Poisson, so no amplification by
+  sampling is claimed (``sampling_rate=1`` in the accounting).
+* **The budget.** By default ``sigma`` is calibrated so that ``max_rounds``
+  rounds spend exactly ``epsilon``; with ``noise_multiplier`` given, the fit
+  stops (with a warning saying so) at the last round the budget allows.
+  ``history_["epsilon"]`` is the epsilon spent after each round.
+* **What else the server sees.** Row counts (metadata, needed for
+  ``n``); no smoothness constants (the solver must take explicit step sizes:
+  FedAvg or FedProx with a numeric ``client_lr``), and no monitoring pass:
+  ``history_`` has no objective (a monitoring pass would release the pooled
+  loss and gradient without noise). Evaluate the fitted model afterwards, on
+  data you may see.
+
+Not covered by the accounting: the fixed-point rounding of each site's noisy
+message (at most ``n 2**-(f+1)`` per coordinate of the sum; see
+:mod:`skfed.privacy.accounting`), and floating-point attacks on the Gaussian
+sampler.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+
+from .._messages import show
+from ..solvers.local_primal import FedAvg, FedProx
+from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by_l2_norm,
+                         distributed_noise_std)
+from .secure_rounds import SecureAggregation, SecureAggregationSolver, _concatenate, _split
+
+
+class PrivacyBudgetWarning(UserWarning):
+    """The privacy budget ran out before ``max_rounds``: the fit stopped there."""
+
+
+class DifferentialPrivacy(SecureAggregation):
+    """Client-level differential privacy with secure aggregation (pass as ``privacy=``).
+
+    Parameters
+    ----------
+    epsilon : float
+        The budget of the whole fit, ``> 0`` (``inf``: no noise; clipping
+        and secure aggregation only).
+    delta : float, default=1e-5
+        The delta of the guarantee, in ``(0, 1)``; take it below one over
+        the number of sites.
+    clip_norm : float, default=1.0
+        ``C``: each site's message (the fields its solver sums, unweighted)
+        is scaled down to L2 norm at most ``C``.
+    noise : {"distributed", "server"}, default="distributed"
+        Where the Gaussian noise is added: shares at the sites, before
+        masking (no party sees a noise-free sum), or at the server after
+        secure aggregation (the server is trusted with the exact sum).
+    noise_multiplier : float or None, default=None
+        ``sigma``. ``None``: the smallest ``sigma`` whose ``max_rounds``
+        rounds spend ``epsilon``. A number: that noise, and the fit stops
+        when the next round would exceed ``epsilon``.
+    min_honest : int or None, default=None
+        Sites certain to add their noise share (``noise="distributed"``);
+        ``None``: every participant. Fewer makes each share larger, so
+        that ``min_honest`` shares alone carry the noise.
+    random_state : int or None, default=None
+        Seeds the noise (for reproducible experiments only; ``None`` draws
+        from the operating system, which a deployment must use).
+    bound, fraction_bits
+        The fixed-point code, as in :class:`SecureAggregation`.
+
+    Notes
+    -----
+    The mechanism, the guarantee and what it does not cover are in
+    :mod:`skfed.privacy.dp_rounds`. Needs ``client_weighting="uniform"`` (a
+    site's weight must not depend on the data of others) and a solver with
+    explicit step sizes, FedAvg or FedProx with a numeric ``client_lr``;
+    other settings are refused before round one, with the reason.
+    """
+
+    def __init__(self, epsilon, *, delta=1e-5, clip_norm=1.0, noise="distributed",
+                 noise_multiplier=None, min_honest=None, random_state=None,
+                 bound=2.0 ** 20, fraction_bits="auto"):
+        super().__init__(bound=bound, fraction_bits=fraction_bits)
+        self.epsilon = epsilon
+        self.delta = delta
+        self.clip_norm = clip_norm
+        self.noise = noise
+        self.noise_multiplier = noise_multiplier
+        self.min_honest = min_honest
+        self.random_state = random_state
+
+    def wrap(self, solver, max_rounds=None):
+        return DifferentiallyPrivateSolver(solver, self, max_rounds)
+
+    def check(self):
+        """Refuse impossible settings before any round (clear errors)."""
+        eps = self.epsilon
+        if not isinstance(eps, Real) or isinstance(eps, bool) or not eps > 0:
+            raise ValueError(f"DifferentialPrivacy: epsilon must be > 0 (inf for no noise); "
+                             f"got {show(eps)}.")
+        if not isinstance(self.delta, Real) or not 0 < self.delta < 1:
+            raise ValueError(f"DifferentialPrivacy: delta must be in (0, 1); got "
+                             f"{show(self.delta)}.")
+        c = self.clip_norm
+        if not isinstance(c, Real) or isinstance(c, bool) or not np.isfinite(c) or not c > 0:
+            raise ValueError(f"DifferentialPrivacy: the clipping bound clip_norm must be a "
+                             f"finite number > 0; got {show(c)}.")
+        if self.noise not in ("distributed", "server"):
+            raise ValueError(f"DifferentialPrivacy: noise must be 'distributed' or 'server'; "
+                             f"got {show(self.noise)}.")
+        s = self.noise_multiplier
+        if s is not None and (not isinstance(s, Real) or isinstance(s, bool)
+                              or not np.isfinite(s) or s < 0):
+            raise ValueError(f"DifferentialPrivacy: noise_multiplier must be None or a finite "
+                             f"number >= 0; got {show(s)}.")
+        if self.min_honest is not None and (not isinstance(self.min_honest, Integral)
+                                            or self.min_honest < 1):
+            raise ValueError(f"DifferentialPrivacy: min_honest must be None or an integer >= 1;"
+                             f" got {show(self.min_honest)}.")
+
+    def plan(self, max_rounds):
+        """``(noise_multiplier, rounds)``: the noise and the rounds the budget allows."""
+        self.check()
+        if self.noise_multiplier is not None:
+            sigma = float(self.noise_multiplier)
+            if not np.isfinite(self.epsilon):
+                return sigma, max_rounds
+            if sigma == 0:
+                raise ValueError("DifferentialPrivacy: the privacy budget cannot be met: "
+                                 f"noise_multiplier=0 spends an infinite epsilon, not "
+                                 f"{show(self.epsilon)}.")
+            rounds = GaussianAccountant(sigma, 1.0, self.delta).max_rounds(
+                self.epsilon, limit=max_rounds)
+            if rounds == 0:
+                raise ValueError(
+                    f"DifferentialPrivacy: the privacy budget cannot be met: one round at "
+                    f"noise_multiplier={show(sigma)} already spends more than "
+                    f"epsilon={show(self.epsilon)} at delta={show(self.delta)}; raise the "
+                    f"noise or the budget.")
+            return sigma, rounds
+        if not np.isfinite(self.epsilon):
+            return 0.0, max_rounds
+        return calibrate_noise_multiplier(self.epsilon, self.delta, max_rounds), max_rounds
+
+
+def _refusal(solver):
+    """Why ``solver`` cannot carry the guarantee, or None."""
+    if isinstance(solver, (FedAvg, FedProx)) and not isinstance(solver.client_lr, str):
+        return None
+    return (f"solver {solver.name!r} cannot run under differential privacy here: the step "
+            "sizes of skfed's other solvers come from each site's smoothness constants "
+            "(sent in the clear before round one), and their exactness relies on "
+            "noise-free sums. Use solver=FedAvg(client_lr=...) or FedProx(client_lr=...) "
+            "with an explicit step size")
+
+
+class DifferentiallyPrivateSolver(SecureAggregationSolver):
+    """A solver run with clipping, Gaussian noise and secure aggregation
+    (made by :meth:`DifferentialPrivacy.wrap`)."""
+
+    polish_output = False  # the polish step needs a monitoring pass
+    differentially_private = True
+
+    def needs_smoothness(self, layout, datafit):
+        return False
+
+    def setup(self, problem, participation=1.0):
+        why = _refusal(self.solver)
+        if why is not None:
+            raise ValueError(why + ".")
+        if not np.allclose(problem.weights, problem.weights[0], rtol=1e-12, atol=0):
+            raise ValueError(
+                "differential privacy needs client_weighting='uniform': with 'samples' a "
+                "site's weight is its share of all rows, so removing one site would change "
+                "every other site's coefficient (the sensitivity bound needs public, fixed "
+                "coefficients).")
+        super().setup(problem, participation)
+        config = self.config
+        N = problem.n_clients
+        self.n_active_ = N if participation >= 1.0 else max(1, int(round(participation * N)))
+        sigma, self.rounds_ = config.plan(self.max_rounds)
+        self.noise_multiplier_ = sigma
+        self.accountant_ = GaussianAccountant(sigma, 1.0, config.delta)
+        m = config.min_honest if config.min_honest is not None else self.n_active_
+        if m > self.n_active_:
+            raise ValueError(f"DifferentialPrivacy: min_honest={m} is more than the "
+                             f"{self.n_active_} sites of a round.")
+        self.share_std_ = distributed_noise_std(sigma, config.clip_norm, self.n_active_,
+                                                min_honest=m) if sigma > 0 else 0.0
+        self.noise_rng_ = np.random.default_rng(config.random_state)
+        return self
+
+    def privacy_record(self):
+        record = super().privacy_record()
+        record.update(epsilon=float(self.config.epsilon), delta=float(self.config.delta),
+                      clip_norm=float(self.config.clip_norm), noise=self.config.noise,
+                      noise_multiplier=self.noise_multiplier_, rounds_allowed=self.rounds_)
+        return record
+
+    def epsilon_after(self, rounds):
+        return self.accountant_.epsilon_after(rounds)
+
+    # -- rounds -----------------------------------------------------------
+    def personalize_round(self, server, message, participants):
+        if len(participants) != self.n_active_:
+            raise ValueError(f"differential privacy: round with {len(participants)} sites, "
+                             f"{self.n_active_} planned (the count must be public and fixed).")
+        messages = super().personalize_round(server, message, participants)
+        seeds = self.noise_rng_.integers(0, 2 ** 63, size=len(messages)) \
+            if self.config.random_state is not None else [None] * len(messages)
+        distributed = self.config.noise == "distributed"
+        for m, seed in zip(messages, seeds):
+            # the site sends its fields unweighted; the server divides by the public count
+            m["coefficients"] = {f: 1.0 for f in m["coefficients"]}
+            m["clip"] = float(self.config.clip_norm)
+            m["noise_std"] = self.share_std_ if distributed else 0.0
+            m["noise_seed"] = None if seed is None else int(seed)
+        return messages
+
+    def client_update(self, client, state, message, rng):
+        if message["kind"] != "round":
+            return super().client_update(client, state, message, rng)
+        reply, inner = self.solver.client_update(client, state["inner"], message["inner"], rng)
+        state = dict(state, inner=inner)
+        vector, shapes = _concatenate(reply, message["coefficients"])
+        vector = clip_by_l2_norm(vector, message["clip"])
+        if message["noise_std"] > 0:
+            noise_rng = np.random.default_rng(message["noise_seed"])  # None: OS entropy
+            vector = vector + noise_rng.normal(0.0, message["noise_std"], size=vector.shape)
+        peers = {p: state["keys"][p] for p in message["parties"]}
+        masked = state["party"].mask(vector, message["exchange"], peers,
+                                     fixed_point=self.fixed_point_)
+        return {"masked": masked, "shapes": shapes}, state
+
+    def aggregate(self, server, replies, weights, participants):
+        sums = self._sums(replies)
+        if self.config.noise == "server" and self.noise_multiplier_ > 0:
+            total = np.concatenate([np.ravel(sums[f]) for f in sums])
+            total = total + self.noise_rng_.normal(
+                0.0, self.noise_multiplier_ * self.config.clip_norm, size=total.shape)
+            sums = _split(total, {f: np.shape(v) for f, v in sums.items()})
+        n = self.n_active_  # public: fixed before the fit
+        kinds = self.solver.summed_fields(server)
+        sums = {f: (v / n if kinds[f] == "weighted" else v) for f, v in sums.items()}
+        return self.solver.aggregate_sums(server, sums, participants)
+
+    def monitor_sums(self, executor, theta):
+        return None  # a monitoring pass would release the pooled loss without noise
+
+
+def budget_warning(estimator, rounds, max_rounds, epsilon):
+    warnings.warn(
+        f"{type(estimator).__name__}: the privacy budget epsilon={show(epsilon)} allows "
+        f"{rounds} rounds at the given noise_multiplier; the fit stopped there "
+        f"(max_rounds={max_rounds}).", PrivacyBudgetWarning, stacklevel=3)

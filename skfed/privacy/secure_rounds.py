@@ -1,0 +1,324 @@
+"""Secure aggregation in the rounds: the server learns only sums of the sites' messages.
+
+``FedLasso(privacy=SecureAggregation())`` runs the estimator's solver with
+every message that leaves a site masked (:mod:`skfed.privacy.secure_aggregation`):
+
+1. **Key agreement, once per fit** (one setup round): each site creates an
+   X25519 key pair *at the site* and sends its public key; the server sends
+   every site the list of public keys. Private keys never leave the site's
+   solver state (on Dask, the site's worker) and are not returned at the end
+   of the fit.
+2. **Every round**, the solver declares which reply fields its server update
+   reads and through which sums (:meth:`FederatedSolver.summed_fields`):
+   ``sum_j w_j r_j`` with the round's public weights, or ``sum_j r_j``. Each
+   site multiplies its fields by its public coefficients, concatenates them,
+   encodes them in fixed point modulo ``2**64`` and adds its pairwise masks
+   under a fresh exchange identifier. The server adds the masked words and
+   decodes the sums, and the solver's :meth:`aggregate_sums` takes it from
+   there: the same update as without masking, to the fixed-point precision.
+   Fields the solver does not declare never leave the site.
+3. **Monitoring** (objective and stationarity) uses the same masked sums of
+   ``a_j f_j(theta)`` and ``a_j grad f_j(theta)``: the server learns the
+   pooled loss and gradient, not a site's. The consensus metric (which reads
+   each site's model) is not computed.
+
+What the server still learns: the sums (the algorithm needs them), which
+sites took part in a round, and the setup metadata every fit sends in the
+clear (row counts, weight sums and each site's smoothness bound; for
+first-order solvers also the pooled-smoothness pass, whose per-site
+Hessian-vector products are not masked). Solvers whose server reads a site's
+own reply (A-FedPD keeps each site's dual on the server; decentralized
+topologies have no server) are refused before round one.
+
+Threat model: an honest-but-curious server that relays public keys
+faithfully and does not collude with sites (see
+:mod:`skfed.privacy.secure_aggregation`). A site that drops out after
+masking makes the round's sum unrecoverable: the fit stops with
+:class:`~skfed.privacy.DropoutError` (dropout recovery by secret sharing is
+not implemented).
+"""
+
+import os
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from .._messages import show
+from ..exceptions import ClientFailureError
+from ..solvers.base import FederatedSolver, message_nbytes
+from .secure_aggregation import FixedPoint, SecureAggregationParty, aggregate_masked
+
+def _why_not_summed(solver):
+    """Why a solver's server cannot work from sums (the refusal names it)."""
+    if getattr(solver, "topology", "centralized") != "centralized" or solver.name == "dsgd":
+        return "it is decentralized: there is no server, neighbours exchange their models"
+    if solver.name == "afedpd":
+        return "its server keeps every site's dual variable and updates it from that site's own model"
+    return "its server reads each site's reply on its own"
+
+
+class SecureAggregation(BaseEstimator):
+    """Secure aggregation of every round's messages (pass as ``privacy=`` to an estimator).
+
+    The server learns only the (weighted) sums of the sites' messages that
+    its update needs; each site's own message is masked by pairwise one-time
+    pads derived from X25519 key agreements (``cryptography``), in fixed
+    point modulo ``2**64``. The fitted model equals the unmasked fit to the
+    fixed-point precision (``history_.privacy["sum_error"]`` per summed
+    coordinate and round).
+
+    Parameters
+    ----------
+    bound : float, default=2.0**20
+        Largest absolute value of one coordinate of a site's weighted
+        message (the public range of the fixed-point code). A site whose
+        message exceeds it fails the round with a message saying so, before
+        anything is sent.
+    fraction_bits : int or "auto", default="auto"
+        Bits after the binary point. ``"auto"``: the most that cannot
+        overflow a sum over all the sites, given ``bound`` (44 bits for 16
+        sites and the default bound: a resolution of 5.7e-14).
+
+    Notes
+    -----
+    Supported solvers: those whose server update reads the replies only
+    through sums, which :meth:`FederatedSolver.summed_fields` declares
+    (FedNewton, FedAvg, FedProx, FedDualAvg, FedMID and their OSP variants,
+    FedPD, FedADMM, FedDyn, FedMLS, SCAFFOLD and centralized Local G-ECL).
+    Others are refused before round one, with the reason.
+
+    What is protected and what is not is listed in
+    :mod:`skfed.privacy.secure_rounds`; the cryptography in
+    :mod:`skfed.privacy.secure_aggregation`.
+    """
+
+    _parameter_constraints = {}
+
+    def __init__(self, *, bound=2.0 ** 20, fraction_bits="auto"):
+        self.bound = bound
+        self.fraction_bits = fraction_bits
+
+    def fixed_point(self, n_parties):
+        """The :class:`FixedPoint` code for sums over ``n_parties`` sites."""
+        bound = self.bound
+        if (not isinstance(bound, Real) or isinstance(bound, bool) or not np.isfinite(bound)
+                or bound <= 0):
+            raise ValueError(f"SecureAggregation: bound must be a positive finite number; "
+                             f"got {show(bound)}.")
+        bits = self.fraction_bits
+        if isinstance(bits, str) and bits == "auto":
+            bits = FixedPoint.max_fraction_bits(float(bound), n_parties)
+        elif not isinstance(bits, Integral) or isinstance(bits, bool):
+            raise ValueError(f"SecureAggregation: fraction_bits must be an integer or 'auto'; "
+                             f"got {show(bits)}.")
+        return FixedPoint(int(bits), bound=float(bound), n_parties=n_parties)
+
+    def wrap(self, solver, max_rounds=None):
+        """The solver whose every exchange is securely aggregated (``max_rounds``: the
+        fit's round limit, which a privacy budget may need)."""
+        return SecureAggregationSolver(solver, self, max_rounds)
+
+
+def _concatenate(reply, coefficients):
+    """The site's message: each declared field times its public coefficient, flat."""
+    parts, shapes = [], {}
+    for field, c in coefficients.items():
+        value = np.asarray(reply[field], dtype=np.float64)
+        shapes[field] = value.shape
+        parts.append(np.ravel(np.asarray(c, dtype=np.float64) * value))
+    return (np.concatenate(parts) if parts else np.zeros(0)), shapes
+
+
+def _split(total, shapes):
+    sums, start = {}, 0
+    for field, shape in shapes.items():
+        size = int(np.prod(shape, dtype=int))
+        part = total[start:start + size].reshape(shape)
+        sums[field] = float(part) if shape == () else part
+        start += size
+    return sums
+
+
+class SecureAggregationSolver(FederatedSolver):
+    """A solver run with secure aggregation (made by :meth:`SecureAggregation.wrap`).
+
+    Every client task of the fit goes through this object's
+    :meth:`client_update`, which dispatches on the message's ``kind``: the key
+    agreement (``"keys"``, ``"key-list"``), a solver round (``"round"``) or a
+    monitoring pass (``"monitor"``). The wrapped solver's own client code
+    runs unchanged inside a round; only the declared sums leave the site.
+    """
+
+    monitors_in_replies = False  # the monitor is a masked pass of its own
+    #: client states (private keys, duals) stay at the sites after the fit
+    keeps_states_at_sites = True
+
+    def __init__(self, solver, config, max_rounds=None):
+        self.solver = solver
+        self.config = config
+        self.max_rounds = max_rounds
+
+    # -- what the wrapped solver is --------------------------------------
+    @property
+    def name(self):
+        return self.solver.name
+
+    @property
+    def requires_full_participation(self):
+        return self.solver.requires_full_participation
+
+    @property
+    def requires_smooth_datafit(self):
+        return self.solver.requires_smooth_datafit
+
+    @property
+    def polish_output(self):
+        return self.solver.polish_output
+
+    def may_stop(self, server, tol):
+        return self.solver.may_stop(server, tol)
+
+    def needs_smoothness(self, layout, datafit):
+        return self.solver.needs_smoothness(layout, datafit)
+
+    def check_problem(self, problem, participation):
+        self.solver.check_problem(problem, participation)
+
+    def guarantee(self, problem, participation=1.0):
+        return self.solver.guarantee(problem, participation)
+
+    # -- setup ------------------------------------------------------------
+    def setup(self, problem, participation=1.0):
+        self.solver.setup(problem, participation)
+        self.problem_ = problem
+        name = self.solver.name
+        if self.solver.summed_fields(self.solver.init_server(problem.layout.zeros())) is None:
+            why = _why_not_summed(self.solver)
+            raise ValueError(
+                f"secure aggregation needs a solver whose server uses only sums of the sites' "
+                f"messages; solver {name!r} cannot run under it: {why}. Use 'newton', "
+                f"'feddyn', 'fedadmm', 'fedpd', 'feddualavg', 'fedmid', 'fedavg', 'fedprox', "
+                f"'fedmls', 'scaffold' or centralized 'local_gecl'.")
+        if problem.n_clients < 2:
+            raise ValueError("secure aggregation needs at least two sites: with one, the sum "
+                             "the server decodes is that site's message.")
+        self.fixed_point_ = self.config.fixed_point(problem.n_clients)
+        # public, fresh per fit: bound into every mask seed (keys are fresh too)
+        self.session_ = os.urandom(16)
+        self.exchanges_ = 0
+        return self
+
+    def privacy_record(self):
+        """What ``history_.privacy`` reports about the masking."""
+        fp = self.fixed_point_
+        return {"secure_aggregation": True, "fraction_bits": fp.fraction_bits,
+                "bound": fp.bound, "sum_error": fp.sum_error}
+
+    def _next_exchange(self):
+        self.exchanges_ += 1
+        return self.exchanges_
+
+    def open_session(self, executor):
+        """Key agreement before round one: returns ``(bytes, rounds)`` of setup traffic.
+
+        Each site creates its key pair where it runs and sends the public key
+        (32 bytes); the server returns the list to every site.
+        """
+        N = self.problem_.n_clients
+        keys = self._run(executor, "key agreement",
+                         [(j, {"kind": "keys", "party": j, "session": self.session_})
+                          for j in range(N)])
+        public = {j: keys[j]["public_key"] for j in range(N)}
+        if len(set(public.values())) != N:
+            raise ValueError("secure aggregation: two sites sent the same public key.")
+        self._run(executor, "key agreement",
+                  [(j, {"kind": "key-list", "keys": public}) for j in range(N)])
+        return 32 * N + 32 * N * N, 1
+
+    def _run(self, executor, what, jobs):
+        """Run ``jobs`` (``(client, message)``) on every listed client; any failure stops
+        the fit (a masked sum cannot lose a site)."""
+        replies, failures = executor.run_round(
+            self, 0, [(j, m, 0) for j, m in jobs], retry=True)
+        if failures:
+            j = min(failures)
+            raise ClientFailureError(
+                f"secure aggregation ({what}): client {executor.labels[j]!r} failed: "
+                f"{failures[j].error}\n{failures[j].traceback}")
+        return replies
+
+    # -- rounds ---------------------------------------------------------------
+    def init_server(self, theta0):
+        return self.solver.init_server(theta0)
+
+    def init_client(self, j, theta0):
+        return {"inner": self.solver.init_client(j, theta0)}
+
+    def broadcast(self, server, rnd):
+        return self.solver.broadcast(server, rnd)
+
+    def personalize_round(self, server, message, participants):
+        problem = self.problem_
+        weights = problem.weights[participants] / problem.weights[participants].sum()
+        kinds = self.solver.summed_fields(server)
+        coefficients = {field: self.solver.reply_coefficients(field, kind, weights, participants)
+                        for field, kind in kinds.items()}
+        exchange, parties = self._next_exchange(), tuple(int(j) for j in participants)
+        inner = self.solver.personalize_round(server, message, participants)
+        return [{"kind": "round", "inner": m, "exchange": exchange, "parties": parties,
+                 "coefficients": {f: c[k] for f, c in coefficients.items()}}
+                for k, m in enumerate(inner)]
+
+    def client_update(self, client, state, message, rng):
+        kind = message["kind"]
+        if kind == "keys":
+            party = SecureAggregationParty(message["party"], session=message["session"])
+            return {"public_key": party.public_key()}, dict(state, party=party)
+        if kind == "key-list":
+            return {}, dict(state, keys=dict(message["keys"]))
+        if kind == "monitor":
+            value, grad = client.value_and_gradient(message["theta"])
+            reply, coefficients = {"value": value, "grad": grad}, {
+                "value": message["weight"], "grad": message["weight"]}
+        else:
+            reply, inner = self.solver.client_update(client, state["inner"], message["inner"],
+                                                     rng)
+            state = dict(state, inner=inner)
+            coefficients = message["coefficients"]
+        vector, shapes = _concatenate(reply, coefficients)
+        peers = {p: state["keys"][p] for p in message["parties"]}
+        masked = state["party"].mask(vector, message["exchange"], peers,
+                                     fixed_point=self.fixed_point_)
+        return {"masked": masked, "shapes": shapes}, state
+
+    def _sums(self, replies):
+        shapes = replies[0]["shapes"]
+        if any(r["shapes"] != shapes for r in replies):
+            raise ValueError("secure aggregation: the sites' messages have different shapes.")
+        total = aggregate_masked([r["masked"] for r in replies], self.fixed_point_)
+        return _split(total, shapes)
+
+    def aggregate(self, server, replies, weights, participants):
+        return self.solver.aggregate_sums(server, self._sums(replies), participants)
+
+    def server_model(self, server):
+        return self.solver.server_model(server)
+
+    def round_traffic(self, messages, replies, participants):
+        up = sum(r["masked"].nbytes for r in replies)
+        _, down = self.solver.round_traffic([m["inner"] for m in messages], [], participants)
+        coefficient_bytes = sum(message_nbytes(m["coefficients"]) for m in messages)
+        return int(up), int(down + coefficient_bytes)
+
+    def monitor_sums(self, executor, theta):
+        """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta), bytes)`` by a masked pass."""
+        problem = self.problem_
+        exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
+        replies = self._run(executor, "monitoring", [
+            (j, {"kind": "monitor", "theta": theta, "weight": float(a), "exchange": exchange,
+                 "parties": parties}) for j, a in enumerate(problem.weights)])
+        sums = self._sums([replies[j] for j in range(problem.n_clients)])
+        traffic = sum(replies[j]["masked"].nbytes for j in replies) + problem.n_clients * (
+            theta.nbytes + 8)
+        return sums["value"], sums["grad"], traffic
