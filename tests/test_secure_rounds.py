@@ -206,27 +206,68 @@ def test_a_message_outside_the_bound_names_the_fix(diabetes):
         FedLasso(privacy=SecureAggregation(bound=1e-3)).fit(X, y, clients=sites)
 
 
-def test_a_site_lost_after_masking_stops_the_fit(monkeypatch, diabetes):
-    """FedDyn drops a failed site from its round without secure aggregation; with it the
-    others masked against that site, so the round's sum is lost: DropoutError."""
-    X, y, sites = diabetes
-    original = FedDyn.client_update
+def _flaky(monkeypatch, solver_cls, failing_call):
+    """Make the ``failing_call``-th client update of ``solver_cls`` raise (a site lost
+    after the round started), counting from the next fit."""
+    original = solver_cls.client_update
     calls = {"n": 0}
 
     def flaky(self, client, state, message, rng):
         calls["n"] += 1
-        if calls["n"] == 6:
+        if calls["n"] == failing_call:
             raise RuntimeError("the site went offline")
         return original(self, client, state, message, rng)
 
-    monkeypatch.setattr(FedDyn, "client_update", flaky)
-    est = FedLasso(alpha=0.5, solver="feddyn", max_rounds=5, tol=0,
-                   privacy=SecureAggregation())
+    monkeypatch.setattr(solver_cls, "client_update", flaky)
+    return calls
+
+
+def test_a_site_lost_in_a_round_is_left_out_as_without_masking(monkeypatch, diabetes):
+    """FedDyn goes on without a failed site; under secure aggregation the others masked
+    against it, so they mask their replies again for the smaller round: the same fit
+    as the unmasked one with the same failure."""
+    X, y, sites = diabetes
+    fits = []
+    for privacy in (None, SecureAggregation()):
+        calls = _flaky(monkeypatch, FedDyn, 6)  # round 2, site 1
+        est = FedLasso(alpha=0.5, solver="feddyn", max_rounds=8, tol=0, privacy=privacy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits.append(est.fit(X, y, clients=sites))
+        monkeypatch.undo()
+        assert calls["n"] == 8 * 4
+    plain, secure = fits
+    assert [(d["round"], d["client"]) for d in secure.history_.dropped] == [(2, 1)]
+    np.testing.assert_array_equal(secure.history_["n_participants"],
+                                  plain.history_["n_participants"])
+    np.testing.assert_allclose(secure.coef_, plain.coef_, atol=1e-9)
+    (recovery,) = secure.history_.privacy["dropout_recoveries"]
+    assert recovery["sites"] == 3 and recovery["bytes"] == 3 * 11 * 8
+
+
+def test_a_site_lost_under_differential_privacy_stops_the_fit(monkeypatch, diabetes):
+    from skfed.privacy import DifferentialPrivacy
+
+    X, y, sites = diabetes
+    _flaky(monkeypatch, FedAvg, 6)
+    est = FedLasso(alpha=0.5, solver=FedAvg(client_lr=0.1), max_rounds=5,
+                   client_weighting="uniform",
+                   privacy=DifferentialPrivacy(4.0, clip_norm=10.0, random_state=0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(DropoutError, match="cannot be removed"):
+        with pytest.raises(DropoutError, match=r"sites \[1\] dropped after masking"):
             est.fit(X, y, clients=sites)
     assert not hasattr(est, "coef_")
+
+
+def test_a_site_lost_under_a_solver_needing_everyone_stops_the_fit(monkeypatch, cancer):
+    from skfed.solvers import FedNewton
+
+    X, y, sites = cancer
+    _flaky(monkeypatch, FedNewton, 7)
+    est = FedLogisticRegression(privacy=SecureAggregation())
+    with pytest.raises(ClientFailureError, match="needs every client in every round"):
+        est.fit(X, y, clients=sites)
 
 
 def test_keys_and_client_states_stay_at_the_sites(diabetes):

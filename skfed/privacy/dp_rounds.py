@@ -50,6 +50,7 @@ from .._messages import show
 from ..solvers.local_primal import FedAvg, FedProx
 from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by_l2_norm,
                          distributed_noise_std)
+from .secure_aggregation import DropoutError
 from .secure_rounds import SecureAggregation, SecureAggregationSolver, _concatenate, _split
 
 
@@ -254,6 +255,15 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         return {"masked": masked, "shapes": shapes}, state
 
     def aggregate(self, server, replies, weights, participants):
+        masked = set(replies[0]["masked"].parties)
+        if masked != {int(j) for j in participants}:
+            lost = sorted(masked - {int(j) for j in participants})
+            raise DropoutError(
+                f"differential privacy: sites {lost} dropped after masking. The round's "
+                f"noise shares and its public count of {self.n_active_} sites were set for "
+                f"every participant, so the round cannot go on without them; re-run the fit "
+                f"(min_honest below the round size makes each share large enough for fewer "
+                f"sites, but a lost site's masks still cannot be removed).", missing=lost)
         sums = self._sums(replies)
         if self.config.noise == "server" and self.noise_multiplier_ > 0:
             total = np.concatenate([np.ravel(sums[f]) for f in sums])

@@ -33,9 +33,15 @@ topologies have no server) are refused before round one.
 Threat model: an honest-but-curious server that relays public keys
 faithfully and does not collude with sites (see
 :mod:`skfed.privacy.secure_aggregation`). A site that drops out after
-masking makes the round's sum unrecoverable: the fit stops with
-:class:`~skfed.privacy.DropoutError` (dropout recovery by secret sharing is
-not implemented).
+masking (its worker died, its code raised) is handled as without secure
+aggregation: a solver that allows partial participation goes on without it
+(the sites that are left mask the same replies again for the smaller round;
+``history_.privacy["dropout_recoveries"]``), one that needs every site stops
+with the reason. Recovery of the lost site's own message by secret sharing
+(Bonawitz et al.) is not implemented: its reply is lost, as when it fails
+before masking. Under differential privacy a lost site stops the fit with
+:class:`~skfed.privacy.DropoutError` (the noise shares and the public count
+were set for the full round).
 """
 
 import os
@@ -207,13 +213,20 @@ class SecureAggregationSolver(FederatedSolver):
         # public, fresh per fit: bound into every mask seed (keys are fresh too)
         self.session_ = os.urandom(16)
         self.exchanges_ = 0
+        self.recoveries_ = []
         return self
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_executor", None)  # the sites receive the solver, never the executor
+        return state
 
     def privacy_record(self):
         """What ``history_.privacy`` reports about the masking."""
         fp = self.fixed_point_
         return {"secure_aggregation": True, "fraction_bits": fp.fraction_bits,
-                "bound": fp.bound, "sum_error": fp.sum_error}
+                "bound": fp.bound, "sum_error": fp.sum_error,
+                "dropout_recoveries": list(self.recoveries_)}
 
     def _next_exchange(self):
         self.exchanges_ += 1
@@ -225,6 +238,7 @@ class SecureAggregationSolver(FederatedSolver):
         Each site creates its key pair where it runs and sends the public key
         (32 bytes); the server returns the list to every site.
         """
+        self._executor = executor  # driver side only (see __getstate__)
         N = self.problem_.n_clients
         keys = self._run(executor, "key agreement",
                          [(j, {"kind": "keys", "party": j, "session": self.session_})
@@ -281,11 +295,14 @@ class SecureAggregationSolver(FederatedSolver):
             value, grad = client.value_and_gradient(message["theta"])
             reply, coefficients = {"value": value, "grad": grad}, {
                 "value": message["weight"], "grad": message["weight"]}
+        elif kind == "remask":  # the round again, for the sites that are left
+            reply, coefficients = state["pending"], message["coefficients"]
         else:
             reply, inner = self.solver.client_update(client, state["inner"], message["inner"],
                                                      rng)
-            state = dict(state, inner=inner)
             coefficients = message["coefficients"]
+            # kept (at the site) until the next round, in case a site drops after masking
+            state = dict(state, inner=inner, pending={f: reply[f] for f in coefficients})
         vector, shapes = _concatenate(reply, coefficients)
         peers = {p: state["keys"][p] for p in message["parties"]}
         masked = state["party"].mask(vector, message["exchange"], peers,
@@ -300,7 +317,30 @@ class SecureAggregationSolver(FederatedSolver):
         return _split(total, shapes)
 
     def aggregate(self, server, replies, weights, participants):
+        if set(replies[0]["masked"].parties) != {int(j) for j in participants}:
+            replies = self._recover(server, participants)
         return self.solver.aggregate_sums(server, self._sums(replies), participants)
+
+    def _recover(self, server, participants):
+        """A site dropped after masking (the round loop left it out): its pairwise
+        masks cannot cancel, so the sites that are left mask the same replies again,
+        with the coefficients of the smaller round, under a fresh exchange identifier
+        and without the lost site's keys. Two independent masks of one reply reveal
+        nothing more than one; the round is then one with fewer participants, as
+        without secure aggregation."""
+        problem = self.problem_
+        weights = problem.weights[participants] / problem.weights[participants].sum()
+        kinds = self.solver.summed_fields(server)
+        coefficients = {f: self.solver.reply_coefficients(f, kind, weights, participants)
+                        for f, kind in kinds.items()}
+        exchange, parties = self._next_exchange(), tuple(int(j) for j in participants)
+        replies = self._run(self._executor, "dropout recovery", [
+            (j, {"kind": "remask", "exchange": exchange, "parties": parties,
+                 "coefficients": {f: c[k] for f, c in coefficients.items()}})
+            for k, j in enumerate(participants)])
+        self.recoveries_.append({"exchange": exchange, "sites": len(parties), "bytes": int(
+            sum(r["masked"].nbytes for r in replies.values()))})
+        return [replies[j] for j in participants]
 
     def server_model(self, server):
         return self.solver.server_model(server)
