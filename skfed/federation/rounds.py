@@ -331,8 +331,8 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
         if pending is not None:  # these replies are at theta: its monitor
             if len(active) == N:
-                objective, stationarity = monitor.evaluate(
-                    theta, [(r["value"], r["grad"]) for r in replies])
+                objective, stationarity = monitor.evaluate_sums(
+                    theta, *solver.monitor_sums_in_replies(replies, problem.weights))
                 mon_bytes = 0
             else:  # a client dropped: monitor on a pass of its own
                 objective, stationarity, mon_bytes = monitor(theta)

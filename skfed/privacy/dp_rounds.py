@@ -181,6 +181,7 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
     (made by :meth:`DifferentialPrivacy.wrap`)."""
 
     polish_output = False  # the polish step needs a monitoring pass
+    monitors_in_replies = False  # nothing is monitored
     differentially_private = True
 
     def needs_smoothness(self, layout, datafit):

@@ -396,6 +396,7 @@ class SecureAggregationParty:
             session = session.encode("utf-8")
         self.session = bytes(session)
         self._used_rounds = set()
+        self._shared = {}  # peer public key -> shared secret (never leaves the party)
 
     def __getstate__(self):
         # the key as its 32 raw bytes: a party's state is kept (and, on Dask,
@@ -415,7 +416,11 @@ class SecureAggregationParty:
         return self._private_key.public_key().public_bytes_raw()
 
     def _pair_seed(self, peer_id, peer_key, round):
-        shared = self._private_key.exchange(X25519PublicKey.from_public_bytes(peer_key))
+        # the X25519 agreement once per peer key (the costly step); the seed per round
+        shared = self._shared.get(peer_key)
+        if shared is None:
+            shared = self._shared[peer_key] = self._private_key.exchange(
+                X25519PublicKey.from_public_bytes(peer_key))
         low, high = sorted((self.party_id, peer_id))
         info = (len(self.session).to_bytes(8, "big") + self.session
                 + round.to_bytes(8, "big") + low.to_bytes(8, "big") + high.to_bytes(8, "big"))

@@ -18,8 +18,9 @@ every message that leaves a site masked (:mod:`skfed.privacy.secure_aggregation`
    there: the same update as without masking, to the fixed-point precision.
    Fields the solver does not declare never leave the site.
 3. **Monitoring** (objective and stationarity) uses the same masked sums of
-   ``a_j f_j(theta)`` and ``a_j grad f_j(theta)``: the server learns the
-   pooled loss and gradient, not a site's. The consensus metric (which reads
+   ``a_j f_j(theta)`` and ``a_j grad f_j(theta)`` (for Newton, the sums its
+   rounds already carry): the server learns the pooled loss and gradient,
+   not a site's. The consensus metric (which reads
    each site's model) is not computed.
 
 What the server still learns: the sums (the algorithm needs them), which
@@ -156,7 +157,6 @@ class SecureAggregationSolver(FederatedSolver):
     runs unchanged inside a round; only the declared sums leave the site.
     """
 
-    monitors_in_replies = False  # the monitor is a masked pass of its own
     #: client states (private keys, duals) stay at the sites after the fit
     keeps_states_at_sites = True
 
@@ -169,6 +169,16 @@ class SecureAggregationSolver(FederatedSolver):
     @property
     def name(self):
         return self.solver.name
+
+    @property
+    def monitors_in_replies(self):
+        # Newton's replies carry the weighted loss and gradient at the model: the
+        # monitor reads their masked sums (monitor_sums_in_replies), no pass of its own
+        return self.solver.monitors_in_replies
+
+    def monitor_sums_in_replies(self, replies, weights):
+        sums = self._sums(replies)  # the solver's declared "weighted" value and grad
+        return sums["value"], sums["grad"]
 
     @property
     def requires_full_participation(self):

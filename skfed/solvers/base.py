@@ -61,6 +61,13 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     #: reads them instead of a pass of its own (``federation.rounds``)
     monitors_in_replies = False
 
+    def monitor_sums_in_replies(self, replies, weights):
+        """``(sum_j a_j f_j, sum_j a_j grad f_j)`` at the broadcast model from a
+        round's replies (``monitors_in_replies`` solvers; every client replied,
+        ``weights`` are the objective weights ``a_j``)."""
+        values = np.array([r["value"] for r in replies])
+        return float(weights @ values), sum(a * r["grad"] for a, r in zip(weights, replies))
+
     def may_stop(self, server, tol):
         """A condition of the solver's own, besides the stopping rule, for the
         fit to stop at the current server model (``True``: none)."""
