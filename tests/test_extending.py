@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
@@ -38,6 +39,22 @@ def test_the_new_solver_reaches_the_pooled_lasso(tutorial):
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
     assert est.solver_.name == "fedproxgrad"
     assert est.history_["bytes_up"][1] > 0
+
+
+def test_the_new_solver_runs_under_secure_aggregation(tutorial):
+    """It declares its sums, so it runs masked: the same iterates to the fixed-point
+    precision."""
+    pytest.importorskip("cryptography")
+    from skfed import FedLasso
+    from skfed.privacy import SecureAggregation
+
+    X, y, site = tutorial["X"], tutorial["y"], tutorial["site"]
+    kwargs = dict(alpha=0.1, solver=tutorial["FedProxGrad"](), tol=0, max_rounds=50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # tol=0: 50 rounds
+        plain = FedLasso(**kwargs).fit(X, y, clients=site)
+        masked = FedLasso(**kwargs, privacy=SecureAggregation()).fit(X, y, clients=site)
+    np.testing.assert_allclose(masked.coef_, plain.coef_, atol=1e-9)
 
 
 def test_the_new_datafit_matches_a_centralized_huber_lasso(tutorial):

@@ -84,8 +84,9 @@ class SecureAggregation(BaseEstimator):
         anything is sent.
     fraction_bits : int or "auto", default="auto"
         Bits after the binary point. ``"auto"``: the most that cannot
-        overflow a sum over all the sites, given ``bound`` (44 bits for 16
-        sites and the default bound: a resolution of 5.7e-14).
+        overflow a sum over all the sites, given ``bound`` (38 bits for 16
+        sites and the default bound: a resolution of 3.6e-12, a sum within
+        2.9e-11).
 
     Notes
     -----
