@@ -4,7 +4,8 @@ breast_cancer (2 classes), wine (3) and digits (10), standardized, split IID and
 with Dirichlet(0.1) label skew (clients holding one or a few classes). Every
 exact solver of the support matrix must give scikit-learn's coefficients to
 1e-5 (relative norm) and, for the L1 penalty, its support. The default suite
-runs the L2 model with all exact solvers on wine and with DualFL (the default)
+runs the L2 model with all exact solvers on wine and with DualFL (a first-order
+solver with exact local solves; the default is Newton)
 on the two others, and the L1 model on wine; the full grid is `slow` (the L1
 model on breast cancer and digits needs thousands of rounds: its first-order
 methods see the correlated features' poor conditioning, as saga does).
