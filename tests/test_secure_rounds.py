@@ -102,7 +102,7 @@ def test_newton_logistic_on_label_skewed_sites(cancer):
 @pytest.mark.parametrize("solver,participation", [
     ("feddyn", 1.0), ("feddyn", 0.5), ("fedadmm", 0.5), ("fedpd", 1.0), ("feddualavg", 1.0),
     ("fedmid", 0.5), ("fedavg", 1.0), ("fedprox", 1.0), ("scaffold", 1.0),
-    ("local_gecl", 1.0), ("fedmls", 1.0),
+    ("local_gecl", 1.0), ("fedmls", 1.0), ("dualfl", 1.0),
 ])
 def test_first_order_solvers_follow_the_unmasked_iterates(diabetes, solver, participation):
     """Same rounds, same sampled sites, the same iterates to the fixed-point precision
@@ -288,13 +288,20 @@ def test_keys_and_client_states_stay_at_the_sites(diabetes):
     assert est.objective_ <= before + 1e-12
 
 
-def test_hinge_loss_under_secure_aggregation_uses_a_summing_solver(cancer):
+@pytest.mark.parametrize("make", [
+    lambda **kw: FedLinearSVC(C=0.05, loss="hinge", **kw),  # auto: DualFL, dual local solves
+    lambda **kw: FedLinearSVC(C=0.05, loss="hinge", solver="fedmls", **kw),
+    # DualFL's curvature measurements (a weighted sum at re-centrings) and L1
+    lambda **kw: FedLogisticRegression(C=0.05, l1_ratio=1.0, solver="dualfl", **kw),
+], ids=["hinge-auto", "hinge-fedmls", "l1-logistic-dualfl"])
+def test_classifiers_under_secure_aggregation(cancer, make):
     X, y, sites = cancer
-    est = fit_quietly(FedLinearSVC(C=0.05, loss="hinge", solver="fedmls", max_rounds=20, tol=0,
-                                   privacy=SecureAggregation()), X, y, clients=sites)
-    plain = fit_quietly(FedLinearSVC(C=0.05, loss="hinge", solver="fedmls", max_rounds=20,
-                                     tol=0), X, y, clients=sites)
+    est = fit_quietly(make(max_rounds=40, tol=0, privacy=SecureAggregation()), X, y,
+                      clients=sites)
+    plain = fit_quietly(make(max_rounds=40, tol=0), X, y, clients=sites)
+    assert est.solver_.name == plain.solver_.name
     np.testing.assert_allclose(est.coef_, plain.coef_, atol=1e-8)
+    np.testing.assert_array_equal(est.coef_ == 0, plain.coef_ == 0)
 
 
 def test_fit_on_dask_worker_processes_equals_the_sequential_secure_fit(cancer):

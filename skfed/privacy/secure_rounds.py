@@ -92,7 +92,7 @@ class SecureAggregation(BaseEstimator):
     -----
     Supported solvers: those whose server update reads the replies only
     through sums, which :meth:`FederatedSolver.summed_fields` declares
-    (FedNewton, FedAvg, FedProx, FedDualAvg, FedMID and their OSP variants,
+    (FedNewton, DualFL, FedAvg, FedProx, FedDualAvg, FedMID and their OSP variants,
     FedPD, FedADMM, FedDyn, FedMLS, SCAFFOLD and centralized Local G-ECL).
     Others are refused before round one, with the reason.
 
@@ -215,8 +215,8 @@ class SecureAggregationSolver(FederatedSolver):
             raise ValueError(
                 f"secure aggregation needs a solver whose server uses only sums of the sites' "
                 f"messages; solver {name!r} cannot run under it: {why}. Use 'newton', "
-                f"'feddyn', 'fedadmm', 'fedpd', 'feddualavg', 'fedmid', 'fedavg', 'fedprox', "
-                f"'fedmls', 'scaffold' or centralized 'local_gecl'.")
+                f"'dualfl', 'feddyn', 'fedadmm', 'fedpd', 'feddualavg', 'fedmid', 'fedavg', "
+                f"'fedprox', 'fedmls', 'scaffold' or centralized 'local_gecl'.")
         if problem.n_clients < 2:
             raise ValueError("secure aggregation needs at least two sites: with one, the sum "
                              "the server decodes is that site's message.")

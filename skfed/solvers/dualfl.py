@@ -379,10 +379,21 @@ class DualFL(FederatedSolver):
                 tol=self.local_tol, rtol=self.local_rtol, max_iter=self.max_local_iter,
                 reference=state["reference"])
         reply["theta"] = state["local"]
+        # the client's part of the consensus residual, measured from the broadcast
+        # model (the server subtracts the mean's part: only sums leave the sites)
+        metric = np.where(alpha > 0, alpha, nu)
+        reply["spread"] = float(np.sum(metric * (state["local"] - theta_bar) ** 2))
         return reply, state
 
-    def aggregate(self, server, replies, weights, participants):
-        theta = sum(r["theta"] for r in replies) / len(replies)
+    def summed_fields(self, server):
+        fields = {"theta": "sum", "spread": "sum"}
+        if self.adaptive_ and (server["rounds"] == 0 or server["recenter"]):
+            fields["curvature"] = "weighted"  # measured in the first round and at re-centrings
+        return fields
+
+    def aggregate_sums(self, server, sums, participants):
+        n = len(participants)
+        theta = sums["theta"] / n
         scale, balance = server["scale"], server["balance"]
         alpha, nu, _, _, rho = self._constants(scale, balance)
         t = server["t"]
@@ -391,12 +402,14 @@ class DualFL(FederatedSolver):
         # the dual iteration's gradient is the consensus residual: restart its
         # momentum when the residual grows (O'Donoghue & Candes; Goldstein et al.)
         metric = np.where(alpha > 0, alpha, nu)
-        residual = float(sum(np.sum(metric * (r["theta"] - theta) ** 2) for r in replies))
+        # sum_j |theta_j - mean|^2 = sum_j |theta_j - broadcast|^2 - n |mean - broadcast|^2
+        residual = max(0.0, float(sums["spread"]) - n * float(
+            np.sum(metric * (theta - server["theta"]) ** 2)))
         if residual > server["residual"]:
             t_next, beta = 1.0, 0.0
         curvature = server["curvature"]
-        if "curvature" in replies[0]:
-            curvature = float(sum(a * r["curvature"] for a, r in zip(weights, replies)))
+        if "curvature" in sums:
+            curvature = float(sums["curvature"])
         # re-centre the proximal anchor once the inner iteration has (nearly) converged
         recenter = False
         if np.any(alpha > 0):
@@ -404,7 +417,7 @@ class DualFL(FederatedSolver):
             step = np.linalg.norm(weight * (theta - server["theta"]))
             outer = np.linalg.norm(weight * (theta - server["anchor"]))
             recenter = bool(step <= self.recenter_tol * outer)
-            if (self.adaptive_ and "curvature" in replies[0]
+            if (self.adaptive_ and "curvature" in sums
                     and self._scale_for(curvature, scale) != scale):
                 # a new curvature scale: the inner problem changes (and its
                 # momentum restarts) whatever it has reached, so the model is
