@@ -44,13 +44,18 @@ SHARED_DOC = """
         ``"samples"``: each client's mean loss weighs its share of the
         (sample-weighted) data, so the objective is exactly the pooled one.
         ``"uniform"``: every client weighs ``1 / n_clients`` (the papers').
-    privacy : SecureAggregation or None, default=None
+    privacy : SecureAggregation, DifferentialPrivacy or None, default=None
         :class:`skfed.privacy.SecureAggregation`: the server learns only the
         sums of the sites' messages that its update needs (pairwise masks
         from X25519 key agreements, fixed point modulo ``2**64``); the model
         equals the unmasked one to the fixed-point precision, reported in
         ``history_.privacy``. Solvers whose server reads one site's reply
         (A-FedPD, decentralized topologies) are refused before round one.
+        :class:`skfed.privacy.DifferentialPrivacy`: also client-level
+        ``(epsilon, delta)`` differential privacy (clipping, Gaussian noise
+        shared by the sites, ``dp-accounting``), with FedAvg or FedProx at an
+        explicit ``client_lr`` and ``client_weighting="uniform"``;
+        ``history_["epsilon"]`` per round. See the Privacy page of the docs.
     executor : {"sequential", "threads", "loky", "dask"} or Executor, default="sequential"
         Where client work runs; data is shipped once per fit. ``"dask"`` (or
         :class:`~skfed.executors.DaskExecutor` with ``placement=``) uses the
