@@ -238,8 +238,9 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     the next monitored round. A solver whose replies carry every client's
     loss value and gradient at the current server model
     (``monitors_in_replies``, e.g. Newton) is monitored from them under full
-    participation: no extra pass, and a fit that has converged stops on the
-    replies of the round after (whose bytes then count as monitoring).
+    participation: no extra pass, except after a round where the solver's own
+    condition ``may_stop`` holds, which is checked by a gradient pass (cheaper
+    than a round with Hessians) before the fit stops.
 
     Randomness (client sampling, minibatches) comes from ``entropy`` through
     ``SeedSequence``s keyed by (round, client), so any executor gives the
@@ -355,7 +356,9 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             bytes_up=bytes_up, bytes_down=bytes_down, n_participants=len(active),
             n_dropped=len(failures), wall_time=time.perf_counter() - start,
         )
-        if rnd < max_rounds and fused:
+        # fused: the next round's replies monitor this model; but when the solver
+        # may stop here, a gradient pass is cheaper than a round (Newton: no Hessians)
+        if rnd < max_rounds and fused and not solver.may_stop(server, tol):
             pending = fields
         elif rnd < max_rounds and rnd % monitor_every:
             record(np.nan, np.nan, 0, fields)
