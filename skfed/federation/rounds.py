@@ -1,5 +1,6 @@
 """The round loop: broadcast, client updates, aggregation, monitoring, stopping."""
 
+import functools
 import sys
 import time
 import warnings
@@ -51,8 +52,9 @@ class _Monitor:
         self.problem, self.executor, self.secure = problem, executor, secure
         self.last_mapped = self.last_blocks = None
 
-    @property
-    def tau(self):  # the step of the proximal-gradient mapping, per block
+    @functools.cached_property
+    def tau(self):  # the step of the proximal-gradient mapping, per block (first use:
+        # under differential privacy no smoothness constants exist and it is never used)
         return self.problem.block_steps(worst_client=False)
 
     def __call__(self, theta):

@@ -51,7 +51,7 @@ from ..solvers.local_primal import FedAvg, FedProx
 from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by_l2_norm,
                          distributed_noise_std)
 from .secure_aggregation import DropoutError
-from .secure_rounds import SecureAggregation, SecureAggregationSolver, _concatenate, _split
+from .secure_rounds import SecureAggregation, SecureAggregationSolver, _split
 
 
 class PrivacyBudgetWarning(UserWarning):
@@ -240,20 +240,13 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
             m["noise_seed"] = None if seed is None else int(seed)
         return messages
 
-    def client_update(self, client, state, message, rng):
-        if message["kind"] != "round":
-            return super().client_update(client, state, message, rng)
-        reply, inner = self.solver.client_update(client, state["inner"], message["inner"], rng)
-        state = dict(state, inner=inner)
-        vector, shapes = _concatenate(reply, message["coefficients"])
+    def _privatize(self, vector, message):
+        """Clip the site's unweighted message to ``C``; add its noise share."""
         vector = clip_by_l2_norm(vector, message["clip"])
         if message["noise_std"] > 0:
             noise_rng = np.random.default_rng(message["noise_seed"])  # None: OS entropy
             vector = vector + noise_rng.normal(0.0, message["noise_std"], size=vector.shape)
-        peers = {p: state["keys"][p] for p in message["parties"]}
-        masked = state["party"].mask(vector, message["exchange"], peers,
-                                     fixed_point=self.fixed_point_)
-        return {"masked": masked, "shapes": shapes}, state
+        return vector
 
     def aggregate(self, server, replies, weights, participants):
         masked = set(replies[0]["masked"].parties)

@@ -148,6 +148,11 @@ def _split(total, shapes):
     return sums
 
 
+def _delegated(attribute):
+    """A read-only attribute of the wrapped solver."""
+    return property(lambda self: getattr(self.solver, attribute))
+
+
 class SecureAggregationSolver(FederatedSolver):
     """A solver run with secure aggregation (made by :meth:`SecureAggregation.wrap`).
 
@@ -167,31 +172,17 @@ class SecureAggregationSolver(FederatedSolver):
         self.max_rounds = max_rounds
 
     # -- what the wrapped solver is --------------------------------------
-    @property
-    def name(self):
-        return self.solver.name
-
-    @property
-    def monitors_in_replies(self):
-        # Newton's replies carry the weighted loss and gradient at the model: the
-        # monitor reads their masked sums (monitor_sums_in_replies), no pass of its own
-        return self.solver.monitors_in_replies
+    name = _delegated("name")
+    # Newton's replies carry the weighted loss and gradient at the model: the
+    # monitor reads their masked sums (monitor_sums_in_replies), no pass of its own
+    monitors_in_replies = _delegated("monitors_in_replies")
+    requires_full_participation = _delegated("requires_full_participation")
+    requires_smooth_datafit = _delegated("requires_smooth_datafit")
+    polish_output = _delegated("polish_output")
 
     def monitor_sums_in_replies(self, replies, weights):
         sums = self._sums(replies)  # the solver's declared "weighted" value and grad
         return sums["value"], sums["grad"]
-
-    @property
-    def requires_full_participation(self):
-        return self.solver.requires_full_participation
-
-    @property
-    def requires_smooth_datafit(self):
-        return self.solver.requires_smooth_datafit
-
-    @property
-    def polish_output(self):
-        return self.solver.polish_output
 
     def may_stop(self, server, tol):
         return self.solver.may_stop(server, tol)
@@ -283,17 +274,27 @@ class SecureAggregationSolver(FederatedSolver):
     def broadcast(self, server, rnd):
         return self.solver.broadcast(server, rnd)
 
-    def personalize_round(self, server, message, participants):
+    def _exchange(self, server, participants):
+        """A fresh exchange of the round's declared sums among ``participants``: one
+        message skeleton per participant, with its public coefficients."""
         problem = self.problem_
         weights = problem.weights[participants] / problem.weights[participants].sum()
-        kinds = self.solver.summed_fields(server)
         coefficients = {field: self.solver.reply_coefficients(field, kind, weights, participants)
-                        for field, kind in kinds.items()}
+                        for field, kind in self.solver.summed_fields(server).items()}
         exchange, parties = self._next_exchange(), tuple(int(j) for j in participants)
-        inner = self.solver.personalize_round(server, message, participants)
-        return [{"kind": "round", "inner": m, "exchange": exchange, "parties": parties,
+        return [{"exchange": exchange, "parties": parties,
                  "coefficients": {f: c[k] for f, c in coefficients.items()}}
-                for k, m in enumerate(inner)]
+                for k in range(len(participants))]
+
+    def personalize_round(self, server, message, participants):
+        inner = self.solver.personalize_round(server, message, participants)
+        return [dict(skeleton, kind="round", inner=m)
+                for skeleton, m in zip(self._exchange(server, participants), inner)]
+
+    def _privatize(self, vector, message):
+        """What a site does to its message vector before masking (nothing here;
+        clipping and noise under differential privacy)."""
+        return vector
 
     def client_update(self, client, state, message, rng):
         kind = message["kind"]
@@ -315,6 +316,8 @@ class SecureAggregationSolver(FederatedSolver):
             # kept (at the site) until the next round, in case a site drops after masking
             state = dict(state, inner=inner, pending={f: reply[f] for f in coefficients})
         vector, shapes = _concatenate(reply, coefficients)
+        if kind == "round":
+            vector = self._privatize(vector, message)
         peers = {p: state["keys"][p] for p in message["parties"]}
         masked = state["party"].mask(vector, message["exchange"], peers,
                                      fixed_point=self.fixed_point_)
@@ -339,18 +342,12 @@ class SecureAggregationSolver(FederatedSolver):
         and without the lost site's keys. Two independent masks of one reply reveal
         nothing more than one; the round is then one with fewer participants, as
         without secure aggregation."""
-        problem = self.problem_
-        weights = problem.weights[participants] / problem.weights[participants].sum()
-        kinds = self.solver.summed_fields(server)
-        coefficients = {f: self.solver.reply_coefficients(f, kind, weights, participants)
-                        for f, kind in kinds.items()}
-        exchange, parties = self._next_exchange(), tuple(int(j) for j in participants)
+        messages = self._exchange(server, participants)
         replies = self._run(self._executor, "dropout recovery", [
-            (j, {"kind": "remask", "exchange": exchange, "parties": parties,
-                 "coefficients": {f: c[k] for f, c in coefficients.items()}})
-            for k, j in enumerate(participants)])
-        self.recoveries_.append({"exchange": exchange, "sites": len(parties), "bytes": int(
-            sum(r["masked"].nbytes for r in replies.values()))})
+            (j, dict(m, kind="remask")) for j, m in zip(participants, messages)])
+        self.recoveries_.append({"exchange": messages[0]["exchange"],
+                                 "sites": len(participants), "bytes": int(
+                                     sum(r["masked"].nbytes for r in replies.values()))})
         return [replies[j] for j in participants]
 
     def server_model(self, server):
