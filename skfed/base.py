@@ -29,7 +29,6 @@ from .data.sources import dtype_kind
 from .data.site import (Targets, client_objective, combine_scores, site_predictions,
                         site_score_terms, site_summary)
 from .executors import EXECUTORS, Executor, resolve_executor
-from .executors.dask_executor import DaskExecutor
 from ._messages import plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
@@ -239,8 +238,7 @@ class FederatedLinearModel(BaseEstimator):
             if previous is not None and previous["key"] == _state_key(solver, labels, layout):
                 resume = (previous["server"], previous["states"])
         executor = resolve_executor(self.executor, self.n_jobs)
-        if dataset.resident:  # the rounds run where the rows are
-            executor = DaskExecutor.for_dataset(dataset, executor)
+        executor = dataset.executor_for(executor)  # the rounds run where the rows are
         entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         objectives = dataset.build(client_objective, datafit, layout, targets)
         try:

@@ -86,8 +86,14 @@ def client(cluster, certs):
 # --- certificates ------------------------------------------------------------------
 def test_files_and_permissions(certs):
     pairs = [certs.ca, certs.scheduler, certs.client, *certs.sites.values()]
-    names = sorted(p.name for pair in pairs for p in (pair.cert, pair.key))
-    assert names == sorted(os.listdir(certs.directory))
+    names = sorted(str(p.relative_to(certs.directory)) for pair in pairs
+                   for p in (pair.cert, pair.key))
+    listed = sorted(str(p.relative_to(certs.directory)) for p in certs.directory.rglob("*")
+                    if p.is_file())
+    assert names == listed
+    # the CA key apart from what is handed out, in a folder only its owner opens
+    assert certs.ca.key.parent.name == "ca-private"
+    assert os.stat(certs.ca.key.parent).st_mode & 0o077 == 0
     assert {p.cert.name for p in pairs} >= {"ca.pem", "coordinator.pem", "analyst.pem",
                                             "site-a.pem", "site-b.pem", "site-c.pem"}
     for pair in pairs:
@@ -129,15 +135,16 @@ def test_chain_verifies_against_the_ca(certs, foreign):
 
 
 def test_subject_alternative_names(certs, tmp_path):
-    for pair in [certs.scheduler, certs.client, *certs.sites.values()]:
+    for name, pair in [(None, certs.scheduler), (None, certs.client), *certs.sites.items()]:
         san = _load(pair.cert).extensions.get_extension_for_class(
             x509.SubjectAlternativeName).value
-        assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+        # a site's certificate names the site too (the site service's identity)
+        assert san.get_values_for_type(x509.DNSName) == ["localhost"] + ([name] if name else [])
         assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
     other = make_certificates(tmp_path, ["h"], hosts=["coordinator.example.org", "::1"], days=2)
     san = _load(other.sites["h"].cert).extensions.get_extension_for_class(
         x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == ["coordinator.example.org"]
+    assert san.get_values_for_type(x509.DNSName) == ["coordinator.example.org", "h"]
     assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("::1")]
 
 

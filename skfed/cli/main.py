@@ -276,7 +276,12 @@ def main(argv=None):
     _fit_parser(sub)
     sub.add_parser("support-matrix",
                    help="print the estimator x solver support matrix (Markdown), from the code")
+    from .site import add_site_parser, run_site
+
+    add_site_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "site":
+        return run_site(args)
     if args.command == "demo":
         run_demo(alpha=args.alpha, n_sites=args.sites, report=args.report, output=args.output,
                  csv=args.csv)

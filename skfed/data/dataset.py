@@ -58,6 +58,12 @@ class _InProcess:
     def build(self, fn, args):
         return self.map(fn, args)
 
+    def executor_for(self, dataset, executor):
+        return executor
+
+    def close(self):
+        pass
+
 
 class _OnWorkers:
     """Sites whose rows live on Dask workers, one future each (never gathered)."""
@@ -93,6 +99,16 @@ class _OnWorkers:
     def subset(self, positions):
         return _OnWorkers(self.client, [self.futures[k] for k in positions],
                           [self.workers[k] for k in positions])
+
+    def executor_for(self, dataset, executor):
+        from ..executors.dask_executor import DaskExecutor
+
+        return DaskExecutor.for_dataset(dataset, executor)
+
+    def close(self):
+        self.client.cancel(self.futures)
+        if self.owns_client:
+            self.client.close()
 
     def build(self, fn, args):
         out = []
@@ -177,7 +193,8 @@ class FederatedDataset:
         return len(self._descriptions)
 
     def __repr__(self):
-        where = "resident on Dask workers" if self.resident else "simulated in this process"
+        where = getattr(self._backend, "where", None) or (
+            "resident on Dask workers" if self.resident else "simulated in this process")
         return (f"FederatedDataset({len(self)} sites, {int(self.n_samples.sum())} rows, "
                 f"{self.n_features} features, {where})")
 
@@ -223,13 +240,16 @@ class FederatedDataset:
         """Worker of each site (resident data), else ``None``."""
         return getattr(self._backend, "workers", None)
 
+    def executor_for(self, executor):
+        """The executor a fit on this dataset runs with: ``executor`` for rows in this
+        process; the dataset's own Dask cluster or site services otherwise (the
+        rows never move to another executor)."""
+        return self._backend.executor_for(self, executor)
+
     def close(self):
-        """Release the sites' rows on the workers (and a client this dataset opened)."""
-        backend = self._backend
-        if backend.resident:
-            backend.client.cancel(backend.futures)
-            if backend.owns_client:
-                backend.client.close()
+        """Release the sites' rows on the workers (and a client this dataset opened),
+        or the connections to the site services."""
+        self._backend.close()
 
     def __enter__(self):
         return self
@@ -364,6 +384,75 @@ class FederatedDataset:
             backend = backend.apply(reorder_columns, (columns,))
             client.cancel(futures)
             descriptions = backend.map(describe, ())
+        return cls(backend, descriptions)
+
+    @classmethod
+    def from_sites(cls, sites, *, dataset, target=None, sample_weight=None, drop=(),
+                   ca_file, cert_file, key_file, timeout=None):
+        """A dataset served by site services (``skfed site serve CONFIG`` at each site).
+
+        Every computation on the rows is one of the named operations the sites
+        run (:mod:`skfed.sites.operations`), under each site's own policy;
+        nothing sent is executed or unpickled at a site.
+
+        Parameters
+        ----------
+        sites : dict
+            ``{site name: "host:port"}``. The site's certificate must name it.
+        dataset : str
+            The dataset's name in the sites' configurations.
+        target : str, default=None
+            The target column.
+        sample_weight : str, default=None
+            A column of sample weights.
+        drop : sequence of str, default=()
+            Columns that are not features (identifiers, dates).
+        ca_file, cert_file, key_file : path-like
+            The federation's CA certificate and the analyst's certificate and
+            key (:func:`skfed.deploy.make_certificates`).
+        timeout : float, default=None
+            Seconds to wait for one site's reply (default 120) before the site
+            counts as lost: solvers allowing partial participation go on
+            without it, the others stop naming it.
+
+        Returns
+        -------
+        dataset : FederatedDataset
+
+        Raises
+        ------
+        skfed.sites.SiteRefusal
+            A site's policy refused (the message names the site and the rule).
+        skfed.sites.SiteUnavailable
+            A site did not answer.
+        """
+        from ..sites.remote import SiteServices
+        from ..sites.transport import DEFAULT_TIMEOUT, SiteConnection
+
+        if not isinstance(sites, dict) or not sites:
+            raise ValueError("sites must be a non-empty dict {site name: 'host:port'}.")
+        if not isinstance(dataset, str) or not dataset:
+            raise ValueError("dataset must name a dataset the sites serve.")
+        connections = [SiteConnection(str(name), address, ca_file=ca_file, cert_file=cert_file,
+                                      key_file=key_file,
+                                      timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+                       for name, address in sites.items()]
+        backend = SiteServices(connections, {"name": dataset, "target": target,
+                                             "sample_weight": sample_weight,
+                                             "drop": list(drop)})
+        try:
+            descriptions = backend.map(describe, ())
+            for name, d in zip(sites, descriptions):  # the site's own label, not the file's
+                d["site"] = str(name)
+            columns = check_schema(descriptions)
+            if columns is not None and any(d["columns"] != columns for d in descriptions):
+                raise ValueError("the sites serve the columns in different orders; the site "
+                                 "service does not reorder them yet: declare the same column "
+                                 "order at every site.")
+        except BaseException:
+            backend.close()
+            raise
+        backend.where = "at site services"
         return cls(backend, descriptions)
 
     def scatter(self, client=None, *, placement=None):

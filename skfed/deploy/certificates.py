@@ -23,6 +23,8 @@ from .._messages import show
 #: file stems of the non-site certificates; sites may not take these names
 CA, COORDINATOR, ANALYST = "ca", "coordinator", "analyst"
 _RESERVED = {CA, COORDINATOR, ANALYST}
+#: the folder (inside the certificates' directory) that holds the CA's private key
+CA_PRIVATE = "ca-private"
 #: a site name becomes a file name and a certificate CN (at most 64 characters)
 _SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _ROLES = {"scheduler": COORDINATOR, "client": ANALYST, "worker": None}
@@ -45,7 +47,7 @@ class Certificates:
     directory : pathlib.Path
         The directory holding every file.
     ca : KeyPair
-        The certificate authority (``ca.pem``, ``ca.key``). Keep ``ca.key``
+        The certificate authority (``ca.pem``, ``ca-private/ca.key``). Keep ``ca.key``
         off the sites' machines: whoever holds it can admit new members.
     scheduler : KeyPair
         The coordinator's certificate (``coordinator.pem``, ``coordinator.key``).
@@ -124,12 +126,50 @@ def _san(hosts):
     return x509.SubjectAlternativeName(names)
 
 
-def _name(common_name):
+#: the role a certificate is bound to, written as its subject's organizational unit
+ROLE_SITE, ROLE_ANALYST, ROLE_COORDINATOR, ROLE_CA = "site", "analyst", "coordinator", "ca"
+_ROLE_UNIT = "skfed {}"
+
+
+def _name(common_name, role):
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
     return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "skfed federation"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME,
+                                         _ROLE_UNIT.format(role)),
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def certificate_identity(pem):
+    """``(role, name)`` a certificate is bound to (:func:`make_certificates`).
+
+    Parameters
+    ----------
+    pem : bytes or str
+        A PEM certificate.
+
+    Returns
+    -------
+    role : str or None
+        ``"site"``, ``"analyst"``, ``"coordinator"`` or ``"ca"``; ``None`` for
+        a certificate that names no skfed role.
+    name : str or None
+        Its common name (a site's name for a site certificate).
+    """
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    cert = x509.load_pem_x509_certificate(pem.encode() if isinstance(pem, str) else pem)
+    units = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    roles = [u.value[len("skfed "):] for u in units if str(u.value).startswith("skfed ")]
+    role = roles[0] if len(roles) == 1 else None
+    return role, (str(names[0].value) if len(names) == 1 else None)
+
+
+def _hosts(hosts):
+    return [hosts] if isinstance(hosts, str) else list(hosts)
 
 
 def _builder(subject, issuer, public_key, days):
@@ -160,7 +200,7 @@ def _make_ca(days):
     from cryptography.hazmat.primitives.asymmetric import ec
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = _name("skfed federation CA")
+    name = _name("skfed federation CA", ROLE_CA)
     cert = (_builder(name, name, key.public_key(), days)
             # path_length=0: the CA signs members only, never another CA
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
@@ -169,7 +209,7 @@ def _make_ca(days):
     return key, cert
 
 
-def _make_leaf(common_name, san, ca_key, ca_cert, days):
+def _make_leaf(common_name, role, san, ca_key, ca_cert, days):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -177,7 +217,7 @@ def _make_leaf(common_name, san, ca_key, ca_cert, days):
 
     key = ec.generate_private_key(ec.SECP256R1())
     ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (_builder(_name(common_name), ca_cert.subject, key.public_key(), days)
+    cert = (_builder(_name(common_name, role), ca_cert.subject, key.public_key(), days)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_key_usage(ca=False), critical=True)
             # every Dask process both accepts connections and opens them (the
@@ -193,8 +233,18 @@ def _make_leaf(common_name, san, ca_key, ca_cert, days):
 
 
 def _write(path, data, mode):
-    """Write ``data`` to ``path`` readable only as ``mode`` allows (also under a lax umask)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    """Write ``data`` to ``path`` readable only as ``mode`` allows (also under a lax umask).
+
+    A symbolic link at ``path`` is refused, never followed: it could point a
+    private key at a file another user reads."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     mode)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise FileExistsError(f"{str(path)!r} is a symbolic link; refusing to write a "
+                                  "key or certificate through it.") from None
+        raise exc
     try:
         os.fchmod(fd, mode)  # the file may have existed with wider permissions
         os.write(fd, data)
@@ -220,11 +270,17 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
                       overwrite=False):
     """Create a certificate authority and the certificates of a federation.
 
-    Writes, in ``directory``: ``ca.pem`` / ``ca.key`` (the authority),
+    Writes, in ``directory``: ``ca.pem`` (the authority; its key apart, in
+    ``ca-private/ca.key``),
     ``coordinator.pem`` / ``.key`` (the Dask scheduler), ``analyst.pem`` /
     ``.key`` (the Dask client) and ``<site>.pem`` / ``<site>.key`` for each
-    site (its Dask worker; the certificate's common name is the site name).
-    Keys are ECDSA P-256, unencrypted PEM, with permissions ``0o600``;
+    site (its Dask worker or site service; the certificate's common name is
+    the site name). Each certificate is bound to its role (its subject's
+    organizational unit, ``skfed site``, ``skfed analyst`` or ``skfed
+    coordinator``; see :func:`certificate_identity`): a site service accepts
+    analyst certificates only, and a site's certificate also names the site
+    as a DNS name, so that an analyst reaching ``hospital-a`` accepts no other
+    certificate. Keys are ECDSA P-256, unencrypted PEM, with permissions ``0o600``;
     certificates are SHA-256 signed, valid for both TLS server and client
     authentication, and list ``hosts`` as subject alternative names.
 
@@ -279,6 +335,9 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
         raise ValueError(f"days must be a positive integer; got {show(days)}.")
     directory = Path(directory)
     ca, scheduler, client = (_pair(directory, s) for s in (CA, COORDINATOR, ANALYST))
+    # the CA key apart, in a folder of its own: the folder handed to the sites and
+    # the analyst (certificates and their keys) then need not hold it
+    ca = KeyPair(cert=ca.cert, key=directory / CA_PRIVATE / f"{CA}.key")
     site_pairs = {s: _pair(directory, s) for s in sites}
     pairs = [ca, scheduler, client, *site_pairs.values()]
     if not overwrite:
@@ -287,11 +346,16 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
             raise FileExistsError(f"certificate files exist already: {existing}; pass "
                                   "overwrite=True to replace them (and the CA with them).")
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (directory / CA_PRIVATE).mkdir(mode=0o700, exist_ok=True)
     ca_key, ca_cert = _make_ca(days)
     _save(ca, ca_key, ca_cert)
-    for pair, cn in [(scheduler, COORDINATOR), (client, ANALYST),
-                     *((site_pairs[s], s) for s in sites)]:
-        _save(pair, *_make_leaf(cn, san, ca_key, ca_cert, days))
+    for pair, cn, role in [(scheduler, COORDINATOR, ROLE_COORDINATOR),
+                           (client, ANALYST, ROLE_ANALYST),
+                           *((site_pairs[s], s, ROLE_SITE) for s in sites)]:
+        # a site's certificate also names the site (DNS name), so that an analyst
+        # connecting to 'hospital-a' accepts hospital-a's certificate only
+        leaf_san = san if role != ROLE_SITE else _san([*_hosts(hosts), cn])
+        _save(pair, *_make_leaf(cn, role, leaf_san, ca_key, ca_cert, days))
     return Certificates(directory=directory, ca=ca, scheduler=scheduler, client=client,
                         sites=site_pairs)
 

@@ -1,0 +1,222 @@
+"""Typed messages between an analyst and a site: nothing received is executed.
+
+A message is a tree of plain values (``None``, booleans, integers, floats,
+strings, lists, tuples, dicts), numeric or text numpy arrays and scalars, and
+instances of an allow-listed set of skfed classes (solvers, datafits,
+penalties, layouts: :func:`allowed_classes`). It travels as::
+
+    b"SKF1" | uint32 header length | JSON header | the arrays' raw bytes
+
+The header describes the tree; each array is a ``dtype``, a ``shape`` and a
+byte range of the tail, rebuilt with :func:`numpy.frombuffer` (never with
+``pickle``: object arrays are refused both ways). An allow-listed object is
+rebuilt by ``cls.__new__`` and its attributes are set from the decoded tree:
+no constructor, ``__reduce__`` or ``__setstate__`` of the sender's choice
+runs, and a class outside the list is refused by name. Compare ``pickle``,
+which runs whatever callable the sender names.
+"""
+
+import base64
+import json
+import math
+import struct
+
+import numpy as np
+
+MAGIC = b"SKF1"
+#: the most a decoded message may announce (arrays included)
+MAX_MESSAGE_BYTES = 1 << 30
+_ARRAY_KINDS = "biufcUS"
+
+
+class MessageError(ValueError):
+    """A message that is not a well-formed skfed message (refused, never run)."""
+
+
+_ALLOWED = None
+
+
+def allowed_classes():
+    """``{qualified name: class}`` of the objects a message may carry.
+
+    The classes of skfed's solvers, datafits, penalties, layouts and local
+    solvers, and the small value classes they hold. Built once, from skfed's
+    own modules only: a class the installed skfed does not define can never
+    be named by a message.
+    """
+    global _ALLOWED
+    if _ALLOWED is None:
+        from .. import datafits, penalties, solvers
+        from ..data.site import Targets
+        from ..federation import layout, problem
+        from ..local import quadratic_model, schedule
+        from ..privacy import secure_rounds
+
+        classes = [Targets, layout.Layout, problem.FederatedProblem,
+                   schedule.LocalSchedule, quadratic_model.DenseModel,
+                   quadratic_model.CompactModel, secure_rounds.SecureAggregation]
+        for module in (datafits, penalties, solvers):
+            classes += [c for c in vars(module).values() if isinstance(c, type)]
+        classes += list(solvers.SOLVERS.values())
+        for base in (datafits.Datafit, penalties.Penalty, solvers.FederatedSolver):
+            stack = [base]
+            while stack:  # every subclass defined by skfed itself
+                cls = stack.pop()
+                stack.extend(cls.__subclasses__())
+                if cls.__module__.startswith("skfed."):
+                    classes.append(cls)
+        _ALLOWED = {f"{c.__module__}.{c.__qualname__}": c for c in classes
+                    if c.__module__.startswith("skfed.")}
+    return _ALLOWED
+
+
+def _class_name(obj):
+    cls = type(obj)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if allowed_classes().get(name) is not cls:
+        raise MessageError(f"a {cls.__name__} cannot travel in a site message (not one of "
+                           "skfed's allow-listed classes).")
+    return name
+
+
+def _state(obj):
+    # the object's own __getstate__ (a solver leaves its driver-side executor out)
+    state = obj.__getstate__() if hasattr(obj, "__dict__") else None
+    state = dict(state if isinstance(state, dict) else getattr(obj, "__dict__", {}))
+    for slot in getattr(type(obj), "__slots__", ()):
+        if hasattr(obj, slot):
+            state[slot] = getattr(obj, slot)
+    return state
+
+
+def encode(value):
+    """The bytes of ``value`` (see the module docstring)."""
+    blobs, offset = [], [0]
+
+    def walk(v):
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, (bytes, bytearray)):
+            return {"$b": base64.b64encode(bytes(v)).decode()}
+        if isinstance(v, int):
+            return v
+        if isinstance(v, float):
+            return v if math.isfinite(v) else {"$f": repr(v)}
+        if isinstance(v, np.generic):
+            if v.dtype.kind not in _ARRAY_KINDS:
+                raise MessageError(f"numpy scalars of dtype {v.dtype} cannot travel.")
+            return {"$s": walk(np.asarray(v)[None])}
+        if isinstance(v, np.ndarray):
+            if v.dtype.kind not in _ARRAY_KINDS or v.dtype.hasobject:
+                raise MessageError(f"arrays of dtype {v.dtype} cannot travel (object arrays "
+                                   "would need pickle).")
+            data = np.ascontiguousarray(v).tobytes()
+            node = {"$a": [offset[0], len(data)], "dtype": v.dtype.str, "shape": list(v.shape)}
+            blobs.append(data)
+            offset[0] += len(data)
+            return node
+        if isinstance(v, (list, tuple)):
+            items = [walk(x) for x in v]
+            return items if isinstance(v, list) else {"$t": items}
+        if isinstance(v, dict):
+            if all(isinstance(k, str) and not k.startswith("$") for k in v):
+                return {k: walk(x) for k, x in v.items()}
+            return {"$m": [[walk(k), walk(x)] for k, x in v.items()]}
+        if isinstance(v, (set, frozenset)):
+            return {"$set": [walk(x) for x in sorted(v, key=repr)]}
+        import scipy.sparse as sp
+
+        if sp.issparse(v):
+            m = sp.csr_matrix(v)
+            return {"$csr": [walk(m.data), walk(m.indices), walk(m.indptr), list(m.shape)]}
+        return {"$o": _class_name(v), "state": walk(_state(v))}
+
+    header = json.dumps(walk(value), allow_nan=False, separators=(",", ":")).encode()
+    return b"".join([MAGIC, struct.pack("<I", len(header)), header, *blobs])
+
+
+def decode(data):
+    """The value :func:`encode` wrote; :class:`MessageError` for anything else."""
+    data = bytes(data)
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise MessageError("message too large.")
+    if data[:4] != MAGIC or len(data) < 8:
+        raise MessageError("not a skfed message (bad magic): refused unread.")
+    (size,) = struct.unpack("<I", data[4:8])
+    if 8 + size > len(data):
+        raise MessageError("truncated message header.")
+    try:
+        tree = json.loads(data[8:8 + size])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise MessageError("malformed message header.") from None
+    tail = memoryview(data)[8 + size:]
+    classes = allowed_classes()
+
+    def array(node):
+        start, length = node["$a"]
+        dtype = np.dtype(node["dtype"])
+        if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
+            raise MessageError(f"arrays of dtype {dtype} are refused.")
+        if not (0 <= start and 0 <= length and start + length <= len(tail)):
+            raise MessageError("array outside the message.")
+        shape = tuple(int(s) for s in node["shape"])
+        if any(s < 0 for s in shape) or math.prod(shape) * dtype.itemsize != length:
+            raise MessageError("array shape does not match its bytes.")
+        return np.frombuffer(tail[start:start + length], dtype=dtype).reshape(shape).copy()
+
+    def walk(node):
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        if not isinstance(node, dict):
+            raise MessageError("malformed message tree.")
+        if "$a" in node:
+            return array(node)
+        if "$b" in node:
+            try:
+                return base64.b64decode(node["$b"], validate=True)
+            except (ValueError, TypeError):
+                raise MessageError("malformed bytes.") from None
+        if "$f" in node:
+            if node["$f"] not in ("nan", "inf", "-inf"):
+                raise MessageError("malformed float.")
+            return float(node["$f"])
+        if "$s" in node:
+            return walk(node["$s"])[0]
+        if "$t" in node:
+            return tuple(walk(x) for x in node["$t"])
+        if "$set" in node:
+            return {_hashable(walk(x)) for x in node["$set"]}
+        if "$m" in node:
+            return {_hashable(walk(k)): walk(x) for k, x in node["$m"]}
+        if "$csr" in node:
+            import scipy.sparse as sp
+
+            d, i, p, shape = node["$csr"]
+            return sp.csr_matrix((walk(d), walk(i), walk(p)), shape=tuple(shape))
+        if "$o" in node:
+            cls = classes.get(node["$o"])
+            if cls is None:
+                raise MessageError(f"class {str(node['$o'])[:80]!r} is not one a site message "
+                                   "may carry: refused.")
+            state = walk(node.get("state", {}))
+            if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+                raise MessageError("malformed object state.")
+            obj = cls.__new__(cls)
+            for key, val in state.items():
+                object.__setattr__(obj, key, val)
+            return obj
+        if any(k.startswith("$") for k in node):
+            raise MessageError("unknown message node.")
+        return {k: walk(x) for k, x in node.items()}
+
+    return walk(tree)
+
+
+def _hashable(value):
+    if isinstance(value, np.ndarray):
+        raise MessageError("an array cannot be a dict key.")
+    if isinstance(value, list):
+        return tuple(value)
+    return value

@@ -1,0 +1,339 @@
+"""The site's side of the service: its datasets, fit sessions, policy and audit log.
+
+:class:`SiteHost` answers one request (bytes in, bytes out) for one
+authenticated analyst. It knows nothing of the transport
+(:mod:`skfed.sites.transport` gives it gRPC over mutual TLS), so a later
+outbound mode (the site dialling a coordinator) reuses it unchanged.
+
+A request is ``{"op": name, "args": {...}}`` (:mod:`skfed.sites.codec`);
+the reply is ``{"ok": value}`` or ``{"error": {"kind", "message", "rule"}}``.
+Order of work for each request: decode (typed, never unpickled), check the
+policy, run the operation, check the reply against the disclosure rules,
+write the audit line, encode.
+"""
+
+import logging
+import secrets
+import threading
+
+import numpy as np
+
+from ..data.site import SiteData, SiteError, numeric_matrix
+from ..data.sources import describe, split_table, read_table
+from ..solvers.base import message_nbytes
+from .audit import AuditLog
+from .codec import MessageError, decode, encode
+from .operations import OPERATIONS
+from .policy import PolicyError
+
+
+_LOG = logging.getLogger("skfed.site")
+
+
+class _Session:
+    """One fit at this site: its client objective and solver states, one owner."""
+
+    def __init__(self, owner, dataset, objective, n_rows):
+        self.owner, self.dataset, self.objective, self.n_rows = owner, dataset, objective, n_rows
+        self.states = {}
+        self.lock = threading.Lock()
+
+
+class SiteHost:
+    """Runs named operations on this site's declared datasets under its policy.
+
+    Parameters
+    ----------
+    config : skfed.sites.policy.SiteConfig
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.policy = config.policy
+        self.name = config.name
+        self.audit = AuditLog(config.audit)
+        self._tables = {}
+        self._sessions = {}
+        self._lock = threading.Lock()
+
+    # -- the one entry point -------------------------------------------------
+    def handle(self, analyst, request):
+        """Answer one request (bytes) of the analyst ``analyst`` (its certificate
+        identity, already authenticated by the transport); returns bytes."""
+        record = {"analyst": analyst, "operation": None, "dataset": None, "columns": None,
+                  "rows": None, "bytes": 0, "epsilon": 0.0}
+        try:
+            try:
+                message = decode(request)
+            except MessageError as exc:
+                raise _Refusal("message", f"the request is not a skfed message ({exc})")
+            if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+                raise _Refusal("message", "the request names no operation")
+            op, args = message["op"], message.get("args") or {}
+            record["operation"] = op[:64]
+            if op not in OPERATIONS:
+                raise _Refusal("operations", f"{op[:64]!r} is not a site operation")
+            self._check_analyst(analyst, op)
+            value = getattr(self, "_op_" + op.replace(".", "_"))(analyst, args, record)
+            reply = encode({"ok": value})
+            record.update(outcome="ok", bytes=len(reply))
+            return reply
+        except _Refusal as exc:
+            error = PolicyError(self.name, exc.rule, exc.detail)
+            record.update(outcome="refused", rule=exc.rule, reason=exc.detail)
+            return encode({"error": {"kind": "policy", "rule": exc.rule, "message": str(error)}})
+        except SiteError as exc:  # skfed's own checks: they name columns, never values
+            record.update(outcome="error", reason=exc.detail)
+            return encode({"error": {"kind": "site", "message": exc.detail}})
+        except Exception as exc:  # anything else: the type only (a message could quote data)
+            record.update(outcome="error", reason=type(exc).__name__)
+            # the traceback for the site's administrator, on the service's own log
+            _LOG.exception("operation %r failed", record["operation"])
+            return encode({"error": {"kind": "internal", "message": (
+                f"operation {record['operation']!r} failed at the site ({type(exc).__name__}); "
+                "the site's administrator can see the request in its audit log")}})
+        finally:
+            self.audit.record(**record)
+
+    def close(self):
+        self.audit.close()
+
+    # -- policy --------------------------------------------------------------
+    def _check_analyst(self, analyst, op):
+        allowed = self.policy.analysts
+        if allowed is not None and analyst not in allowed:
+            raise _Refusal("analysts", f"analyst {analyst!r} is not allowed at this site")
+        if op not in self.policy.operations:
+            raise _Refusal("operations", f"operation {op!r} is not served by this site")
+
+    def _check_rows(self, n_rows, what):
+        if n_rows < self.policy.min_rows:
+            raise _Refusal("min_rows", f"{what} would be computed from fewer than "
+                                       f"{self.policy.min_rows} rows")
+
+    # -- datasets ------------------------------------------------------------
+    def _site_data(self, ref, record):
+        """The rows of a dataset reference ``{"name", "target", "drop", "sample_weight"}``,
+        restricted to the columns the site allows."""
+        if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
+            raise _Refusal("datasets", "the request names no dataset")
+        name = ref["name"]
+        record["dataset"] = name[:64]
+        conf = self.config.datasets.get(name)
+        if conf is None:
+            raise _Refusal("datasets", f"no dataset {name[:64]!r} is served here")
+        table = self._table(conf)
+        target, weight = ref.get("target"), ref.get("sample_weight")
+        drop = [c for c in ref.get("drop") or () if isinstance(c, str)]
+        for role, col in (("target", target), ("sample-weight", weight)):
+            if col is not None and (not isinstance(col, str) or col not in table.columns):
+                raise _Refusal("columns", f"no usable {role} column {str(col)[:64]!r} in "
+                                          f"dataset {name!r}")
+        drop = [c for c in drop if c in table.columns]
+        site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop)
+        record["columns"] = list(site.columns() or ())
+        if target is not None:
+            record["columns"].append(target)
+        return site
+
+    def _table(self, conf):
+        with self._lock:
+            if conf.name not in self._tables:
+                try:
+                    table = read_table(self.name, conf.path)
+                except SiteError:  # its message holds a local path: not for the analyst
+                    raise SiteError(self.name, f"dataset {conf.name!r} could not be read "
+                                               "(see the site's own log)") from None
+                table = table.rename(columns=str)
+                if conf.columns is not None:  # the site's allow-list of columns
+                    table = table[[c for c in table.columns if c in conf.columns]]
+                self._tables[conf.name] = table
+            return self._tables[conf.name]
+
+    # -- sessions ------------------------------------------------------------
+    def _session(self, analyst, args):
+        handle = args.get("session")
+        session = self._sessions.get(handle) if isinstance(handle, str) else None
+        if session is None or session.owner != analyst:  # another's session looks absent
+            raise _Refusal("sessions", "no such fit session for this analyst")
+        return session
+
+    # -- the operations ------------------------------------------------------
+    def _op_dataset_describe(self, analyst, args, record):
+        site = self._site_data(args.get("dataset"), record)
+        self._check_rows(site.n_samples, "the dataset's description")
+        record["rows"] = site.n_samples
+        return describe(site)
+
+    def _op_data_summary(self, analyst, args, record):
+        from ..data.site import site_summary
+
+        site = self._site_data(args.get("dataset"), record)
+        n = _positive_rows(site)
+        record["rows"] = n
+        self._check_rows(n, "the summary")
+        task = args.get("task")
+        if task not in ("none", "regression", "classification"):
+            raise _Refusal("message", "unknown task")
+        summary = site_summary(site, task)
+        counts = summary.get("class_counts")
+        if counts is not None and np.min(counts) < self.policy.min_level_count:
+            raise _Refusal("min_level_count", "a class of the target has fewer than "
+                                              f"{self.policy.min_level_count} rows here")
+        return summary
+
+    def _op_fit_open(self, analyst, args, record):
+        from ..data.site import client_objective
+
+        site = self._site_data(args.get("dataset"), record)
+        n = _positive_rows(site)
+        record["rows"] = n
+        self._check_rows(n, "a fit")
+        datafit, layout, targets = args.get("datafit"), args.get("layout"), args.get("targets")
+        size = int(getattr(layout, "size", 0))
+        if size > self.policy.max_parameters_per_row * n:
+            raise _Refusal("max_parameters_per_row", f"a model of {size} parameters on "
+                           f"{n} rows exceeds {self.policy.max_parameters_per_row} parameters "
+                           "per row (its second moments would reveal rows)")
+        objective = client_objective(site, datafit, layout, targets)
+        handle = secrets.token_hex(16)
+        with self._lock:
+            self._sessions[handle] = _Session(analyst, args["dataset"]["name"], objective, n)
+        return handle
+
+    def _on_session(self, analyst, args, record):
+        session = self._session(analyst, args)
+        record.update(dataset=session.dataset, rows=session.n_rows)
+        return session
+
+    def _op_fit_client_summary(self, analyst, args, record):
+        from ..federation.rounds import client_summary
+
+        session = self._on_session(analyst, args, record)
+        return client_summary(session.objective, args.get("exact"))
+
+    def _op_fit_monitor(self, analyst, args, record):
+        from ..federation.rounds import client_monitor
+
+        session = self._on_session(analyst, args, record)
+        return client_monitor(session.objective, _vector(args.get("theta"), session))
+
+    def _op_fit_curvature(self, analyst, args, record):
+        from ..federation.smoothness import client_curvature_matvec
+
+        session = self._on_session(analyst, args, record)
+        return client_curvature_matvec(session.objective,
+                                       _vector(args.get("vector"), session, features=True))
+
+    def _op_fit_feature_mean(self, analyst, args, record):
+        from ..federation.smoothness import client_feature_mean
+
+        return client_feature_mean(self._on_session(analyst, args, record).objective)
+
+    def _op_fit_step(self, analyst, args, record):
+        from ..executors.base import client_round
+        from ..exceptions import ClientFailure
+        from ..solvers.base import FederatedSolver
+
+        session = self._on_session(analyst, args, record)
+        solver = args.get("solver")
+        if not isinstance(solver, FederatedSolver):
+            raise _Refusal("message", "fit.step needs one of skfed's solvers")
+        self._check_solver(solver)
+        client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
+        with session.lock:  # the state of one client advances one round at a time
+            if "state" in args:  # the first round: the initial state the server built
+                session.states[client] = args["state"]
+            result = client_round(session.objective, solver, session.states.get(client),
+                                  args.get("message"), seed)
+            if isinstance(result, ClientFailure):
+                raise SiteError(self.name, f"the solver's step failed ({result.error})")
+            reply, session.states[client] = result
+        record["bytes_algorithm"] = message_nbytes(reply) if isinstance(reply, dict) else 0
+        return reply
+
+    def _check_solver(self, solver):
+        inner = getattr(solver, "solver", solver)  # under a privacy wrapper: the solver in it
+        allowed = self.policy.solvers
+        if allowed is not None and inner.name not in allowed:
+            raise _Refusal("solvers", f"solver {inner.name!r} is not allowed at this site")
+        if "secure_aggregation" in self.policy.require and inner is solver:
+            raise _Refusal("require", "this site requires secure aggregation and the step "
+                                      "is not masked")
+        if "differential_privacy" in self.policy.require and not getattr(
+                solver, "differentially_private", False):
+            raise _Refusal("require", "this site requires differential privacy and the "
+                                      "step adds no noise")
+
+    def _op_fit_close(self, analyst, args, record):
+        session = self._on_session(analyst, args, record)
+        with self._lock:
+            self._sessions.pop(args["session"], None)
+        session.states.clear()
+        return True
+
+    def _op_evaluate_score(self, analyst, args, record):
+        from ..data.site import site_score_terms
+
+        site = self._site_data(args.get("dataset"), record)
+        n = _positive_rows(site)
+        record["rows"] = n
+        self._check_rows(n, "a score")
+        return site_score_terms(site, _LinearModel.from_message(args.get("model")))
+
+
+class _Refusal(Exception):
+    def __init__(self, rule, detail):
+        super().__init__(detail)
+        self.rule, self.detail = rule, detail
+
+
+def _positive_rows(site):
+    return int(np.count_nonzero(site.weights() > 0))
+
+
+def _vector(value, session, features=False):
+    """A broadcast vector checked: floats, of the model's size (or the features')."""
+    size = session.objective.X.shape[1] if features else session.objective.layout.size
+    if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != (size,):
+        raise _Refusal("message", f"expected a float vector of {size} parameters")
+    return value
+
+
+class _LinearModel:
+    """A linear model's arrays, rebuilt at the site for an aggregate score.
+
+    The analyst sends ``coef``, ``intercept`` and, for a classifier,
+    ``classes``; the site computes predictions on its rows and releases
+    only the score's sums (:func:`~skfed.data.site.site_score_terms`).
+    """
+
+    def __init__(self, coef, intercept, classes):
+        self.coef_, self.intercept_, self.classes_ = coef, intercept, classes
+
+    @classmethod
+    def from_message(cls, model):
+        if not isinstance(model, dict):
+            raise _Refusal("message", "evaluate.score needs a model")
+        coef = np.asarray(model.get("coef"), dtype=np.float64)
+        intercept = np.asarray(model.get("intercept", 0.0), dtype=np.float64)
+        classes = model.get("classes")
+        if classes is not None and not isinstance(classes, np.ndarray):
+            raise _Refusal("message", "classes must be an array")
+        return cls(coef, intercept, classes)
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, TargetTags
+
+        kind = "regressor" if self.classes_ is None else "classifier"
+        return Tags(estimator_type=kind, target_tags=TargetTags(required=True))
+
+    def predict(self, X):
+        X = numeric_matrix(SiteData(None, X))
+        scores = X @ np.atleast_2d(self.coef_).T + self.intercept_
+        if self.classes_ is None:
+            return scores.ravel() if np.ndim(self.coef_) == 1 else scores
+        if scores.shape[1] == 1:
+            return self.classes_[(scores[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+

@@ -1,0 +1,61 @@
+"""The closed set of named operations a site service runs on its rows.
+
+Each operation is skfed's own site code (the functions the in-process and
+Dask paths call: :func:`~skfed.data.site.site_summary`,
+:func:`~skfed.data.site.client_objective`, the solvers' ``client_update``
+through :func:`~skfed.executors.base.client_round`, ...), reached by name
+with typed arguments (:mod:`skfed.sites.codec`), so every home of the rows
+gives the same numbers. ``releases`` says what the reply discloses; the site
+checks its policy (:mod:`skfed.sites.policy`) before the operation runs.
+
+The analyst's side finds an operation by the function it would have run
+(:data:`BY_FUNCTION`): a function that is not here is not a site operation,
+and a site service never runs it.
+"""
+
+from dataclasses import dataclass
+
+from ..data.site import client_objective, site_score_terms, site_summary
+from ..data.sources import describe
+from ..executors.base import client_round
+from ..federation.rounds import client_monitor, client_summary
+from ..federation.smoothness import client_curvature_matvec, client_feature_mean
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A named site operation: what it runs and what its reply releases."""
+
+    name: str
+    releases: str
+    #: the site function the in-process and Dask paths call for it
+    function: object = None
+    #: runs on a fit session's client objective (else on a dataset's rows)
+    on_session: bool = False
+
+
+OPERATIONS = {op.name: op for op in [
+    Operation("dataset.describe", "row count, column names and kinds, whether a target and "
+              "weights are present", describe),
+    Operation("data.summary", "row count, weight sum, feature count; for a classifier the "
+              "classes held, with counts (each >= min_level_count)", site_summary),
+    Operation("fit.open", "nothing (the site builds its client objective and keeps it)",
+              client_objective),
+    Operation("fit.client_summary", "row count, weight sum and the loss's smoothness "
+              "constants", client_summary, True),
+    Operation("fit.monitor", "the mean loss and its gradient at the broadcast model",
+              client_monitor, True),
+    Operation("fit.curvature", "the mean loss's curvature along one broadcast vector",
+              client_curvature_matvec, True),
+    Operation("fit.feature_mean", "the weighted mean of the features", client_feature_mean,
+              True),
+    Operation("fit.step", "the solver's reply of one round (its declared sums; masked under "
+              "secure aggregation)", client_round, True),
+    Operation("fit.close", "nothing (the session's objective and states are dropped)"),
+    Operation("evaluate.score", "four weighted sums per target (regression) or two "
+              "(classification): never a prediction", site_score_terms),
+]}
+
+#: the analyst's side: the operation that stands for a site function
+BY_FUNCTION = {op.function: op.name for op in OPERATIONS.values()
+               if op.function is not None}

@@ -1,0 +1,206 @@
+"""The analyst's side of the site services: a dataset backend and an executor.
+
+:meth:`FederatedDataset.from_sites <skfed.data.FederatedDataset.from_sites>`
+connects to each site's service; every estimator then runs on it as on any
+other dataset. Where the in-process and Dask paths call a site function
+(``dataset.map(site_summary, ...)``, ``executor.map(client_monitor, ...)``, a
+solver's ``client_update``), this backend calls the site operation of the
+same name (:data:`skfed.sites.operations.BY_FUNCTION`) with typed arguments.
+A function that is not a site operation is refused here, before anything is
+sent: no closure or callable ever reaches a site service.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..exceptions import ClientFailure, ClientFailureError
+from ..executors.base import Executor
+from .operations import BY_FUNCTION
+
+
+def _operation(fn):
+    op = BY_FUNCTION.get(fn)
+    if op is None:
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise ValueError(
+            f"{name!r} is not one of the site operations a site service runs (it runs only "
+            "skfed's named operations: see skfed.sites.operations.OPERATIONS); custom code "
+            "reaches rows only in the trusted Dask mode (FederatedDataset.from_sources).")
+    return op
+
+
+def model_message(estimator):
+    """A fitted linear estimator's arrays, as :op:`evaluate.score` takes them."""
+    classes = getattr(estimator, "classes_", None)
+    if classes is not None and np.asarray(classes).dtype.kind == "O":
+        classes = np.asarray(classes).astype(str)
+    if hasattr(estimator, "steps") or not hasattr(estimator, "coef_"):
+        raise ValueError(f"a site service scores linear models only, not a "
+                         f"{type(estimator).__name__} (a Pipeline's steps would run custom "
+                         "code at the site).")
+    return {"coef": np.asarray(estimator.coef_, dtype=np.float64),
+            "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
+            "classes": None if classes is None else np.asarray(classes)}
+
+
+def _arguments(op, args):
+    """A site function's positional arguments as the operation's named ones."""
+    if op in ("dataset.describe", "fit.feature_mean"):
+        return {}
+    if op == "data.summary":
+        return {"task": args[0]}
+    if op == "evaluate.score":
+        return {"model": model_message(args[0])}
+    if op == "fit.open":
+        datafit, layout, targets = args
+        return {"datafit": datafit, "layout": layout, "targets": targets}
+    if op == "fit.client_summary":
+        return {"exact": args[0] if args else True}
+    if op == "fit.monitor":
+        return {"theta": np.asarray(args[0], dtype=np.float64)}
+    if op == "fit.curvature":
+        return {"vector": np.asarray(args[0], dtype=np.float64)}
+    raise ValueError(f"operation {op!r} is not called this way.")
+
+
+class RemoteObjective:
+    """A client objective kept at a site service (a fit session's handle)."""
+
+    __slots__ = ("connection", "session", "n_samples")
+
+    def __init__(self, connection, session):
+        self.connection, self.session, self.n_samples = connection, session, None
+
+
+class SiteServices:
+    """The :class:`~skfed.data.FederatedDataset` backend of site services.
+
+    Parameters
+    ----------
+    connections : list of skfed.sites.transport.SiteConnection
+    dataset : dict
+        ``{"name", "target", "drop", "sample_weight"}``: what each site serves.
+    """
+
+    resident = True
+
+    def __init__(self, connections, dataset, owns=True):
+        self.connections, self.dataset, self.owns = list(connections), dict(dataset), owns
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.connections))))
+
+    def call_all(self, op, per_site):
+        """``op`` at every site at once (``per_site[k]``: site ``k``'s arguments)."""
+        futures = [self._pool.submit(conn.call, op, **args)
+                   for conn, args in zip(self.connections, per_site)]
+        return [f.result() for f in futures]
+
+    def map(self, fn, args):
+        op = _operation(fn)
+        named = dict(_arguments(op, args), dataset=self.dataset)
+        return self.call_all(op, [named] * len(self.connections))
+
+    def apply(self, fn, args):
+        raise ValueError(
+            f"transforming rows at a site ({getattr(fn, '__qualname__', fn)!r}) is not an "
+            "operation of the site service; fit on the dataset as the sites serve it.")
+
+    def subset(self, positions):
+        return SiteServices([self.connections[k] for k in positions], self.dataset, owns=False)
+
+    def build(self, fn, args):
+        op = _operation(fn)
+        named = dict(_arguments(op, args), dataset=self.dataset)
+        handles = self.call_all(op, [named] * len(self.connections))
+        return [RemoteObjective(conn, h) for conn, h in zip(self.connections, handles)]
+
+    def executor_for(self, dataset, executor):
+        return SiteServiceExecutor()
+
+    def close(self):
+        if self.owns:
+            for conn in self.connections:
+                conn.close()
+        self._pool.shutdown(wait=False)
+
+    @property
+    def bytes_sent(self):
+        return sum(c.bytes_sent for c in self.connections)
+
+    @property
+    def bytes_received(self):
+        return sum(c.bytes_received for c in self.connections)
+
+
+class SiteServiceExecutor(Executor):
+    """Runs a fit's client work as site operations on :class:`RemoteObjective` sessions.
+
+    The clients' solver states stay at the sites (their initial state is
+    sent with a client's first step), as under secure aggregation: a warm
+    start resumes from the model. A site that does not answer within its
+    connection's timeout is a failed client: solvers that allow partial
+    participation go on without it, the others stop naming it. A refusal by
+    a site's policy stops the fit at once, naming the site and the rule.
+    """
+
+    keeps_states_at_sites = True
+
+    def _start(self):
+        self._sent_state = set()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.clients))))
+
+    def _submit(self, j, op, args):
+        client = self.clients[j]
+        return self._pool.submit(client.connection.call, op, session=client.session, **args)
+
+    def map(self, fn, tasks):
+        from . import SiteRefusal
+
+        op = _operation(fn)
+        futures = [(j, self._submit(j, op, _arguments(op, args))) for j, args in tasks]
+        out = []
+        for j, future in futures:
+            try:
+                out.append(future.result())
+            except SiteRefusal:
+                raise
+            except Exception as exc:  # a lost site: the map needs every one
+                raise ClientFailureError(f"client {self.labels[j]!r} could not run {op!r}: "
+                                         f"{exc}") from None
+        return out
+
+    def run_round(self, solver, rnd, jobs, *, retry=False):
+        from . import SiteRefusal
+
+        futures = []
+        for j, message, seed in jobs:
+            args = {"solver": solver, "message": message, "seed": int(seed), "client": int(j)}
+            if j not in self._sent_state:
+                args["state"] = self._states[j]
+            futures.append((j, self._submit(j, "fit.step", args)))
+        replies, failures = {}, {}
+        for j, future in futures:
+            try:
+                replies[j] = future.result()
+                self._sent_state.add(j)
+            except SiteRefusal:
+                raise
+            except Exception as exc:
+                failures[j] = ClientFailure(error=str(exc), worker=self.labels[j])
+        return replies, failures
+
+    def collect_states(self):
+        return None
+
+    def close(self):
+        clients, pool = self.clients, getattr(self, "_pool", None)
+        if clients is not None and pool is not None:
+            futures = [pool.submit(c.connection.call, "fit.close", session=c.session)
+                       for c in clients]
+            for f in futures:  # a lost site's session ends with its process
+                try:
+                    f.result()
+                except Exception:
+                    pass
+            pool.shutdown(wait=False)
+        super().close()
