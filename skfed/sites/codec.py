@@ -50,11 +50,13 @@ def allowed_classes():
         from ..data.site import Targets
         from ..federation import layout, problem
         from ..local import quadratic_model, schedule
-        from ..privacy import secure_rounds
+        from ..privacy import dp_rounds, secure_aggregation, secure_rounds
 
         classes = [Targets, layout.Layout, problem.FederatedProblem,
                    schedule.LocalSchedule, quadratic_model.DenseModel,
-                   quadratic_model.CompactModel, secure_rounds.SecureAggregation]
+                   quadratic_model.CompactModel, secure_rounds.SecureAggregation,
+                   dp_rounds.DifferentialPrivacy, secure_aggregation.FixedPoint,
+                   secure_aggregation.MaskedMessage]
         for module in (datafits, penalties, solvers):
             classes += [c for c in vars(module).values() if isinstance(c, type)]
         classes += list(solvers.SOLVERS.values())

@@ -33,8 +33,9 @@ _LOG = logging.getLogger("skfed.site")
 class _Session:
     """One fit at this site: its client objective and solver states, one owner."""
 
-    def __init__(self, owner, dataset, objective, n_rows):
+    def __init__(self, owner, dataset, columns, objective, n_rows):
         self.owner, self.dataset, self.objective, self.n_rows = owner, dataset, objective, n_rows
+        self.columns = columns
         self.states = {}
         self.lock = threading.Lock()
 
@@ -198,12 +199,13 @@ class SiteHost:
         objective = client_objective(site, datafit, layout, targets)
         handle = secrets.token_hex(16)
         with self._lock:
-            self._sessions[handle] = _Session(analyst, args["dataset"]["name"], objective, n)
+            self._sessions[handle] = _Session(analyst, args["dataset"]["name"],
+                                              record["columns"], objective, n)
         return handle
 
     def _on_session(self, analyst, args, record):
         session = self._session(analyst, args)
-        record.update(dataset=session.dataset, rows=session.n_rows)
+        record.update(dataset=session.dataset, rows=session.n_rows, columns=session.columns)
         return session
 
     def _op_fit_client_summary(self, analyst, args, record):

@@ -1,0 +1,367 @@
+"""Site services (issue 20): three real ``skfed site serve`` processes on 127.0.0.1.
+
+Fits through the services equal the in-process fits on the same rows; the
+attacks a site's data officer worries about are refused and audited; each
+policy rule refuses what it should, naming the rule and the site.
+"""
+
+import json
+import pickle
+import struct
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("cryptography")
+
+from sklearn.datasets import load_breast_cancer, load_diabetes  # noqa: E402
+
+from skfed import (FedElasticNet, FederatedDataset, FedLasso, FedLinearSVC,  # noqa: E402
+                   FedLogisticRegression)
+from skfed.deploy import certificate_identity, make_certificates  # noqa: E402
+from skfed.privacy import SecureAggregation  # noqa: E402
+from skfed.sites import SiteRefusal, SiteServiceError, SiteUnavailable  # noqa: E402
+from skfed.sites.audit import read_audit  # noqa: E402
+from skfed.sites.codec import MessageError, decode, encode  # noqa: E402
+from skfed.sites.policy import load_config  # noqa: E402
+from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
+
+from ._sites import SITES, site_config, split_frames, start_site, stop_sites  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    """Three site services, each with its own certificate, files, policy and audit log."""
+    root = tmp_path_factory.mktemp("federation")
+    certs = make_certificates(root / "certs", list(SITES))
+    diabetes = load_diabetes(as_frame=True).frame
+    cancer = load_breast_cancer(as_frame=True).frame
+    cancer.columns = [c.replace(" ", "_") for c in cancer.columns]
+    cancer["patient_id"] = [f"patient-{k}" for k in range(len(cancer))]
+    parts = {"visits": split_frames(diabetes, 3, by="bmi"),  # strong covariate shift
+             "cancer": split_frames(cancer, 3)}
+    folders, processes, addresses = {}, [], {}
+    try:
+        for k, name in enumerate(SITES):
+            folder = root / name
+            folder.mkdir()
+            datasets = {}
+            for dname, frames in parts.items():
+                frames[k].to_csv(folder / f"{dname}.csv", index=False)
+                datasets[dname] = (f"{dname}.csv", None)
+            config = site_config(folder, name, certs=certs, datasets=datasets,
+                                 policy="min_rows = 10")
+            proc, port = start_site(config)
+            processes.append(proc)
+            folders[name], addresses[name] = folder, f"127.0.0.1:{port}"
+        yield {"certs": certs, "folders": folders, "addresses": addresses, "parts": parts}
+    finally:
+        stop_sites(processes)
+
+
+def _tls(certs):
+    return {"ca_file": certs.ca.cert, "cert_file": certs.client.cert,
+            "key_file": certs.client.key}
+
+
+def _remote(federation, dataset, target, drop=()):
+    return FederatedDataset.from_sites(federation["addresses"], dataset=dataset, target=target,
+                                       drop=drop, **_tls(federation["certs"]))
+
+
+def _local(federation, dataset, target, drop=()):
+    """The same rows, read from the same files, in this process."""
+    frames = [pd.read_csv(federation["folders"][s] / f"{dataset}.csv") for s in SITES]
+    frame = pd.concat(frames, ignore_index=True)
+    site = np.repeat(list(SITES), [len(f) for f in frames])
+    return frame.drop(columns=[target, *drop]), frame[target].to_numpy(), site
+
+
+def _audit(federation, site):
+    return read_audit(federation["folders"][site] / "audit.jsonl")
+
+
+# --- the same numbers as in process -------------------------------------------
+CASES = [
+    (FedLasso, dict(alpha=0.5), "newton"),
+    (FedLasso, dict(alpha=0.5), "fedavg"),
+    (FedLasso, dict(alpha=0.5), "dualfl"),
+    (FedLasso, dict(alpha=0.5), "feddualavg"),
+    (FedLasso, dict(alpha=0.5), "fedmls"),
+    (FedElasticNet, dict(alpha=0.5, l1_ratio=0.5), "fedadmm"),
+    (FedLogisticRegression, dict(C=0.5), "newton"),
+    (FedLogisticRegression, dict(C=0.5), "scaffold"),
+    (FedLogisticRegression, dict(C=0.5), "feddyn"),
+    (FedLinearSVC, dict(C=0.1), "auto"),
+]
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["plain", "secure"])
+@pytest.mark.parametrize("cls, params, solver", CASES,
+                         ids=[f"{c.__name__}-{s}" for c, _, s in CASES])
+def test_fit_through_services_equals_in_process(federation, cls, params, solver, secure):
+    classifier = cls in (FedLogisticRegression, FedLinearSVC)
+    dataset, target = ("cancer", "target") if classifier else ("visits", "target")
+    drop = ["patient_id"] if classifier else []
+    X, y, site = _local(federation, dataset, target, drop)
+    est = dict(params, solver=solver, max_rounds=40, random_state=0,
+               privacy=SecureAggregation() if secure else None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 40 rounds: the same ConvergenceWarning both ways
+        ref = cls(**est).fit(X, y, clients=site)
+        data = _remote(federation, dataset, target, drop)
+        remote = cls(**est).fit(data)
+    assert remote.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(remote.coef_, ref.coef_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(remote.intercept_, ref.intercept_, rtol=1e-9, atol=1e-9)
+    if secure:
+        assert remote.history_.privacy["secure_aggregation"]
+    assert remote.score(data) == pytest.approx(ref.score(X, y), rel=1e-12)
+    data.close()
+
+
+def test_metadata_and_audit(federation):
+    data = _remote(federation, "visits", "target")
+    assert data.sites == list(SITES)
+    assert list(data.n_samples) == [len(f) for f in federation["parts"]["visits"]]
+    FedLasso(alpha=1.0).fit(data)
+    data.close()
+    lines = _audit(federation, "hospital-a")
+    ops = {line["operation"] for line in lines if line["outcome"] == "ok"}
+    assert {"dataset.describe", "data.summary", "fit.open", "fit.step", "fit.close"} <= ops
+    step = next(line for line in lines if line["operation"] == "fit.step")
+    assert step["analyst"] == "analyst" and step["dataset"] == "visits"
+    assert step["rows"] == len(federation["parts"]["visits"][0]) and step["bytes"] > 0
+    assert "bmi" in step["columns"]
+
+
+# --- attacks, replayed: refused or yielding nothing, and audited ---------------------
+class _Boom:
+    def __reduce__(self):  # what a pickle-based service would run on loading
+        import os
+
+        return (os.system, ("touch /tmp/skfed-site-was-exploited",))
+
+
+def test_a_pickled_payload_is_never_loaded(federation, tmp_path):
+    import os
+
+    marker = "/tmp/skfed-site-was-exploited"
+    if os.path.exists(marker):
+        os.remove(marker)
+    conn = SiteConnection("hospital-a", federation["addresses"]["hospital-a"],
+                          **_tls(federation["certs"]))
+    payload = pickle.dumps({"op": "dataset.describe", "args": {"x": _Boom()}})
+    reply = decode(conn._call(payload, timeout=30))
+    assert reply["error"]["rule"] == "message"
+    # a well-formed message naming a class outside skfed's allow-list
+    header = json.dumps({"op": "fit.step", "args": {"solver": {
+        "$o": "posix.system", "state": {"command": "id"}}}}).encode()
+    forged = b"SKF1" + struct.pack("<I", len(header)) + header
+    reply = decode(conn._call(forged, timeout=30))
+    assert reply["error"]["rule"] == "message" and "posix.system" in reply["error"]["message"]
+    conn.close()
+    assert not os.path.exists(marker)
+    refusals = [line for line in _audit(federation, "hospital-a") if line["outcome"] == "refused"]
+    assert any(line["rule"] == "message" for line in refusals)
+    with pytest.raises(MessageError, match="not a skfed message"):
+        decode(payload)
+
+
+def test_the_codec_refuses_classes_outside_skfed():
+    with pytest.raises(MessageError, match="allow-listed"):
+        encode({"x": _Boom()})
+    with pytest.raises(MessageError, match="object arrays"):
+        encode(np.array([object()], dtype=object))
+
+
+def test_custom_code_and_row_level_output_never_reach_a_site(federation):
+    data = _remote(federation, "visits", "target")
+    with pytest.raises(ValueError, match="not one of the site operations"):
+        data.map(lambda site: site.X)  # FederatedDataset.map(lambda ...) returned raw rows
+    est = FedLasso(alpha=1.0).fit(data)
+    est.coef_ = np.eye(est.coef_.size)[2]  # a crafted unit vector: predict = a raw column
+    with pytest.raises(ValueError, match="not one of the site operations"):
+        est.predict(data)
+    data.close()
+
+
+def test_a_site_certificate_cannot_act_as_an_analyst(federation):
+    certs = federation["certs"]
+    assert certificate_identity(certs.sites["hospital-b"].cert.read_bytes()) == (
+        "site", "hospital-b")
+    conn = SiteConnection("hospital-a", federation["addresses"]["hospital-a"],
+                          ca_file=certs.ca.cert, cert_file=certs.sites["hospital-b"].cert,
+                          key_file=certs.sites["hospital-b"].key)
+    with pytest.raises(SiteRefusal, match="cannot act as an analyst"):
+        conn.call("dataset.describe", dataset={"name": "visits"})
+    conn.close()
+    last = _audit(federation, "hospital-a")[-1]
+    assert last["outcome"] == "refused" and last["rule"] == "analysts"
+
+
+def test_only_the_named_site_may_answer(federation):
+    certs = federation["certs"]
+    # hospital-b's address, reached as if it were hospital-a: its certificate names b only
+    conn = SiteConnection("hospital-a", federation["addresses"]["hospital-b"], timeout=10,
+                          **_tls(certs))
+    with pytest.raises(SiteUnavailable):
+        conn.call("dataset.describe", dataset={"name": "visits"})
+    conn.close()
+
+
+def test_datasets_are_named_never_paths(federation):
+    conn = SiteConnection("hospital-a", federation["addresses"]["hospital-a"],
+                          **_tls(federation["certs"]))
+    for name in ["../hospital-b/visits", "/etc/passwd", "visits.csv"]:
+        with pytest.raises(SiteRefusal, match="no dataset") as info:
+            conn.call("dataset.describe", dataset={"name": name})
+        assert info.value.rule == "datasets"
+    with pytest.raises(SiteRefusal, match="not a site operation"):
+        conn.call("os.system", command="id")
+    conn.close()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_sessions_are_isolated(federation):
+    a = _remote(federation, "visits", "target")
+    b = _remote(federation, "visits", "target")
+    one = FedLasso(alpha=0.5, solver="fedavg", max_rounds=5).fit(a)
+    conn = a._backend.connections[0]
+    with pytest.raises(SiteRefusal, match="no such fit session"):  # a closed or foreign one
+        conn.call("fit.monitor", session="0" * 32, theta=np.zeros(11))
+    two = FedLasso(alpha=0.5, solver="fedavg", max_rounds=5).fit(b)
+    np.testing.assert_array_equal(one.coef_, two.coef_)
+    a.close()
+    b.close()
+
+
+# --- each policy rule, on a service in this process (still gRPC over mutual TLS) -------
+@pytest.fixture
+def one_site(tmp_path, federation):
+    """Start a service for hospital-a with a given policy; stopped after the test."""
+    servers = []
+
+    def start(policy="", frame=None, columns=None):
+        frame = load_diabetes(as_frame=True).frame.iloc[:120] if frame is None else frame
+        folder = tmp_path / f"site{len(servers)}"
+        folder.mkdir()
+        frame.to_csv(folder / "visits.csv", index=False)
+        path = site_config(folder, "hospital-a", certs=federation["certs"],
+                           datasets={"visits": ("visits.csv", columns)}, policy=policy)
+        server = SiteServer(load_config(path)).start()
+        servers.append(server)
+        conn = SiteConnection("hospital-a", f"127.0.0.1:{server.port}",
+                              **_tls(federation["certs"]))
+        return conn, folder
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def _dataset(conn, target="target", **kw):
+    return FederatedDataset(*_with(conn, target, **kw))
+
+
+def _with(conn, target, **kw):
+    from skfed.data.sources import describe
+    from skfed.sites.remote import SiteServices
+
+    backend = SiteServices([conn], {"name": "visits", "target": target, "drop": [],
+                                    "sample_weight": None, **kw})
+    return backend, backend.map(describe, ())
+
+
+def test_min_rows(one_site):
+    conn, folder = one_site("min_rows = 200")  # the site holds 120 rows
+    with pytest.raises(SiteRefusal, match="fewer than 200 rows") as info:
+        _dataset(conn)
+    assert info.value.rule == "min_rows" and "hospital-a" in str(info.value)
+    assert read_audit(folder / "audit.jsonl")[-1]["rule"] == "min_rows"
+
+
+def test_min_level_count(one_site):
+    frame = load_diabetes(as_frame=True).frame.iloc[:120].copy()
+    frame["high"] = (frame["target"] > 300).astype(int)  # a rare class here
+    assert 0 < frame["high"].sum() < 10
+    conn, _ = one_site("min_level_count = 10", frame=frame)
+    data = _dataset(conn, target="high", drop=["target"])
+    with pytest.raises(SiteRefusal, match="fewer than 10 rows") as info:
+        FedLogisticRegression().fit(data)
+    assert info.value.rule == "min_level_count"
+
+
+def test_max_parameters_per_row(one_site):
+    conn, _ = one_site("max_parameters_per_row = 0.05")  # 11 parameters on 120 rows
+    with pytest.raises(SiteRefusal, match="parameters per row") as info:
+        FedLasso(alpha=1.0).fit(_dataset(conn))
+    assert info.value.rule == "max_parameters_per_row"
+
+
+def test_solvers_analysts_operations_and_columns(one_site):
+    conn, _ = one_site('solvers = ["newton"]')
+    with pytest.raises(SiteRefusal, match="solver 'fedavg' is not allowed") as info:
+        FedLasso(alpha=1.0, solver="fedavg").fit(_dataset(conn))
+    assert info.value.rule == "solvers"
+    FedLasso(alpha=1.0, solver="newton").fit(_dataset(conn))
+    conn, _ = one_site('analysts = ["someone-else"]')
+    with pytest.raises(SiteRefusal, match="not allowed at this site") as info:
+        _dataset(conn)
+    assert info.value.rule == "analysts"
+    conn, _ = one_site('operations = ["dataset.describe"]')
+    with pytest.raises(SiteRefusal, match="not served by this site"):
+        FedLasso(alpha=1.0).fit(_dataset(conn))
+    conn, _ = one_site(columns=["age", "bmi", "bp", "target"])
+    data = _dataset(conn)
+    assert data.columns == ["age", "bmi", "bp"]  # the others are invisible
+    with pytest.raises(SiteRefusal, match="no usable target column 's5'"):
+        _dataset(conn, target="s5")
+
+
+def test_required_secure_aggregation(tmp_path, federation):
+    certs, servers = federation["certs"], []
+    try:
+        addresses = {}
+        for k, name in enumerate(SITES[:2]):
+            frame = load_diabetes(as_frame=True).frame.iloc[k * 150:(k + 1) * 150]
+            folder = tmp_path / name
+            folder.mkdir()
+            frame.to_csv(folder / "visits.csv", index=False)
+            path = site_config(folder, name, certs=certs,
+                               datasets={"visits": ("visits.csv", None)},
+                               policy='require = ["secure_aggregation"]')
+            servers.append(SiteServer(load_config(path)).start())
+            addresses[name] = f"127.0.0.1:{servers[-1].port}"
+        data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                           **_tls(certs))
+        with pytest.raises(SiteRefusal, match="requires secure aggregation") as info:
+            FedLasso(alpha=1.0).fit(data)
+        assert info.value.rule == "require"
+        est = FedLasso(alpha=1.0, privacy=SecureAggregation()).fit(data)
+        assert est.history_.privacy["secure_aggregation"]
+        data.close()
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_errors_carry_no_path_or_value(one_site, tmp_path):
+    frame = load_diabetes(as_frame=True).frame.iloc[:120].copy()
+    frame["ward"] = "secret-ward-name"
+    conn, folder = one_site(frame=frame)
+    data = _dataset(conn)
+    with pytest.raises(Exception) as info:
+        FedLasso(alpha=1.0).fit(data)
+    assert "ward" in str(info.value) and "secret-ward-name" not in str(info.value)
+    text = json.dumps(read_audit(folder / "audit.jsonl"))
+    assert "secret-ward-name" not in text
+    # a file the site cannot read: the analyst learns the dataset's name, not its path
+    conn, folder = one_site()
+    (folder / "visits.csv").unlink()
+    with pytest.raises(SiteServiceError, match="could not be read") as info:
+        conn.call("dataset.describe", dataset={"name": "visits", "target": "target"})
+    assert str(folder) not in str(info.value) and "visits.csv" not in str(info.value)
