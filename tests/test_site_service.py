@@ -107,6 +107,12 @@ def test_fit_through_services_equals_in_process(federation, cls, params, solver,
     dataset, target = ("cancer", "target") if classifier else ("visits", "target")
     drop = ["patient_id"] if classifier else []
     X, y, site = _local(federation, dataset, target, drop)
+    if secure and solver == "scaffold":  # its step-weighted coefficients are not signed
+        with pytest.raises(SiteRefusal, match="step-weighted") as info:
+            cls(**params, solver=solver, privacy=SecureAggregation()).fit(
+                _remote(federation, dataset, target, drop))
+        assert info.value.rule == "require"
+        return
     est = dict(params, solver=solver, max_rounds=40, random_state=0,
                privacy=SecureAggregation() if secure else None)
     with warnings.catch_warnings():
@@ -365,3 +371,168 @@ def test_errors_carry_no_path_or_value(one_site, tmp_path):
     with pytest.raises(SiteServiceError, match="could not be read") as info:
         conn.call("dataset.describe", dataset={"name": "visits", "target": "target"})
     assert str(folder) not in str(info.value) and "visits.csv" not in str(info.value)
+
+
+# --- secure aggregation and DP that do not trust the relay -------------------------
+@pytest.fixture
+def tamper(monkeypatch):
+    """Make the analyst's executor a relay that rewrites the messages of one kind."""
+    from skfed.sites.remote import SiteServiceExecutor
+
+    def install(kind, rewrite):
+        original = SiteServiceExecutor.run_round
+
+        def run_round(self, solver, rnd, jobs, *, retry=False):
+            jobs = [(j, rewrite(j, dict(m)) if isinstance(m, dict) and m.get("kind") == kind
+                     else m, seed) for j, m, seed in jobs]
+            return original(self, solver, rnd, jobs, retry=retry)
+
+        monkeypatch.setattr(SiteServiceExecutor, "run_round", run_round)
+
+    return install
+
+
+def test_a_substituted_key_is_detected_before_any_masked_reply(federation, tamper):
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    attacker = X25519PrivateKey.generate().public_key().public_bytes_raw()
+
+    def substitute(j, message):  # the relay hands site 0 its own key in place of site 1's
+        message["keys"] = dict(message["keys"])
+        if j == 0:
+            message["keys"][1] = attacker
+        return message
+
+    tamper("key-list", substitute)
+    with pytest.raises(SiteRefusal, match="not signed by a site") as info:
+        FedLasso(alpha=0.5, privacy=SecureAggregation()).fit(_remote(federation, "visits",
+                                                                     "target"))
+    assert info.value.site == "hospital-a" and info.value.rule == "require"
+    lines = _audit(federation, "hospital-a")
+    assert lines[-2]["outcome"] == "refused"  # the key list; then the session's close
+    session_steps = [line for line in lines[-8:] if line["operation"] == "fit.step"]
+    assert all(line["outcome"] == "refused" or line["bytes_algorithm"] < 2000
+               for line in session_steps)  # only the (unmasked) key reply left, no round
+
+
+def test_a_forged_proof_is_detected(federation, tamper):
+    def forge(j, message):  # site 1's proof replaced by site 2's for site 1's key
+        message["proofs"] = dict(message["proofs"])
+        message["proofs"][1] = message["proofs"][2]
+        return message
+
+    tamper("key-list", forge)
+    with pytest.raises(SiteRefusal, match="not signed by a site"):
+        FedLasso(alpha=0.5, privacy=SecureAggregation()).fit(_remote(federation, "visits",
+                                                                     "target"))
+
+
+def test_the_relay_cannot_single_a_site_out(federation, tamper):
+    def single_out(j, message):  # coefficient 1 for site 0, 0 for the others
+        message["coefficients"] = {f: (1.0 if j == 0 else 0.0) for f in message["coefficients"]}
+        return message
+
+    tamper("round", single_out)
+    with pytest.raises(SiteRefusal, match="singling a site out") as info:
+        FedLasso(alpha=0.5, solver="fedavg", privacy=SecureAggregation()).fit(
+            _remote(federation, "visits", "target"))
+    assert info.value.rule == "require"
+
+
+def test_the_relay_cannot_drop_to_one_site(federation, tamper):
+    def alone(j, message):  # a round whose only party is the site: its message unmasked
+        message["parties"] = (j,)
+        return message
+
+    tamper("round", alone)
+    with pytest.raises(SiteRefusal, match="at least 2"):
+        FedLasso(alpha=0.5, solver="fedavg", privacy=SecureAggregation()).fit(
+            _remote(federation, "visits", "target"))
+
+
+def _dp_model(epsilon=1.0, rounds=5):
+    from skfed.privacy import DifferentialPrivacy
+    from skfed.solvers import FedAvg
+
+    return FedLasso(alpha=0.5, solver=FedAvg(client_lr=0.1), client_weighting="uniform",
+                    max_rounds=rounds, privacy=DifferentialPrivacy(
+                        epsilon, clip_norm=50.0, delta=1e-6, random_state=0))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_the_site_adds_its_own_noise(one_site, tamper, federation):
+    def no_noise(j, message):  # the relay asks for no noise, with a seed it knows
+        return dict(message, noise_std=0.0, noise_seed=7)
+
+    tamper("round", no_noise)
+    servers = []
+    try:
+        addresses = {}
+        for k, name in enumerate(SITES):
+            folder = federation["folders"][name] / "dp-site"
+            folder.mkdir(exist_ok=True)
+            path = site_config(folder, name, certs=federation["certs"],
+                               datasets={"visits": (str(federation["folders"][name] /
+                                                        "visits.csv"), None)},
+                               policy="epsilon_budget = 100.0")
+            servers.append(SiteServer(load_config(path)).start())
+            addresses[name] = f"127.0.0.1:{servers[-1].port}"
+        data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                           **_tls(federation["certs"]))
+        noisy = [_dp_model().fit(data).coef_ for _ in range(2)]
+        X, y, site = _local(federation, "visits", "target")
+        exact = _dp_model(epsilon=np.inf).fit(X, y, clients=site).coef_
+        # the server's seed and zero noise were ignored: two fits differ, by the noise
+        assert np.max(np.abs(noisy[0] - noisy[1])) > 1e-3
+        assert np.max(np.abs(noisy[0] - exact)) > 1e-3
+        charges = json.loads((federation["folders"]["hospital-a"] / "dp-site" /
+                              "privacy-ledger.json").read_text())["visits"]["charges"]
+        assert len(charges) == 2 and charges[0]["epsilon"] == pytest.approx(1.0, rel=1e-3)
+        data.close()
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_the_ledger_refuses_past_the_budget_and_survives_a_restart(tmp_path, federation):
+    certs, servers, addresses, configs = federation["certs"], {}, {}, {}
+    frame = load_diabetes(as_frame=True).frame
+    try:
+        for k, name in enumerate(SITES):
+            folder = tmp_path / name
+            folder.mkdir()
+            frame.iloc[k::3].to_csv(folder / "visits.csv", index=False)
+            configs[name] = site_config(folder, name, certs=certs,
+                                        datasets={"visits": ("visits.csv", None)},
+                                        policy="epsilon_budget = 2.5")
+            servers[name] = SiteServer(load_config(configs[name])).start()
+            addresses[name] = f"127.0.0.1:{servers[name].port}"
+
+        def fit():
+            data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                               **_tls(certs))
+            try:
+                return _dp_model(epsilon=1.0).fit(data)
+            finally:
+                data.close()
+
+        fit()
+        fit()
+        with pytest.raises(SiteRefusal, match="privacy budget") as info:
+            fit()  # 1 + 1 + 1 > 2.5: refused before any noisy reply
+        assert info.value.rule == "epsilon_budget"
+        # the site restarts: its ledger is read back and still refuses
+        servers["hospital-a"].stop()
+        servers["hospital-a"] = SiteServer(load_config(configs["hospital-a"])).start()
+        addresses["hospital-a"] = f"127.0.0.1:{servers['hospital-a'].port}"
+        with pytest.raises(SiteRefusal, match="privacy budget"):
+            fit()
+        ledger = json.loads((tmp_path / "hospital-a" / "privacy-ledger.json").read_text())
+        assert ledger["visits"]["epsilon"] == pytest.approx(2.0, rel=1e-3)
+        refusals = [line for line in read_audit(tmp_path / "hospital-a" / "audit.jsonl")
+                    if line.get("rule") == "epsilon_budget"]
+        assert len(refusals) == 2
+    finally:
+        for server in servers.values():
+            server.stop()

@@ -183,6 +183,9 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
     polish_output = False  # the polish step needs a monitoring pass
     monitors_in_replies = False  # nothing is monitored
     differentially_private = True
+    #: the server's accountant and noise seeds stay with it: a site service
+    #: accounts and draws its noise itself (skfed.sites.guard)
+    _driver_only = ("accountant_", "noise_rng_")
 
     def needs_smoothness(self, layout, datafit):
         return False

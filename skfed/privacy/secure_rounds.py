@@ -56,6 +56,10 @@ from ..exceptions import ClientFailureError
 from ..solvers.base import FederatedSolver, message_nbytes
 from .secure_aggregation import FixedPoint, SecureAggregationParty, aggregate_masked
 
+#: what a site service adds to its key-agreement reply (skfed.sites.guard)
+_PROOF_FIELDS = ("signature", "certificate", "site", "weight_sum")
+
+
 def _why_not_summed(solver):
     """Why a solver's server cannot work from sums (the refusal names it)."""
     if getattr(solver, "topology", "centralized") != "centralized" or solver.name == "dsgd":
@@ -248,8 +252,13 @@ class SecureAggregationSolver(FederatedSolver):
         public = {j: keys[j]["public_key"] for j in range(N)}
         if len(set(public.values())) != N:
             raise ValueError("secure aggregation: two sites sent the same public key.")
+        # a site service signs its key with its certificate's key (and its weight sum):
+        # the proofs go to every site, which checks each peer's before it masks
+        proofs = {j: {f: keys[j][f] for f in _PROOF_FIELDS} for j in range(N)
+                  if all(f in keys[j] for f in _PROOF_FIELDS)}
         self._run(executor, "key agreement",
-                  [(j, {"kind": "key-list", "keys": public}) for j in range(N)])
+                  [(j, {"kind": "key-list", "keys": public, "proofs": proofs})
+                   for j in range(N)])
         return 32 * N + 32 * N * N, 1
 
     def _run(self, executor, what, jobs):
@@ -282,7 +291,10 @@ class SecureAggregationSolver(FederatedSolver):
         coefficients = {field: self.solver.reply_coefficients(field, kind, weights, participants)
                         for field, kind in self.solver.summed_fields(server).items()}
         exchange, parties = self._next_exchange(), tuple(int(j) for j in participants)
-        return [{"exchange": exchange, "parties": parties,
+        # the kinds let a site service check its own coefficient against the signed
+        # weight sums (skfed.sites.guard): the server cannot single a site out
+        kinds = dict(self.solver.summed_fields(server))
+        return [{"exchange": exchange, "parties": parties, "kinds": kinds,
                  "coefficients": {f: c[k] for f, c in coefficients.items()}}
                 for k in range(len(participants))]
 

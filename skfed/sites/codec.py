@@ -85,6 +85,8 @@ def _state(obj):
     # the object's own __getstate__ (a solver leaves its driver-side executor out)
     state = obj.__getstate__() if hasattr(obj, "__dict__") else None
     state = dict(state if isinstance(state, dict) else getattr(obj, "__dict__", {}))
+    for name in getattr(type(obj), "_driver_only", ()):  # what only the analyst's side uses
+        state.pop(name, None)
     for slot in getattr(type(obj), "__slots__", ()):
         if hasattr(obj, slot):
             state[slot] = getattr(obj, slot)

@@ -38,6 +38,7 @@ class _Session:
         self.columns = columns
         self.states = {}
         self.lock = threading.Lock()
+        self.guard = self.private = None  # secure aggregation and DP checks, when used
 
 
 class SiteHost:
@@ -53,6 +54,9 @@ class SiteHost:
         self.policy = config.policy
         self.name = config.name
         self.audit = AuditLog(config.audit)
+        from .ledger import PrivacyLedger
+
+        self.ledger = PrivacyLedger(config.ledger, self.policy.epsilon_budget)
         self._tables = {}
         self._sessions = {}
         self._lock = threading.Lock()
@@ -243,16 +247,58 @@ class SiteHost:
             raise _Refusal("message", "fit.step needs one of skfed's solvers")
         self._check_solver(solver)
         client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
+        message = args.get("message")
         with session.lock:  # the state of one client advances one round at a time
             if "state" in args:  # the first round: the initial state the server built
                 session.states[client] = args["state"]
-            result = client_round(session.objective, solver, session.states.get(client),
-                                  args.get("message"), seed)
+            state = session.states.get(client)
+            message = self._guard(session, solver, message, state, analyst, record)
+            result = client_round(session.objective, solver, state, message, seed)
             if isinstance(result, ClientFailure):
                 raise SiteError(self.name, f"the solver's step failed ({result.error})")
             reply, session.states[client] = result
+            if _masked(solver) and message.get("kind") == "keys":
+                reply = session.guard.sign_key(message, reply, session.objective.weight_sum)
         record["bytes_algorithm"] = message_nbytes(reply) if isinstance(reply, dict) else 0
         return reply
+
+    def _guard(self, session, solver, message, state, analyst, record):
+        """The site's checks of a masked (or noisy) step; returns the message to run."""
+        if not _masked(solver):
+            return message
+        from .guard import PrivateRounds, Refused, SecureAggregationGuard
+
+        if not isinstance(message, dict):
+            raise _Refusal("message", "a masked step needs a message")
+        if session.guard is None:
+            config = self.config
+            session.guard = SecureAggregationGuard(
+                self.name, config.cert.read_bytes(), config.key.read_bytes(),
+                config.ca.read_bytes(), self.policy.min_sites)
+        kind = message.get("kind")
+        try:
+            if kind == "key-list":
+                session.guard.verify_key_list(message, state["party"].public_key())
+            elif kind in ("round", "remask", "monitor"):
+                parties = session.guard.check_round(message, _private(solver))
+                if _private(solver) and kind == "round":
+                    if session.private is None:
+                        session.private = PrivateRounds()
+
+                    def charge(epsilon, delta, rounds):
+                        ok = self.ledger.charge(session.dataset, epsilon, delta,
+                                                analyst=analyst, rounds=rounds)
+                        if ok:
+                            record["epsilon"] = float(epsilon)
+                        return ok
+
+                    message = session.private.prepare(solver, message, parties,
+                                                      policy=self.policy, charge=charge)
+            elif kind != "keys":
+                raise Refused("message", f"unknown masked step {str(kind)[:32]!r}")
+        except Refused as exc:
+            raise _Refusal(exc.rule, exc.detail) from None
+        return message
 
     def _check_solver(self, solver):
         inner = getattr(solver, "solver", solver)  # under a privacy wrapper: the solver in it
@@ -288,6 +334,16 @@ class _Refusal(Exception):
     def __init__(self, rule, detail):
         super().__init__(detail)
         self.rule, self.detail = rule, detail
+
+
+def _masked(solver):
+    from ..privacy.secure_rounds import SecureAggregationSolver
+
+    return isinstance(solver, SecureAggregationSolver)
+
+
+def _private(solver):
+    return bool(getattr(solver, "differentially_private", False))
 
 
 def _positive_rows(site):

@@ -16,6 +16,8 @@ The site's administrator writes one TOML file (paths relative to it)::
     min_rows = 10
     [audit]
     path = "audit.jsonl"
+    [privacy]
+    ledger = "privacy-ledger.json"                 # the site's own privacy budget
 
 Every rule has a safe default and is checked at the site, before any
 computation on the rows; a refusal names the rule and the site.
@@ -81,6 +83,14 @@ class Policy:
         protection every fit step must carry.
     min_sites : int
         Fewest participating sites a protected fit may have.
+    epsilon_budget : float
+        Differential privacy each dataset may spend in total, across fits
+        (the site's ledger, :mod:`skfed.sites.ledger`).
+    max_delta : float
+        The largest delta of one differentially private fit.
+    min_noise_multiplier : float
+        The weakest noise (standard deviation over the clipping bound) a
+        differentially private round may add.
     """
 
     analysts: tuple = None
@@ -91,6 +101,9 @@ class Policy:
     max_parameters_per_row: float = DEFAULT_MAX_PARAMETERS_PER_ROW
     require: tuple = ()
     min_sites: int = 1
+    epsilon_budget: float = 10.0
+    max_delta: float = 1e-5
+    min_noise_multiplier: float = 0.0
 
 
 @dataclass
@@ -106,6 +119,7 @@ class SiteConfig:
     policy: Policy = field(default_factory=Policy)
     audit: Path = None
     data_dir: Path = None
+    ledger: Path = None
 
 
 def _strings(value, what):
@@ -130,7 +144,8 @@ def parse_policy(raw):
     from . import operations
 
     known = {"analysts", "operations", "solvers", "min_rows", "min_level_count",
-             "max_parameters_per_row", "require", "min_sites"}
+             "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
+             "min_noise_multiplier"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"[policy] has an unknown key {unknown[0]!r}; known keys: "
@@ -160,7 +175,11 @@ def parse_policy(raw):
         max_parameters_per_row=_number(raw, "max_parameters_per_row",
                                        DEFAULT_MAX_PARAMETERS_PER_ROW, integer=False,
                                        minimum=0),
-        require=require, min_sites=_number(raw, "min_sites", 1, integer=True, minimum=1))
+        require=require, min_sites=_number(raw, "min_sites", 1, integer=True, minimum=1),
+        epsilon_budget=_number(raw, "epsilon_budget", 10.0, integer=False, minimum=0),
+        max_delta=_number(raw, "max_delta", 1e-5, integer=False, minimum=0),
+        min_noise_multiplier=_number(raw, "min_noise_multiplier", 0.0, integer=False,
+                                     minimum=0))
 
 
 def load_config(path):
@@ -205,7 +224,10 @@ def load_config(path):
         raise ValueError("[datasets] declares no dataset: the site would serve nothing.")
     audit = raw.get("audit", {})
     audit_path = (base / audit["path"]).resolve() if audit.get("path") else base / "audit.jsonl"
+    privacy = raw.get("privacy", {})
+    ledger = ((base / privacy["ledger"]).resolve() if privacy.get("ledger")
+              else base / "privacy-ledger.json")
     return SiteConfig(name=name, listen=listen, ca=file("tls", "ca"), cert=file("tls", "cert"),
                       key=file("tls", "key"), datasets=datasets,
                       policy=parse_policy(raw.get("policy", {})), audit=audit_path,
-                      data_dir=base)
+                      data_dir=base, ledger=ledger)

@@ -1,0 +1,226 @@
+"""What a site checks before a masked or noisy reply leaves it.
+
+Secure aggregation is set up through the server, the party it protects
+against; a site service therefore does not take the server's word for it:
+
+- **its key is signed**: the site signs ``(session, party, site name, public
+  key, weight sum)`` with its certificate's key, and sends the signature and
+  its certificate with its public key;
+- **every peer key is verified** before the site masks anything: each peer's
+  certificate must be a *site* certificate of the federation's CA, naming the
+  site it claims, and its signature must cover the key the server relayed. A
+  substituted key, a forged certificate or a replayed signature is refused;
+- **the coefficients are the site's own**: a round's coefficient of a field
+  must be what the public rule gives from the signed weight sums (``sum``: 1;
+  ``weighted``: the site's share of the participants' weights, by samples or
+  uniform; under differential privacy: 1), so the server cannot weigh one
+  site by 1 and the others by 0;
+- **no small rounds**: a round must list the site and at least
+  ``max(2, min_sites)`` verified parties, and a pending reply is masked
+  again (dropout recovery) at most once, for fewer parties;
+- under differential privacy the **noise is the site's**: it draws it with its
+  operating system's randomness, at the standard deviation it computes from a
+  noise multiplier and clip bound no weaker than its policy, and charges its
+  own budget (:mod:`skfed.sites.ledger`) before the first noisy reply.
+"""
+
+import numpy as np
+
+_DOMAIN = b"skfed secure aggregation key v1"
+
+
+def key_payload(session, party, site, public_key, weight_sum):
+    """The bytes a site signs for its key-agreement key."""
+    site = site.encode()
+    return b"|".join([_DOMAIN, bytes(session), str(int(party)).encode(), site,
+                      bytes(public_key), float(weight_sum).hex().encode()])
+
+
+class Refused(Exception):
+    """A check failed; ``rule`` names the policy rule."""
+
+    def __init__(self, rule, detail):
+        super().__init__(detail)
+        self.rule, self.detail = rule, detail
+
+
+class SecureAggregationGuard:
+    """One fit session's checks of the secure-aggregation messages at a site.
+
+    Parameters
+    ----------
+    site : str
+        This site's name.
+    certificate, private_key : bytes
+        This site's PEM certificate and key (its TLS identity signs its key).
+    ca : bytes
+        The federation's CA certificate (PEM).
+    min_sites : int
+        The policy's smallest number of participating sites.
+    """
+
+    def __init__(self, site, certificate, private_key, ca, min_sites):
+        self.site, self.certificate, self.ca = site, certificate, ca
+        self._key = private_key
+        self.min_sites = max(2, int(min_sites))
+        self.session = self.party = None
+        self.weights = None  # party -> signed weight sum, once the key list is verified
+        self.remasked = False
+
+    # -- key agreement -----------------------------------------------------
+    def sign_key(self, message, reply, weight_sum):
+        """Add the signature, certificate, name and weight sum to a ``keys`` reply."""
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        self.session, self.party = bytes(message["session"]), int(message["party"])
+        key = serialization.load_pem_private_key(self._key, password=None)
+        payload = key_payload(self.session, self.party, self.site, reply["public_key"],
+                              weight_sum)
+        return dict(reply, signature=key.sign(payload, ec.ECDSA(hashes.SHA256())),
+                    certificate=self.certificate, site=self.site, weight_sum=float(weight_sum))
+
+    def verify_key_list(self, message, own_key):
+        """Check every relayed key against its site's signature before any masking."""
+        from cryptography import x509
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        from ..deploy.certificates import ROLE_SITE, certificate_identity
+
+        if self.session is None:
+            raise Refused("require", "a key list before this site's own key")
+        keys, proofs = message.get("keys") or {}, message.get("proofs") or {}
+        if set(keys) != set(proofs):
+            raise Refused("require", "a relayed key carries no signature of its site (the "
+                                     "key list cannot be verified)")
+        ca = x509.load_pem_x509_certificate(self.ca)
+        names, weights = set(), {}
+        for party, public in keys.items():
+            proof = proofs[party]
+            try:
+                cert = x509.load_pem_x509_certificate(bytes(proof["certificate"]))
+                cert.verify_directly_issued_by(ca)
+                role, name = certificate_identity(bytes(proof["certificate"]))
+                if role != ROLE_SITE or name != proof["site"]:
+                    raise ValueError("not that site's certificate")
+                cert.public_key().verify(
+                    bytes(proof["signature"]),
+                    key_payload(self.session, party, name, public, proof["weight_sum"]),
+                    ec.ECDSA(hashes.SHA256()))
+            except (InvalidSignature, ValueError, TypeError, KeyError) as exc:
+                raise Refused("require", f"the key of party {int(party)} is not signed by "
+                                         f"a site of the federation ({type(exc).__name__}): "
+                                         "a substituted or forged key") from None
+            names.add(name)
+            weights[int(party)] = float(proof["weight_sum"])
+        if len(names) != len(keys):
+            raise Refused("require", "one site appears twice in the key list")
+        if bytes(keys.get(self.party, b"")) != bytes(own_key):
+            raise Refused("require", "the key list does not hold this site's own key")
+        if len(keys) < self.min_sites:
+            raise Refused("min_sites", f"{len(keys)} sites in the key list; this site "
+                                       f"requires at least {self.min_sites}")
+        self.weights = weights
+
+    # -- rounds ------------------------------------------------------------
+    def check_round(self, message, differentially_private):
+        """A masked round's parties and this site's coefficients, before it masks."""
+        if self.weights is None:
+            raise Refused("require", "a masked round before a verified key list")
+        parties = [int(p) for p in message.get("parties", ())]
+        if self.party not in parties or len(set(parties)) != len(parties) or not set(
+                parties) <= set(self.weights):
+            raise Refused("require", "the round's parties are not verified sites with this "
+                                     "one among them")
+        if len(parties) < self.min_sites:
+            raise Refused("min_sites", f"a round of {len(parties)} sites; this site requires "
+                                       f"at least {self.min_sites}")
+        kind = message.get("kind")
+        if kind == "round":
+            self.last_parties, self.remasked = set(parties), False
+        elif kind == "remask":  # dropout recovery: once a round, for fewer sites
+            if self.remasked or not set(parties) < getattr(self, "last_parties", set()):
+                raise Refused("require", "a reply masked again with the same or more sites, "
+                                         "or twice (two masks of one reply under different "
+                                         "coefficients would reveal it)")
+            self.remasked = True
+        if kind == "monitor":
+            expected = {"value": self._share("weighted", list(self.weights)),
+                        "grad": self._share("weighted", list(self.weights))}
+            given = {"value": message.get("weight"), "grad": message.get("weight")}
+        else:
+            kinds = message.get("kinds") or {}
+            given = message.get("coefficients") or {}
+            if set(kinds) != set(given):
+                raise Refused("require", "coefficients without their kinds")
+            expected = {f: (1.0 if differentially_private else self._share(k, parties))
+                        for f, k in kinds.items()}
+        for field, value in given.items():
+            value = np.asarray(value, dtype=float)
+            ok = [np.allclose(value, e, rtol=1e-9, atol=0) for e in np.atleast_1d(
+                expected[field]) if e is not None]
+            if value.ndim != 0 or not any(ok):
+                raise Refused("require", f"the coefficient of {field!r} is not the share the "
+                                         "public weights give this site (a server singling "
+                                         "a site out)")
+        return parties
+
+    def _share(self, kind, parties):
+        """This site's coefficient(s) under the public rules (samples, or uniform)."""
+        if kind == "sum":
+            return 1.0
+        if kind != "weighted":
+            raise Refused("require", f"coefficients of kind {kind!r} cannot be checked by "
+                                     "the site (their public values are not signed); use a "
+                                     "solver with weighted or summed replies")
+        total = sum(self.weights[p] for p in parties)
+        return (self.weights[self.party] / total, 1.0 / len(parties))
+
+
+class PrivateRounds:
+    """One session's differentially private rounds at a site: its noise, its charge."""
+
+    def __init__(self):
+        self.charged = None  # (noise multiplier, rounds, epsilon) once charged
+        self.rounds_used = 0
+
+    def prepare(self, solver, message, parties, *, policy, charge):
+        """The message with the site's own noise; charges the fit on its first round.
+
+        ``charge(epsilon, delta, rounds)`` returns ``False`` when the ledger
+        refuses; the epsilon comes from the site's own accountant.
+        """
+        from ..privacy.accounting import GaussianAccountant, distributed_noise_std
+
+        config = solver.config
+        if getattr(config, "noise", None) != "distributed":
+            raise Refused("differential_privacy", "only noise added at the sites "
+                                                  "(noise='distributed') can be checked here")
+        sigma, rounds = float(solver.noise_multiplier_), int(solver.rounds_)
+        delta, clip = float(config.delta), float(message.get("clip", np.inf))
+        if not (np.isfinite(clip) and clip > 0):
+            raise Refused("differential_privacy", "the round has no finite clipping bound")
+        if delta > policy.max_delta:
+            raise Refused("max_delta", f"delta={delta:g} is above this site's "
+                                       f"{policy.max_delta:g}")
+        if sigma < policy.min_noise_multiplier:
+            raise Refused("min_noise_multiplier", f"noise multiplier {sigma:g} is below this "
+                                                  f"site's {policy.min_noise_multiplier:g}")
+        if self.charged is None:
+            epsilon = (GaussianAccountant(sigma, 1.0, delta).epsilon_after(rounds)
+                       if sigma > 0 else float("inf"))
+            if not charge(epsilon, delta, rounds):
+                raise Refused("epsilon_budget", f"this fit's epsilon {epsilon:.3g} would pass "
+                                                "the dataset's privacy budget at this site")
+            self.charged = (sigma, rounds, epsilon)
+        elif self.charged[:2] != (sigma, rounds):
+            raise Refused("epsilon_budget", "the noise or the rounds changed after the charge")
+        self.rounds_used += 1
+        if self.rounds_used > rounds:
+            raise Refused("epsilon_budget", f"more than the {rounds} rounds charged")
+        m = len(parties) if config.min_honest is None else min(len(parties), config.min_honest)
+        # the site's noise: its standard deviation computed here, its randomness the OS's
+        return dict(message, noise_seed=None,
+                    noise_std=distributed_noise_std(sigma, clip, len(parties), min_honest=m))
