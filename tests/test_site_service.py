@@ -536,3 +536,39 @@ def test_the_ledger_refuses_past_the_budget_and_survives_a_restart(tmp_path, fed
     finally:
         for server in servers.values():
             server.stop()
+
+
+# --- a site that stops answering --------------------------------------------------
+@pytest.mark.parametrize("solver", ["fedavg", "dualfl"])
+@pytest.mark.filterwarnings("ignore::skfed.exceptions.ClientDroppedWarning")
+def test_a_lost_site_is_named_within_the_timeout(tmp_path, federation, solver, monkeypatch):
+    import time
+
+    from skfed.exceptions import ClientFailureError
+    from skfed.sites.remote import SiteServiceExecutor
+
+    certs, servers, addresses = federation["certs"], [], {}
+    frame = load_diabetes(as_frame=True).frame
+    for k, name in enumerate(SITES):
+        folder = tmp_path / name
+        folder.mkdir()
+        frame.iloc[k::3].to_csv(folder / "visits.csv", index=False)
+        path = site_config(folder, name, certs=certs, datasets={"visits": ("visits.csv", None)})
+        servers.append(SiteServer(load_config(path)).start())
+        addresses[name] = f"127.0.0.1:{servers[-1].port}"
+    original = SiteServiceExecutor.run_round
+
+    def run_round(self, solver_, rnd, jobs, *, retry=False):
+        if rnd == 3:  # hospital-c's process dies between rounds
+            servers[2].stop(grace=0)
+        return original(self, solver_, rnd, jobs, retry=retry)
+
+    monkeypatch.setattr(SiteServiceExecutor, "run_round", run_round)
+    data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                       timeout=5, **_tls(certs))
+    start = time.monotonic()
+    with pytest.raises((ClientFailureError, SiteUnavailable), match="hospital-c"):
+        FedLasso(alpha=0.5, solver=solver, max_rounds=20).fit(data)
+    assert time.monotonic() - start < 60
+    for server in servers[:2]:
+        server.stop()

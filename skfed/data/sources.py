@@ -24,13 +24,18 @@ def resolve_path(site, path):
     if not str(path).strip():
         raise SiteError(site, "its source path is empty.")
     p = Path(os.path.expanduser(str(path)))
+    base = os.environ.get(DATA_DIR_ENV)
     if not p.is_absolute():
-        base = os.environ.get(DATA_DIR_ENV)
         if not base:
             raise SiteError(site, f"the relative path {str(path)!r} needs the site's worker "
                                   f"to set {DATA_DIR_ENV} (its data directory); give an "
                                   "absolute path or start the worker with it set.")
         p = Path(base) / p
+    if base:  # a worker with a data directory reads nothing outside it ('..', links)
+        root = Path(base).resolve()
+        if not p.resolve().is_relative_to(root):
+            raise SiteError(site, f"the path {str(path)!r} leads outside the site's data "
+                                  f"directory ({DATA_DIR_ENV}); only files under it are read.")
     return p
 
 

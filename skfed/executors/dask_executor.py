@@ -133,10 +133,11 @@ class DaskExecutor(Executor):
         worker runs on the site's own machine. A pinned client only ever runs
         there; if that worker leaves, the client's data is not moved elsewhere.
         Other clients are spread over the workers, balancing rows.
-    timeout : float or None
+    timeout : float or None, default=600
         Seconds to wait for one round's (or monitoring pass's) replies; on
-        expiry the fit stops with ``TimeoutError`` and the estimator keeps
-        what it had before ``fit``. ``None`` waits indefinitely.
+        expiry the fit stops with ``TimeoutError`` naming the sites that did
+        not reply, and the estimator keeps what it had before ``fit``.
+        ``None`` waits indefinitely (a killed site then hangs the fit).
     n_jobs : None
         Ignored (the cluster's workers set the parallelism); accepted so that
         ``executor="dask"`` resolves like the other names.
@@ -161,7 +162,7 @@ class DaskExecutor(Executor):
     placement is ``history_.placement_bytes`` (Dask's ``sizeof``).
     """
 
-    def __init__(self, address=None, *, security=None, placement=None, timeout=None,
+    def __init__(self, address=None, *, security=None, placement=None, timeout=600.0,
                  n_jobs=None):
         super().__init__(n_jobs)
         self.address = address
@@ -179,8 +180,7 @@ class DaskExecutor(Executor):
         and connection, each site's client pinned to the site's worker. A
         ``DaskExecutor`` passed as ``executor`` lends its ``timeout``; any other
         executor cannot reach the rows and is replaced (the rows never move)."""
-        timeout = executor.timeout if isinstance(executor, DaskExecutor) else None
-        out = cls(timeout=timeout)
+        out = cls(timeout=executor.timeout) if isinstance(executor, DaskExecutor) else cls()
         out._bound = dataset.dask_client
         return out
 
@@ -353,7 +353,7 @@ class DaskExecutor(Executor):
                 func, *head, data, _Jobs(part), workers=[worker], allow_other_workers=False,
                 pure=False, key=self._key(label, self._n_dispatch))
         if self.timeout is not None:
-            self._wait(list(futures.values()), label)
+            self._wait(futures, label, by_worker)
         # one trip: failed futures are skipped here and examined below
         results = self._client.gather(list(futures.values()), errors="skip")
         out = {}
@@ -386,18 +386,21 @@ class DaskExecutor(Executor):
         tag = label.replace(" ", "")
         return f"skfed-{self._token[:8]}-{number:07d}-{tag}-{uuid.uuid4().hex[:8]}"
 
-    def _wait(self, futures, label):
+    def _wait(self, futures, label, by_worker):
         from distributed import wait
 
         try:
             with self._client.as_current():  # not the process's default client
-                wait(futures, timeout=self.timeout)
+                wait(list(futures.values()), timeout=self.timeout)
         except TimeoutError:
-            self._client.cancel(futures)
+            late = [w for w, f in futures.items() if f.status == "pending"]
+            self._client.cancel(list(futures.values()))
+            sites = [self.labels[job[0]] for w in late for job in by_worker[w]]
             raise TimeoutError(
-                f"{label}: Dask workers did not reply within timeout={self.timeout} s; "
-                "the fit was stopped (the estimator keeps what it had before fit)."
-            ) from None
+                f"{label}: no reply within timeout={self.timeout} s from client(s) "
+                f"{', '.join(repr(s) for s in sites) or '?'} (worker(s) "
+                f"{', '.join(map(str, late))}); the fit was stopped (the estimator keeps "
+                "what it had before fit).") from None
 
     def _lost(self, j):
         return self._data[j].status != "finished"
