@@ -572,3 +572,100 @@ def test_a_lost_site_is_named_within_the_timeout(tmp_path, federation, solver, m
     assert time.monotonic() - start < 60
     for server in servers[:2]:
         server.stop()
+
+
+# --- federated preprocessing and model selection through the services --------------
+@pytest.fixture
+def clinic(tmp_path, federation):
+    """Three sites whose table has gaps, a ward and a patient identifier."""
+    rng = np.random.default_rng(0)
+    frame = load_diabetes(as_frame=True).frame
+    frame["ward"] = rng.choice(["a", "b", "c"], size=len(frame))
+    frame["patient_id"] = [f"p{k}" for k in range(len(frame))]
+    frame.loc[rng.random(len(frame)) < 0.1, "bmi"] = np.nan
+    servers = []
+
+    def start(policy=""):
+        addresses, parts = {}, split_frames(frame, 3, by="age")
+        for k, name in enumerate(SITES):
+            folder = tmp_path / f"{name}-{len(servers)}"
+            folder.mkdir()
+            parts[k].to_csv(folder / "visits.csv", index=False)
+            parts[k] = pd.read_csv(folder / "visits.csv")  # the reference reads the same file
+            path = site_config(folder, name, certs=federation["certs"],
+                               datasets={"visits": ("visits.csv", None)}, policy=policy)
+            servers.append(SiteServer(load_config(path)).start())
+            addresses[name] = f"127.0.0.1:{servers[-1].port}"
+        site = np.repeat(list(SITES), [len(p) for p in parts])
+        return addresses, pd.concat(parts, ignore_index=True), site
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_preprocessing_through_services(clinic, federation):
+    from skfed.preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
+
+    addresses, frame, site = clinic()
+    data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                       drop=["patient_id", "ward"], **_tls(federation["certs"]))
+    X = frame.drop(columns=["target", "patient_id", "ward"])
+    remote = FedSimpleImputer(strategy="mean").fit(data)
+    local = FedSimpleImputer(strategy="mean").fit(X, clients=site)
+    # the columns are centred (means ~1e-17 on values ~0.05): the summation order
+    # of the two paths shows at 1e-17 absolute
+    np.testing.assert_allclose(remote.statistics_, local.statistics_, rtol=1e-12, atol=1e-15)
+    with pytest.raises(SiteRefusal, match="fewer than 5 rows") as info:
+        # the mode of a continuous column: its value counts would list every value
+        FedSimpleImputer(strategy="most_frequent").fit(data)
+    assert info.value.rule == "min_level_count"
+    with pytest.raises(SiteRefusal, match="exact federated median") as info:
+        FedSimpleImputer(strategy="median").fit(data)
+    assert info.value.rule == "allow_exact_quantiles"
+    scaler = FedStandardScaler().fit(data)  # the gaps are ignored, as scikit-learn does
+    local = FedStandardScaler().fit(X, clients=site)
+    np.testing.assert_allclose(scaler.mean_, local.mean_, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(scaler.scale_, local.scale_, rtol=1e-12)
+    wards = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                        drop=[c for c in frame.columns
+                                              if c not in ("ward", "target")],
+                                        **_tls(federation["certs"]))
+    encoder = FedOneHotEncoder().fit(wards)
+    assert [list(c) for c in encoder.categories_] == [["a", "b", "c"]]
+    mode = FedSimpleImputer(strategy="most_frequent").fit(wards).statistics_
+    np.testing.assert_array_equal(mode, FedSimpleImputer(strategy="most_frequent").fit(
+        frame[["ward"]], clients=site).statistics_)
+    ids = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                      drop=[c for c in frame.columns
+                                            if c not in ("patient_id", "target")],
+                                      **_tls(federation["certs"]))
+    with pytest.raises(SiteRefusal, match="fewer than 5 rows") as info:
+        FedOneHotEncoder().fit(ids)  # an identifier: every level held by one row
+    assert info.value.rule == "min_level_count"
+    with pytest.raises(ValueError, match="not an operation of the site service"):
+        scaler.transform(data)  # rows are not rewritten at a service
+
+
+def test_exact_median_when_the_site_allows_it(clinic, federation):
+    from skfed.preprocessing import FedSimpleImputer
+
+    addresses, frame, site = clinic("allow_exact_quantiles = true")
+    data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                       drop=["patient_id", "ward"], **_tls(federation["certs"]))
+    X = frame.drop(columns=["target", "patient_id", "ward"])
+    np.testing.assert_array_equal(FedSimpleImputer(strategy="median").fit(data).statistics_,
+                                  FedSimpleImputer(strategy="median").fit(X, clients=site)
+                                  .statistics_)
+
+
+def test_model_selection_over_sites(federation):
+    from skfed.model_selection import LeaveOneSiteOut, cross_validate_sites
+
+    data = _remote(federation, "visits", "target")
+    X, y, site = _local(federation, "visits", "target")
+    remote = cross_validate_sites(FedLasso(alpha=0.5), data, cv=LeaveOneSiteOut())
+    local = cross_validate_sites(FedLasso(alpha=0.5),
+                                 FederatedDataset.from_arrays(X, y, site), cv=LeaveOneSiteOut())
+    np.testing.assert_allclose(remote["test_score"], local["test_score"], rtol=1e-9)
+    data.close()

@@ -52,7 +52,10 @@ def allowed_classes():
         from ..local import quadratic_model, schedule
         from ..privacy import dp_rounds, secure_aggregation, secure_rounds
 
-        classes = [Targets, layout.Layout, problem.FederatedProblem,
+        from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
+
+        classes = [FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, Targets,
+                   layout.Layout, problem.FederatedProblem,
                    schedule.LocalSchedule, quadratic_model.DenseModel,
                    quadratic_model.CompactModel, secure_rounds.SecureAggregation,
                    dp_rounds.DifferentialPrivacy, secure_aggregation.FixedPoint,
@@ -70,6 +73,28 @@ def allowed_classes():
         _ALLOWED = {f"{c.__module__}.{c.__qualname__}": c for c in classes
                     if c.__module__.startswith("skfed.")}
     return _ALLOWED
+
+
+_FUNCTIONS = None
+
+
+def allowed_functions():
+    """``{qualified name: function}`` a message may name: the per-site summary
+    functions of skfed's federated preprocessing and the row checks they run
+    after (nothing else; a name is looked up, never imported)."""
+    global _FUNCTIONS
+    if _FUNCTIONS is None:
+        from ..preprocessing import _encoder, _imputer, _scaler, _summaries
+
+        functions = [_scaler._checked_rows, _imputer._checked_rows, _encoder._checked_rows]
+        functions += [f for name, f in vars(_summaries).items()
+                      if name.endswith("_summary") and callable(f)]
+        _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
+    return _FUNCTIONS
+
+
+def _function_names():
+    return {f: name for name, f in allowed_functions().items()}
 
 
 def _class_name(obj):
@@ -110,6 +135,22 @@ def encode(value):
             if v.dtype.kind not in _ARRAY_KINDS:
                 raise MessageError(f"numpy scalars of dtype {v.dtype} cannot travel.")
             return {"$s": walk(np.asarray(v)[None])}
+        if isinstance(v, np.ndarray) and v.dtype == object:
+            items = v.ravel().tolist()
+            if not all(x is None or isinstance(x, (str, int, float, bool)) for x in items):
+                raise MessageError("object arrays cannot travel unless they hold plain "
+                                   "values (strings, numbers); object arrays would need "
+                                   "pickle.")
+            return {"$oa": [walk(x) for x in items], "shape": list(v.shape)}
+        if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+            dtype = np.dtype(v)  # a transformer's dtype= parameter
+            if dtype.kind not in _ARRAY_KINDS:
+                raise MessageError(f"dtype {dtype} cannot travel.")
+            return {"$dtype": dtype.str, "type": not isinstance(v, np.dtype)}
+        if isinstance(v, type) and v in (float, int, bool, str):
+            return {"$dtype": v.__name__, "type": "builtin"}
+        if callable(v) and not isinstance(v, (type, np.ndarray)) and v in _function_names():
+            return {"$fn": _function_names()[v]}
         if isinstance(v, np.ndarray):
             if v.dtype.kind not in _ARRAY_KINDS or v.dtype.hasobject:
                 raise MessageError(f"arrays of dtype {v.dtype} cannot travel (object arrays "
@@ -188,6 +229,29 @@ def decode(data):
             return float(node["$f"])
         if "$s" in node:
             return walk(node["$s"])[0]
+        if "$dtype" in node:
+            if node.get("type") == "builtin":
+                builtin = {"float": float, "int": int, "bool": bool, "str": str}
+                if node["$dtype"] not in builtin:
+                    raise MessageError("malformed dtype.")
+                return builtin[node["$dtype"]]
+            dtype = np.dtype(str(node["$dtype"]))
+            if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
+                raise MessageError("malformed dtype.")
+            return dtype.type if node.get("type") else dtype
+        if "$oa" in node:
+            items = [walk(x) for x in node["$oa"]]
+            if not all(x is None or isinstance(x, (str, int, float, bool)) for x in items):
+                raise MessageError("malformed object array.")
+            out = np.empty(len(items), dtype=object)
+            out[:] = items
+            return out.reshape(tuple(int(d) for d in node["shape"]))
+        if "$fn" in node:
+            fn = allowed_functions().get(node["$fn"])
+            if fn is None:
+                raise MessageError(f"function {str(node['$fn'])[:80]!r} is not one a site "
+                                   "message may name: refused.")
+            return fn
         if "$t" in node:
             return tuple(walk(x) for x in node["$t"])
         if "$set" in node:

@@ -320,6 +320,57 @@ class SiteHost:
         session.states.clear()
         return True
 
+    def _op_preprocess_schema(self, analyst, args, record):
+        from ..preprocessing._summaries import _template_site
+
+        site = self._site_data(args.get("dataset"), record)
+        self._check_rows(_positive_rows(site), "a schema")
+        record["rows"] = site.n_samples
+        estimator, validate = _transformer(args)
+        template = _template_site(site, estimator, validate)
+        if hasattr(template, "dtypes"):
+            return {"columns": [str(c) for c in template.columns],
+                    "dtypes": [str(t) for t in template.dtypes]}
+        return {"columns": None, "dtypes": [template.dtype.str], "width": template.shape[1]}
+
+    def _op_preprocess_summary(self, analyst, args, record):
+        from ..preprocessing import _summaries
+
+        site = self._site_data(args.get("dataset"), record)
+        n = _positive_rows(site)
+        record["rows"] = n
+        self._check_rows(n, "a preprocessing summary")
+        estimator, validate = _transformer(args)
+        fn, fn_args = args.get("summary"), args.get("args") or ()
+        exact = (_summaries.range_summary, _summaries.count_below_summary)
+        if fn in exact and not self.policy.allow_exact_quantiles:
+            raise _Refusal("allow_exact_quantiles", "the exact federated median releases "
+                           "single rows' values (the site's extremes and the values next to "
+                           "each threshold); use strategy='mean' or 'most_frequent'")
+        if fn not in vars(_summaries).values() or not getattr(fn, "__name__", "").endswith(
+                "_summary"):
+            raise _Refusal("message", "not a preprocessing summary")
+        if fn in (_summaries.categories_summary, _summaries.value_counts_summary):
+            self._check_levels(validate(estimator, site.X), args, fn_args)
+        return _summaries._summarize_site(site, estimator, validate,
+                                          bool(args.get("weighted")), fn, tuple(fn_args))
+
+    def _check_levels(self, X, args, fn_args):
+        """No level (category, or value counted for a mode) held by too few rows."""
+        from ..preprocessing._summaries import encoder_columns
+
+        names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+        for i, column in enumerate(encoder_columns(X)):
+            column = np.asarray(column, dtype=object)
+            present = np.array([v is not None and v == v for v in column], dtype=bool)
+            if fn_args:  # value counts leave the missing marker out
+                present &= np.array([not _same(v, fn_args[-1]) for v in column], dtype=bool)
+            _, counts = np.unique(column[present].astype(str), return_counts=True)
+            if counts.size and counts.min() < self.policy.min_level_count:
+                where = repr(names[i]) if names else f"{i}"
+                raise _Refusal("min_level_count", f"a level of column {where} is held by "
+                               f"fewer than {self.policy.min_level_count} rows here")
+
     def _op_evaluate_score(self, analyst, args, record):
         from ..data.site import site_score_terms
 
@@ -334,6 +385,25 @@ class _Refusal(Exception):
     def __init__(self, rule, detail):
         super().__init__(detail)
         self.rule, self.detail = rule, detail
+
+
+def _transformer(args):
+    """The transformer and its row check, as the analyst named them (allow-listed)."""
+    from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
+    from .codec import allowed_functions
+
+    estimator, validate = args.get("estimator"), args.get("validate")
+    if not isinstance(estimator, (FedOneHotEncoder, FedSimpleImputer, FedStandardScaler)):
+        raise _Refusal("message", "a preprocessing operation needs one of skfed's transformers")
+    if validate not in allowed_functions().values():
+        raise _Refusal("message", "not one of skfed's row checks")
+    return estimator, validate
+
+
+def _same(value, missing):
+    if isinstance(missing, float) and missing != missing:
+        return value != value
+    return value == missing
 
 
 def _masked(solver):

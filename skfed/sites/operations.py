@@ -20,6 +20,7 @@ from ..data.sources import describe
 from ..executors.base import client_round
 from ..federation.rounds import client_monitor, client_summary
 from ..federation.smoothness import client_curvature_matvec, client_feature_mean
+from ..preprocessing._summaries import _summarize_site, _template_site
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ OPERATIONS = {op.name: op for op in [
     Operation("fit.step", "the solver's reply of one round (its declared sums; masked under "
               "secure aggregation)", client_round, True),
     Operation("fit.close", "nothing (the session's objective and states are dropped)"),
+    Operation("preprocess.schema", "the checked columns' names and dtypes (zero rows)",
+              _template_site),
+    Operation("preprocess.summary", "one federated transformer's per-site summary: sums and "
+              "counts (scaler, mean imputer); levels each held by >= min_level_count rows "
+              "(one-hot encoder, most-frequent imputer); with allow_exact_quantiles, the "
+              "site's values nearest a threshold (exact median)", _summarize_site),
     Operation("evaluate.score", "four weighted sums per target (regression) or two "
               "(classification): never a prediction", site_score_terms),
 ]}

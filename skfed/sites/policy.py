@@ -33,7 +33,7 @@ from ..deploy.certificates import check_site_name
 #: operations a site serves unless its policy lists fewer
 DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.client_summary",
                       "fit.monitor", "fit.curvature", "fit.feature_mean", "fit.step",
-                      "fit.close", "evaluate.score")
+                      "fit.close", "evaluate.score", "preprocess.schema", "preprocess.summary")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
@@ -91,6 +91,10 @@ class Policy:
     min_noise_multiplier : float
         The weakest noise (standard deviation over the clipping bound) a
         differentially private round may add.
+    allow_exact_quantiles : bool
+        Whether the exact federated median (the imputer's bisection) may run:
+        it releases the site's minimum, maximum and the values next to each
+        threshold, single rows' values.
     """
 
     analysts: tuple = None
@@ -104,6 +108,7 @@ class Policy:
     epsilon_budget: float = 10.0
     max_delta: float = 1e-5
     min_noise_multiplier: float = 0.0
+    allow_exact_quantiles: bool = False
 
 
 @dataclass
@@ -139,13 +144,20 @@ def _number(raw, key, default, *, integer, minimum):
     return value
 
 
+def _boolean(raw, key, default):
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"[policy] {key} must be true or false; got {value!r}.")
+    return value
+
+
 def parse_policy(raw):
     """A :class:`Policy` from the ``[policy]`` table (unknown keys are refused)."""
     from . import operations
 
     known = {"analysts", "operations", "solvers", "min_rows", "min_level_count",
              "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
-             "min_noise_multiplier"}
+             "min_noise_multiplier", "allow_exact_quantiles"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"[policy] has an unknown key {unknown[0]!r}; known keys: "
@@ -179,7 +191,8 @@ def parse_policy(raw):
         epsilon_budget=_number(raw, "epsilon_budget", 10.0, integer=False, minimum=0),
         max_delta=_number(raw, "max_delta", 1e-5, integer=False, minimum=0),
         min_noise_multiplier=_number(raw, "min_noise_multiplier", 0.0, integer=False,
-                                     minimum=0))
+                                     minimum=0),
+        allow_exact_quantiles=_boolean(raw, "allow_exact_quantiles", False))
 
 
 def load_config(path):

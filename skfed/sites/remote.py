@@ -50,6 +50,12 @@ def _arguments(op, args):
         return {}
     if op == "data.summary":
         return {"task": args[0]}
+    if op == "preprocess.schema":
+        return {"estimator": args[0], "validate": args[1]}
+    if op == "preprocess.summary":
+        estimator, validate, weighted, summary, summary_args = args
+        return {"estimator": estimator, "validate": validate, "weighted": bool(weighted),
+                "summary": summary, "args": list(summary_args)}
     if op == "evaluate.score":
         return {"model": model_message(args[0])}
     if op == "fit.open":
@@ -62,6 +68,16 @@ def _arguments(op, args):
     if op == "fit.curvature":
         return {"vector": np.asarray(args[0], dtype=np.float64)}
     raise ValueError(f"operation {op!r} is not called this way.")
+
+
+def _template(schema):
+    """A zero-row table (or array) with a site's checked columns and dtypes."""
+    if schema["columns"] is None:
+        return np.empty((0, schema["width"]), dtype=np.dtype(schema["dtypes"][0]))
+    import pandas as pd
+
+    return pd.DataFrame({c: pd.Series([], dtype=d)
+                         for c, d in zip(schema["columns"], schema["dtypes"])})
 
 
 class RemoteObjective:
@@ -98,7 +114,8 @@ class SiteServices:
     def map(self, fn, args):
         op = _operation(fn)
         named = dict(_arguments(op, args), dataset=self.dataset)
-        return self.call_all(op, [named] * len(self.connections))
+        out = self.call_all(op, [named] * len(self.connections))
+        return [_template(r) for r in out] if op == "preprocess.schema" else out
 
     def apply(self, fn, args):
         raise ValueError(
