@@ -39,6 +39,7 @@ class _Session:
         self.states = {}
         self.lock = threading.Lock()
         self.guard = self.private = None  # secure aggregation and DP checks, when used
+        self.solver = None  # (digest, solver) of the last solver received
 
 
 class SiteHost:
@@ -242,7 +243,7 @@ class SiteHost:
         from ..solvers.base import FederatedSolver
 
         session = self._on_session(analyst, args, record)
-        solver = args.get("solver")
+        solver = self._solver(session, args)
         if not isinstance(solver, FederatedSolver):
             raise _Refusal("message", "fit.step needs one of skfed's solvers")
         self._check_solver(solver)
@@ -261,6 +262,22 @@ class SiteHost:
                 reply = session.guard.sign_key(message, reply, session.objective.weight_sum)
         record["bytes_algorithm"] = message_nbytes(reply) if isinstance(reply, dict) else 0
         return reply
+
+    def _solver(self, session, args):
+        """The step's solver: sent (encoded) when it changed, else named by its digest."""
+        import hashlib
+
+        blob, digest = args.get("solver"), args.get("solver_digest")
+        if isinstance(blob, np.ndarray) and blob.dtype == np.uint8:
+            if hashlib.sha256(blob).hexdigest() != digest:
+                raise _Refusal("message", "the solver does not match its digest")
+            try:
+                session.solver = (digest, decode(blob.tobytes()))
+            except MessageError as exc:
+                raise _Refusal("message", f"the solver is not a skfed message ({exc})")
+        if session.solver is None or session.solver[0] != digest:
+            raise _Refusal("message", "a step names a solver this session has not received")
+        return session.solver[1]
 
     def _guard(self, session, solver, message, state, analyst, record):
         """The site's checks of a masked (or noisy) step; returns the message to run."""

@@ -10,12 +10,14 @@ A function that is not a site operation is refused here, before anything is
 sent: no closure or callable ever reaches a site service.
 """
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..exceptions import ClientFailure, ClientFailureError
 from ..executors.base import Executor
+from .codec import encode
 from .operations import BY_FUNCTION
 
 
@@ -163,7 +165,7 @@ class SiteServiceExecutor(Executor):
     keeps_states_at_sites = True
 
     def _start(self):
-        self._sent_state = set()
+        self._sent_state, self._solver_sent = set(), {}
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.clients))))
 
     def _submit(self, j, op, args):
@@ -189,9 +191,16 @@ class SiteServiceExecutor(Executor):
     def run_round(self, solver, rnd, jobs, *, retry=False):
         from . import SiteRefusal
 
+        # the solver travels when it changes (its first round, or a server-side
+        # update of its attributes); otherwise only its digest
+        blob = np.frombuffer(encode(solver), dtype=np.uint8)
+        digest = hashlib.sha256(blob).hexdigest()
         futures = []
         for j, message, seed in jobs:
-            args = {"solver": solver, "message": message, "seed": int(seed), "client": int(j)}
+            args = {"solver_digest": digest, "message": message, "seed": int(seed),
+                    "client": int(j)}
+            if self._solver_sent.get(j) != digest:
+                args["solver"] = blob
             if j not in self._sent_state:
                 args["state"] = self._states[j]
             futures.append((j, self._submit(j, "fit.step", args)))
@@ -200,6 +209,7 @@ class SiteServiceExecutor(Executor):
             try:
                 replies[j] = future.result()
                 self._sent_state.add(j)
+                self._solver_sent[j] = digest
             except SiteRefusal:
                 raise
             except Exception as exc:
