@@ -36,7 +36,7 @@ from ._sites import SITES, site_config, split_frames, start_site, stop_sites  # 
 def federation(tmp_path_factory):
     """Three site services, each with its own certificate, files, policy and audit log."""
     root = tmp_path_factory.mktemp("federation")
-    certs = make_certificates(root / "certs", list(SITES))
+    certs = make_certificates(root / "certs", list(SITES), analysts=["analyst-b"])
     diabetes = load_diabetes(as_frame=True).frame
     cancer = load_breast_cancer(as_frame=True).frame
     cancer.columns = [c.replace(" ", "_") for c in cancer.columns]
@@ -232,15 +232,31 @@ def test_datasets_are_named_never_paths(federation):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_sessions_are_isolated(federation):
+def test_two_analysts_sessions_are_isolated(federation):
+    from skfed.data.site import Targets, client_objective
+    from skfed.datafits import Quadratic
+    from skfed.federation.layout import Layout
+
+    certs = federation["certs"]
     a = _remote(federation, "visits", "target")
-    b = _remote(federation, "visits", "target")
+    other = certs.analysts["analyst-b"]
+    b = FederatedDataset.from_sites(federation["addresses"], dataset="visits", target="target",
+                                    ca_file=certs.ca.cert, cert_file=other.cert,
+                                    key_file=other.key)
+    # analyst-b opens a fit session at every site; analyst a tries to drive one
+    handles = b.build(client_objective, Quadratic(), Layout(n_outputs=1, n_features=10),
+                      Targets())
+    theta = np.zeros(11)
+    with pytest.raises(SiteRefusal, match="no such fit session") as info:
+        a._backend.connections[0].call("fit.monitor", session=handles[0].session, theta=theta)
+    assert info.value.rule == "sessions"
+    value, grad = handles[0].connection.call("fit.monitor", session=handles[0].session,
+                                             theta=theta)  # its owner can
+    assert np.isfinite(value) and grad.shape == (11,)
     one = FedLasso(alpha=0.5, solver="fedavg", max_rounds=5).fit(a)
-    conn = a._backend.connections[0]
-    with pytest.raises(SiteRefusal, match="no such fit session"):  # a closed or foreign one
-        conn.call("fit.monitor", session="0" * 32, theta=np.zeros(11))
     two = FedLasso(alpha=0.5, solver="fedavg", max_rounds=5).fit(b)
     np.testing.assert_array_equal(one.coef_, two.coef_)
+    assert any(line["analyst"] == "analyst-b" for line in _audit(federation, "hospital-a"))
     a.close()
     b.close()
 

@@ -56,6 +56,8 @@ class Certificates:
     sites : dict of str to KeyPair
         One certificate per site (``<site>.pem``, ``<site>.key``), in the
         order given.
+    analysts : dict of str to KeyPair
+        The further analysts' certificates (``analysts=``).
     """
 
     directory: Path
@@ -63,6 +65,7 @@ class Certificates:
     scheduler: KeyPair
     client: KeyPair
     sites: dict
+    analysts: dict = None
 
 
 def check_site_name(name):
@@ -267,7 +270,7 @@ def _pair(directory, stem):
 
 
 def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), days=30,
-                      overwrite=False):
+                      overwrite=False, analysts=()):
     """Create a certificate authority and the certificates of a federation.
 
     Writes, in ``directory``: ``ca.pem`` (the authority; its key apart, in
@@ -305,6 +308,10 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     overwrite : bool, default=False
         Replace existing files. By default existing files are an error: a new
         CA would silently invalidate the certificates already handed out.
+    analysts : sequence of str, default=()
+        Further analysts, each with a certificate of the analyst role
+        (``<name>.pem`` / ``<name>.key``) and its own identity at the site
+        services (policies name them; fit sessions are kept apart by it).
 
     Returns
     -------
@@ -330,6 +337,11 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     True
     """
     sites = _check_sites(sites)
+    analysts = _check_sites(list(analysts)) if len(analysts) else []
+    clash = {s.lower() for s in sites} & {a.lower() for a in analysts}
+    if clash:
+        raise ValueError(f"{sorted(clash)[0]!r} names both a site and an analyst: a "
+                         "certificate has one role.")
     san = _san(hosts)
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ValueError(f"days must be a positive integer; got {show(days)}.")
@@ -339,7 +351,8 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     # the analyst (certificates and their keys) then need not hold it
     ca = KeyPair(cert=ca.cert, key=directory / CA_PRIVATE / f"{CA}.key")
     site_pairs = {s: _pair(directory, s) for s in sites}
-    pairs = [ca, scheduler, client, *site_pairs.values()]
+    analyst_pairs = {a: _pair(directory, a) for a in analysts}
+    pairs = [ca, scheduler, client, *site_pairs.values(), *analyst_pairs.values()]
     if not overwrite:
         existing = [str(p) for pair in pairs for p in (pair.cert, pair.key) if p.exists()]
         if existing:
@@ -351,13 +364,14 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     _save(ca, ca_key, ca_cert)
     for pair, cn, role in [(scheduler, COORDINATOR, ROLE_COORDINATOR),
                            (client, ANALYST, ROLE_ANALYST),
-                           *((site_pairs[s], s, ROLE_SITE) for s in sites)]:
+                           *((site_pairs[s], s, ROLE_SITE) for s in sites),
+                           *((analyst_pairs[a], a, ROLE_ANALYST) for a in analysts)]:
         # a site's certificate also names the site (DNS name), so that an analyst
         # connecting to 'hospital-a' accepts hospital-a's certificate only
         leaf_san = san if role != ROLE_SITE else _san([*_hosts(hosts), cn])
         _save(pair, *_make_leaf(cn, role, leaf_san, ca_key, ca_cert, days))
     return Certificates(directory=directory, ca=ca, scheduler=scheduler, client=client,
-                        sites=site_pairs)
+                        sites=site_pairs, analysts=analyst_pairs)
 
 
 def tls_security(directory, role, name=None):
