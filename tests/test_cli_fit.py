@@ -503,8 +503,7 @@ def issue_site_cluster(tmp_path):
 def test_remote_form_one_hot_encodes_at_the_sites(capsys, issue_site_cluster):
     """``--categorical`` with ``--scheduler``: the union of the sites' levels, one-hot at the
     sites, centred not divided; the numbers and column names of the local form."""
-    from skfed.cli.remote import _held_out
-    from skfed.data.site import SiteData
+    from skfed.data.site import SiteData, held_out_mask
 
     address, files = issue_site_cluster
     argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-10",
@@ -519,7 +518,7 @@ def test_remote_form_one_hot_encodes_at_the_sites(capsys, issue_site_cluster):
     train = np.zeros(len(y), dtype=bool)
     for s in files:
         rows = np.flatnonzero(site == s)
-        train[rows] = ~_held_out(SiteData(s, X[rows]), 0.2, 0)
+        train[rows] = ~held_out_mask(SiteData(s, X[rows]), 0.2, 0)
     indicators = list(range(len(names), len(names) + len(levels)))
     ref, _, _, coef, intercept = _standardized_reference(X, y, train, indicators)
     table = _coef_table(out)
@@ -535,8 +534,7 @@ def test_remote_form_one_hot_encodes_at_the_sites(capsys, issue_site_cluster):
 def test_remote_form_standardizes_at_the_sites(capsys, issue_site_cluster):
     """``--scheduler ... --site NAME=PATH``: the scaler from the sites' sums of their training
     rows, each site standardizing its own rows; the numbers of scikit-learn's pooled fit."""
-    from skfed.cli.remote import _held_out
-    from skfed.data.site import SiteData
+    from skfed.data.site import SiteData, held_out_mask
 
     address, files = issue_site_cluster
     argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-10",
@@ -551,7 +549,7 @@ def test_remote_form_standardizes_at_the_sites(capsys, issue_site_cluster):
     train = np.zeros(len(y), dtype=bool)
     for s in files:
         rows = np.flatnonzero(site == s)
-        train[rows] = ~_held_out(SiteData(s, X[rows]), 0.2, 0)
+        train[rows] = ~held_out_mask(SiteData(s, X[rows]), 0.2, 0)
     ref, mean, sd, coef, intercept = _standardized_reference(X, y, train)
     table = _coef_table(out)
     printed = np.array([table[n] for n in names])

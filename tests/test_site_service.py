@@ -685,3 +685,17 @@ def test_model_selection_over_sites(federation):
                                  FederatedDataset.from_arrays(X, y, site), cv=LeaveOneSiteOut())
     np.testing.assert_allclose(remote["test_score"], local["test_score"], rtol=1e-9)
     data.close()
+
+
+def test_holdout_drawn_at_the_sites(federation):
+    data = _remote(federation, "visits", "target")
+    X, y, site = _local(federation, "visits", "target")
+    local = FederatedDataset.from_arrays(X, y, site)
+    (train, test), (ltrain, ltest) = data.holdout(0.25, random_state=3), local.holdout(
+        0.25, random_state=3)
+    assert list(train.n_samples) == list(ltrain.n_samples)
+    assert list(test.n_samples + train.n_samples) == list(data.n_samples)
+    remote, ref = FedLasso(alpha=0.5).fit(train), FedLasso(alpha=0.5).fit(ltrain)
+    np.testing.assert_allclose(remote.coef_, ref.coef_, rtol=1e-9, atol=1e-9)
+    assert remote.score(test) == pytest.approx(ref.score(ltest), rel=1e-12)
+    data.close()

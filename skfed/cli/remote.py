@@ -22,7 +22,6 @@ the local form (``name=value`` in place of ``name``).
 """
 
 import warnings
-import zlib
 
 import numpy as np
 from sklearn.base import clone
@@ -31,7 +30,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .fit import MIN_SITE_ROWS, MODELS, CLIError, FitReport, local_model, make_estimator
 from .scaling import FeatureScaler
 from ..data import FederatedDataset, SiteError
-from ..data.site import numeric_matrix
+from ..data.site import held_out_mask, holdout_rows, numeric_matrix, site_rows
 from ..model_selection import site_scores
 from ..preprocessing import FedOneHotEncoder
 
@@ -50,29 +49,10 @@ def parse_sites(specs):
     return sources
 
 
-def _held_out(site, test_size, seed):
-    """The site's held-out mask, drawn at the site from ``seed`` and its name."""
-    n = site.n_samples
-    if n < MIN_SITE_ROWS:
-        raise SiteError(site.site, f"{n} rows: each site needs at least {MIN_SITE_ROWS} (some "
-                                   "to train on, some to evaluate on).")
-    rng = np.random.default_rng([seed, zlib.crc32(str(site.site).encode())])
-    mask = np.zeros(n, dtype=bool)
-    mask[rng.permutation(n)[:max(1, int(np.ceil(test_size * n)))]] = True
-    return mask
-
-
-def _rows(site, mask):
-    take = (lambda m: site.X.iloc[m]) if hasattr(site.X, "iloc") else (lambda m: site.X[m])
-    return site.replace(X=take(mask), y=None if site.y is None else site.y[mask],
-                        sample_weight=None if site.sample_weight is None
-                        else site.sample_weight[mask])
-
-
 def split_site(site, test_size, seed, held_out):
-    """The site's training rows (``held_out=False``) or held-out rows (``True``)."""
-    mask = _held_out(site, test_size, seed)
-    return _rows(site, mask if held_out else ~mask)
+    """The site's training rows (``held_out=False``) or held-out rows (``True``); at least
+    ``MIN_SITE_ROWS`` rows per site (some to train on, some to evaluate on)."""
+    return holdout_rows(site, test_size, seed, held_out, min_rows=MIN_SITE_ROWS)
 
 
 def _check_numeric(site):
@@ -131,8 +111,8 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
     """Fit ``estimator`` on the site's own training rows (standardized with them if
     ``scale``; ``indicators``: the one-hot columns, centred but not divided), score it
     on its held-out rows."""
-    mask = _held_out(site, test_size, seed)
-    train, test = _rows(site, ~mask), _rows(site, mask)
+    mask = held_out_mask(site, test_size, seed, min_rows=MIN_SITE_ROWS)
+    train, test = site_rows(site, ~mask), site_rows(site, mask)
     if classifier and len(np.unique(train.y)) < 2:
         return np.nan
     with warnings.catch_warnings():

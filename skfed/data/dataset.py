@@ -217,6 +217,35 @@ class FederatedDataset:
         or :class:`ResidentClient` references to objects on the sites' workers."""
         return self._backend.build(fn, args)
 
+    def holdout(self, test_size=0.2, *, random_state=0):
+        """Split every site's rows into training and held-out rows, at the site.
+
+        Each site draws its held-out rows itself, from ``random_state`` and
+        its name (:func:`skfed.data.site.held_out_mask`): the same rows
+        wherever the site's rows live (this process, a Dask worker, a site
+        service), and no row moves.
+
+        Parameters
+        ----------
+        test_size : float, default=0.2
+            The share of each site's rows held out (at least one row).
+        random_state : int, default=0
+
+        Returns
+        -------
+        train, test : FederatedDataset
+        """
+        from .site import holdout_rows
+
+        if not isinstance(random_state, (int, np.integer)):
+            raise ValueError("random_state must be an int (each site draws its rows from it).")
+        parts = [self._backend.holdout(test_size, int(random_state), part)
+                 if hasattr(self._backend, "holdout")
+                 else self._backend.apply(holdout_rows, (test_size, int(random_state),
+                                                         part == "test"))
+                 for part in ("train", "test")]
+        return tuple(FederatedDataset(b, b.map(describe, ()), self._labels) for b in parts)
+
     def subset(self, sites):
         """The dataset restricted to ``sites`` (no row moves)."""
         wanted = [s.item() if isinstance(s, np.generic) else s for s in sites]

@@ -109,6 +109,40 @@ def _is_numpy_dtype(dtype):
     return True
 
 
+def held_out_mask(site, test_size, seed, *, min_rows=2):
+    """The site's held-out rows, drawn at the site from ``seed`` and its name.
+
+    ``ceil(test_size * n)`` rows (at least one), the same at every home of the
+    rows (in process, on a Dask worker, at a site service).
+    """
+    import zlib
+
+    n = site.n_samples
+    if n < min_rows:
+        raise SiteError(site.site, f"{n} rows: each site needs at least {min_rows} (some "
+                                   "to train on, some to evaluate on).")
+    if not 0 < test_size < 1:
+        raise ValueError(f"test_size must be in (0, 1); got {show(test_size)}.")
+    rng = np.random.default_rng([int(seed), zlib.crc32(str(site.site).encode())])
+    mask = np.zeros(n, dtype=bool)
+    mask[rng.permutation(n)[:max(1, int(np.ceil(test_size * n)))]] = True
+    return mask
+
+
+def site_rows(site, mask):
+    """The site's rows where ``mask`` is true."""
+    take = (lambda m: site.X.iloc[m]) if hasattr(site.X, "iloc") else (lambda m: site.X[m])
+    return site.replace(X=take(mask), y=None if site.y is None else site.y[mask],
+                        sample_weight=None if site.sample_weight is None
+                        else site.sample_weight[mask])
+
+
+def holdout_rows(site, test_size, seed, held_out, *, min_rows=2):
+    """The site's training rows (``held_out=False``) or held-out rows (``True``)."""
+    mask = held_out_mask(site, test_size, seed, min_rows=min_rows)
+    return site_rows(site, mask if held_out else ~mask)
+
+
 def site_summary(site, task):
     """What a site tells the server before round one.
 

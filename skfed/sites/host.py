@@ -137,6 +137,18 @@ class SiteHost:
                                           f"dataset {name!r}")
         drop = [c for c in drop if c in table.columns]
         site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop)
+        holdout = ref.get("holdout")
+        if holdout is not None:  # training or held-out rows, drawn here by the shared rule
+            from ..data.site import holdout_rows
+
+            try:
+                test_size, seed = float(holdout["test_size"]), int(holdout["seed"])
+                part = holdout["part"]
+            except (KeyError, TypeError, ValueError):
+                raise _Refusal("message", "a malformed holdout") from None
+            if part not in ("train", "test") or not 0 < test_size < 1:
+                raise _Refusal("message", "a malformed holdout")
+            site = holdout_rows(site, test_size, seed, part == "test")
         record["columns"] = list(site.columns() or ())
         if target is not None:
             record["columns"].append(target)

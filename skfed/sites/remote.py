@@ -127,6 +127,15 @@ class SiteServices:
     def subset(self, positions):
         return SiteServices([self.connections[k] for k in positions], self.dataset, owns=False)
 
+    def holdout(self, test_size, seed, part):
+        """The sites' training or held-out rows, drawn at each site (a dataset reference
+        with a ``holdout``: nothing but the rule travels)."""
+        if "holdout" in self.dataset:
+            raise ValueError("this dataset is already one part of a holdout split.")
+        dataset = dict(self.dataset, holdout={"test_size": float(test_size), "seed": int(seed),
+                                              "part": part})
+        return SiteServices(self.connections, dataset, owns=False)
+
     def build(self, fn, args):
         op = _operation(fn)
         named = dict(_arguments(op, args), dataset=self.dataset)
