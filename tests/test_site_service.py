@@ -20,7 +20,7 @@ pytest.importorskip("cryptography")
 from sklearn.datasets import load_breast_cancer, load_diabetes  # noqa: E402
 
 from skfed import (FedElasticNet, FederatedDataset, FedLasso, FedLinearSVC,  # noqa: E402
-                   FedLogisticRegression)
+                   FedLogisticRegression, FedLowRank)
 from skfed.deploy import certificate_identity, make_certificates  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
 from skfed.sites import SiteRefusal, SiteServiceError, SiteUnavailable  # noqa: E402
@@ -41,8 +41,13 @@ def federation(tmp_path_factory):
     cancer = load_breast_cancer(as_frame=True).frame
     cancer.columns = [c.replace(" ", "_") for c in cancer.columns]
     cancer["patient_id"] = [f"patient-{k}" for k in range(len(cancer))]
+    from sklearn.datasets import load_wine
+
+    wine = load_wine(as_frame=True).frame
+    linnerud = diabetes.assign(y2=diabetes["target"] * 0.5 + diabetes["bmi"] * 100)
     parts = {"visits": split_frames(diabetes, 3, by="bmi"),  # strong covariate shift
-             "cancer": split_frames(cancer, 3)}
+             "cancer": split_frames(cancer, 3), "wine": split_frames(wine, 3),
+             "two": split_frames(linnerud, 3)}
     folders, processes, addresses = {}, [], {}
     try:
         for k, name in enumerate(SITES):
@@ -52,8 +57,9 @@ def federation(tmp_path_factory):
             for dname, frames in parts.items():
                 frames[k].to_csv(folder / f"{dname}.csv", index=False)
                 datasets[dname] = (f"{dname}.csv", None)
+            # wine's 42 multinomial parameters on ~59 rows per site pass this cap
             config = site_config(folder, name, certs=certs, datasets=datasets,
-                                 policy="min_rows = 10")
+                                 policy="min_rows = 10\nmax_parameters_per_row = 1.0")
             proc, port = start_site(config)
             processes.append(proc)
             folders[name], addresses[name] = folder, f"127.0.0.1:{port}"
@@ -77,7 +83,8 @@ def _local(federation, dataset, target, drop=()):
     frames = [pd.read_csv(federation["folders"][s] / f"{dataset}.csv") for s in SITES]
     frame = pd.concat(frames, ignore_index=True)
     site = np.repeat(list(SITES), [len(f) for f in frames])
-    return frame.drop(columns=[target, *drop]), frame[target].to_numpy(), site
+    targets = list(target) if isinstance(target, list) else [target]
+    return frame.drop(columns=[*targets, *drop]), frame[target].to_numpy(), site
 
 
 def _audit(federation, site):
@@ -96,16 +103,22 @@ CASES = [
     (FedLogisticRegression, dict(C=0.5), "scaffold"),
     (FedLogisticRegression, dict(C=0.5), "feddyn"),
     (FedLinearSVC, dict(C=0.1), "auto"),
+    (FedLogisticRegression, dict(C=0.5), "dualfl"),  # multinomial (wine)
+    (FedLowRank, dict(alpha=0.5), "feddualavg"),  # two targets
 ]
+DATASETS = {FedLogisticRegression: ("cancer", "target", ["patient_id"]),
+            FedLinearSVC: ("cancer", "target", ["patient_id"])}
 
 
 @pytest.mark.parametrize("secure", [False, True], ids=["plain", "secure"])
 @pytest.mark.parametrize("cls, params, solver", CASES,
                          ids=[f"{c.__name__}-{s}" for c, _, s in CASES])
 def test_fit_through_services_equals_in_process(federation, cls, params, solver, secure):
-    classifier = cls in (FedLogisticRegression, FedLinearSVC)
-    dataset, target = ("cancer", "target") if classifier else ("visits", "target")
-    drop = ["patient_id"] if classifier else []
+    dataset, target, drop = DATASETS.get(cls, ("visits", "target", []))
+    if solver == "dualfl" and cls is FedLogisticRegression:
+        dataset, target, drop = "wine", "target", []
+    if cls is FedLowRank:
+        dataset, target, drop = "two", ["target", "y2"], []
     X, y, site = _local(federation, dataset, target, drop)
     if secure and solver == "scaffold":  # its step-weighted coefficients are not signed
         with pytest.raises(SiteRefusal, match="step-weighted") as info:

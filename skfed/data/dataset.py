@@ -430,8 +430,9 @@ class FederatedDataset:
             ``{site name: "host:port"}``. The site's certificate must name it.
         dataset : str
             The dataset's name in the sites' configurations.
-        target : str, default=None
-            The target column.
+        target : str or list of str, default=None
+            The target column (several: a multi-output target, for
+            :class:`~skfed.FedLowRank`).
         sample_weight : str, default=None
             A column of sample weights.
         drop : sequence of str, default=()

@@ -74,8 +74,11 @@ def load_site(site, source, target=None, sample_weight=None, drop=()):
     source : str, path-like or callable
         A file (CSV, TSV, Parquet), or a callable returning a DataFrame, a
         tuple ``(X, y)`` / ``(X, y, sample_weight)``, or a :class:`SiteData`.
-    target, sample_weight : str or None
-        Columns of a table that hold the target and the sample weights.
+    target : str, list of str or None
+        The column(s) of a table that hold the target (several: a
+        multi-output target).
+    sample_weight : str or None
+        The column of sample weights.
     drop : sequence of str
         Columns to leave out of the features.
     """
@@ -105,14 +108,17 @@ def load_site(site, source, target=None, sample_weight=None, drop=()):
 def split_table(site, table, *, target=None, sample_weight=None, drop=()):
     """A DataFrame's feature columns, target column and weight column."""
     table = table.rename(columns=str)
-    named = [c for c in (target, sample_weight, *drop) if c is not None]
+    targets = list(target) if isinstance(target, (list, tuple)) else [target]
+    named = [c for c in (*targets, sample_weight, *drop) if c is not None]
     missing = [c for c in named if c not in table.columns]
     if missing:
-        role = ("target" if missing[0] == target else
+        role = ("target" if missing[0] in targets else
                 "sample-weight" if missing[0] == sample_weight else "drop")
         raise SiteError(site, f"no {role} column {missing[0]!r}; its columns are "
                               f"{list(table.columns)!r}.")
-    y = table[target].to_numpy() if target is not None else None
+    # several target columns: a multi-output target (FedLowRank)
+    y = (table[list(target)] if isinstance(target, (list, tuple)) else table[target]).to_numpy() \
+        if target is not None else None
     sw = None
     if sample_weight is not None:
         sw = _numeric_column(site, table, sample_weight).astype(np.float64)

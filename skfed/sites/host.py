@@ -131,7 +131,8 @@ class SiteHost:
         table = self._table(conf)
         target, weight = ref.get("target"), ref.get("sample_weight")
         drop = [c for c in ref.get("drop") or () if isinstance(c, str)]
-        for role, col in (("target", target), ("sample-weight", weight)):
+        targets = list(target) if isinstance(target, (list, tuple)) else [target]
+        for role, col in [*(("target", t) for t in targets), ("sample-weight", weight)]:
             if col is not None and (not isinstance(col, str) or col not in table.columns):
                 raise _Refusal("columns", f"no usable {role} column {str(col)[:64]!r} in "
                                           f"dataset {name!r}")
@@ -149,9 +150,7 @@ class SiteHost:
             if part not in ("train", "test") or not 0 < test_size < 1:
                 raise _Refusal("message", "a malformed holdout")
             site = holdout_rows(site, test_size, seed, part == "test")
-        record["columns"] = list(site.columns() or ())
-        if target is not None:
-            record["columns"].append(target)
+        record["columns"] = list(site.columns() or ()) + [t for t in targets if t is not None]
         return site
 
     def _table(self, conf):
