@@ -16,8 +16,9 @@ import numpy as np
 SITES = ("hospital-a", "hospital-b", "hospital-c")
 
 
-def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0"):
-    """Write ``folder/site.toml`` for site ``name``; ``datasets``: {name: (file, columns)}."""
+def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0", extra=""):
+    """Write ``folder/site.toml`` for site ``name``; ``datasets``: {name: (file, columns)};
+    ``extra``: more TOML (``[access.<analyst>]`` tables)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["[site]", f'name = "{name}"', f'listen = "{listen}"', "[tls]",
@@ -27,7 +28,7 @@ def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0
         lines += [f"[datasets.{dname}]", f'path = "{path}"']
         if columns is not None:
             lines.append("columns = [" + ", ".join(f'"{c}"' for c in columns) + "]")
-    lines += ["[policy]", policy, "[audit]", 'path = "audit.jsonl"']
+    lines += ["[policy]", policy, "[audit]", 'path = "audit.jsonl"', extra]
     path = folder / "site.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

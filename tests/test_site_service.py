@@ -280,13 +280,14 @@ def one_site(tmp_path, federation):
     """Start a service for hospital-a with a given policy; stopped after the test."""
     servers = []
 
-    def start(policy="", frame=None, columns=None):
+    def start(policy="", frame=None, columns=None, extra=""):
         frame = load_diabetes(as_frame=True).frame.iloc[:120] if frame is None else frame
         folder = tmp_path / f"site{len(servers)}"
         folder.mkdir()
         frame.to_csv(folder / "visits.csv", index=False)
         path = site_config(folder, "hospital-a", certs=federation["certs"],
-                           datasets={"visits": ("visits.csv", columns)}, policy=policy)
+                           datasets={"visits": ("visits.csv", columns)}, policy=policy,
+                           extra=extra)
         server = SiteServer(load_config(path)).start()
         servers.append(server)
         conn = SiteConnection("hospital-a", f"127.0.0.1:{server.port}",
@@ -712,3 +713,34 @@ def test_holdout_drawn_at_the_sites(federation):
     np.testing.assert_allclose(remote.coef_, ref.coef_, rtol=1e-9, atol=1e-9)
     assert remote.score(test) == pytest.approx(ref.score(ltest), rel=1e-12)
     data.close()
+
+
+def test_access_per_analyst(one_site):
+    conn, _ = one_site(extra='[access.analyst]\noperations = ["dataset.describe"]')
+    data = _dataset(conn)  # describing is allowed; fitting is not, for this analyst
+    with pytest.raises(SiteRefusal, match="may not use operation 'data.summary'") as info:
+        FedLasso(alpha=1.0).fit(data)
+    assert info.value.rule == "access"
+    conn, _ = one_site(extra='[access.analyst-b]\ndatasets = ["visits"]\n'
+                             '[access.analyst]\ndatasets = []')
+    with pytest.raises(SiteRefusal, match="may not use dataset 'visits'"):
+        _dataset(conn)
+
+
+def test_a_bad_configuration_is_named(tmp_path, federation):
+    path = site_config(tmp_path, "hospital-a", certs=federation["certs"],
+                       datasets={"visits": ("visits.csv", None)}, policy="min_rowz = 3")
+    with pytest.raises(ValueError, match="unknown key 'min_rowz'"):
+        load_config(path)
+    path = site_config(tmp_path, "hospital-a", certs=federation["certs"],
+                       datasets={"visits": ("visits.csv", None)},
+                       policy='require = ["encryption"]')
+    with pytest.raises(ValueError, match="require names 'encryption'"):
+        load_config(path)
+    path = site_config(tmp_path, "hospital-b", certs=federation["certs"],
+                       datasets={"visits": ("visits.csv", None)})
+    config = load_config(path)
+    config.cert = federation["certs"].client.cert  # an analyst's certificate cannot serve
+    config.key = federation["certs"].client.key
+    with pytest.raises(ValueError, match="is not site 'hospital-b'"):
+        SiteServer(config)

@@ -58,5 +58,10 @@ def describe_config(config):
              f"min_rows = {p.min_rows}, min_level_count = {p.min_level_count}, "
              f"max_parameters_per_row = {p.max_parameters_per_row}",
              "require: " + (", ".join(p.require) or "nothing"),
+             *(f"analyst {a}: datasets {', '.join(r.get('datasets', ['all']))}; operations "
+               f"{', '.join(r.get('operations', ['all served']))}" for a, r in p.access.items()),
+             f"privacy: epsilon_budget = {p.epsilon_budget} per dataset, max_delta = "
+             f"{p.max_delta}, min_noise_multiplier = {p.min_noise_multiplier}; ledger "
+             f"{config.ledger}",
              f"audit log: {config.audit}"]
     return "\n".join(lines)

@@ -111,6 +111,9 @@ class SiteHost:
             raise _Refusal("analysts", f"analyst {analyst!r} is not allowed at this site")
         if op not in self.policy.operations:
             raise _Refusal("operations", f"operation {op!r} is not served by this site")
+        allowed_ops = self.policy.access.get(analyst, {}).get("operations")
+        if allowed_ops is not None and op not in allowed_ops:
+            raise _Refusal("access", f"analyst {analyst!r} may not use operation {op!r} here")
 
     def _check_rows(self, n_rows, what):
         if n_rows < self.policy.min_rows:
@@ -128,6 +131,10 @@ class SiteHost:
         conf = self.config.datasets.get(name)
         if conf is None:
             raise _Refusal("datasets", f"no dataset {name[:64]!r} is served here")
+        allowed = self.policy.access.get(record["analyst"], {}).get("datasets")
+        if allowed is not None and name not in allowed:
+            raise _Refusal("access", f"analyst {record['analyst']!r} may not use dataset "
+                                     f"{name!r} here")
         table = self._table(conf)
         target, weight = ref.get("target"), ref.get("sample_weight")
         drop = [c for c in ref.get("drop") or () if isinstance(c, str)]

@@ -18,6 +18,9 @@ The site's administrator writes one TOML file (paths relative to it)::
     path = "audit.jsonl"
     [privacy]
     ledger = "privacy-ledger.json"                 # the site's own privacy budget
+    [access.analyst-b]                             # optional, per analyst
+    datasets = ["visits"]
+    operations = ["dataset.describe", "evaluate.score"]
 
 Every rule has a safe default and is checked at the site, before any
 computation on the rows; a refusal names the rule and the site.
@@ -95,6 +98,10 @@ class Policy:
         Whether the exact federated median (the imputer's bisection) may run:
         it releases the site's minimum, maximum and the values next to each
         threshold, single rows' values.
+    access : dict
+        ``[access.<analyst>]`` tables: the datasets and operations one
+        analyst may use (narrowing ``operations``; an analyst with no table
+        may use every dataset).
     """
 
     analysts: tuple = None
@@ -109,6 +116,8 @@ class Policy:
     max_delta: float = 1e-5
     min_noise_multiplier: float = 0.0
     allow_exact_quantiles: bool = False
+    #: per analyst: {"datasets": (...), "operations": (...)} narrowing the rest
+    access: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -195,6 +204,26 @@ def parse_policy(raw):
         allow_exact_quantiles=_boolean(raw, "allow_exact_quantiles", False))
 
 
+def _parse_access(raw, datasets, policy):
+    """``[access.<analyst>]``: ``datasets`` and ``operations`` that analyst may use."""
+    access = {}
+    for analyst, rules in raw.items():
+        if not isinstance(rules, dict) or set(rules) - {"datasets", "operations"}:
+            raise ValueError(f"[access.{analyst}] takes datasets = [...] and operations = "
+                             "[...] only.")
+        entry = {}
+        for key, known in (("datasets", datasets), ("operations", policy.operations)):
+            values = _strings(rules.get(key), f"[access.{analyst}] {key}")
+            if values is not None:
+                bad = [v for v in values if v not in known]
+                if bad:
+                    raise ValueError(f"[access.{analyst}] {key} names {bad[0]!r}, which the "
+                                     f"site does not serve; it serves {sorted(known)}.")
+                entry[key] = values
+        access[analyst] = entry
+    return access
+
+
 def load_config(path):
     """Read a site's TOML configuration; paths are resolved against its folder.
 
@@ -240,7 +269,9 @@ def load_config(path):
     privacy = raw.get("privacy", {})
     ledger = ((base / privacy["ledger"]).resolve() if privacy.get("ledger")
               else base / "privacy-ledger.json")
+    policy = parse_policy(raw.get("policy", {}))
+    policy.access = _parse_access(raw.get("access", {}), datasets, policy)
     return SiteConfig(name=name, listen=listen, ca=file("tls", "ca"), cert=file("tls", "cert"),
                       key=file("tls", "key"), datasets=datasets,
-                      policy=parse_policy(raw.get("policy", {})), audit=audit_path,
+                      policy=policy, audit=audit_path,
                       data_dir=base, ledger=ledger)
