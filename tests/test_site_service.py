@@ -673,8 +673,15 @@ def test_preprocessing_through_services(clinic, federation):
     with pytest.raises(SiteRefusal, match="fewer than 5 rows") as info:
         FedOneHotEncoder().fit(ids)  # an identifier: every level held by one row
     assert info.value.rule == "min_level_count"
+    # transform: a declared step the sites apply to their rows before the next operation
+    scaled = scaler.transform(data)
+    est = FedLasso(alpha=0.5).fit(FedSimpleImputer().fit(data).transform(data))
+    ref = FedLasso(alpha=0.5).fit(FedSimpleImputer().fit(X, clients=site).transform(X),
+                                  frame["target"], clients=site)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-8, atol=1e-8)
+    assert scaled.n_features == data.n_features
     with pytest.raises(ValueError, match="not an operation of the site service"):
-        scaler.transform(data)  # rows are not rewritten at a service
+        data.apply(lambda site: site)  # any other function
 
 
 def test_exact_median_when_the_site_allows_it(clinic, federation):

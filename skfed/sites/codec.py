@@ -52,9 +52,11 @@ def allowed_classes():
         from ..local import quadratic_model, schedule
         from ..privacy import dp_rounds, secure_aggregation, secure_rounds
 
+        from ..base import FederatedLinearModel
+        from ..cli.scaling import FeatureScaler
         from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
 
-        classes = [FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, Targets,
+        classes = [FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, FeatureScaler, Targets,
                    layout.Layout, problem.FederatedProblem,
                    schedule.LocalSchedule, quadratic_model.DenseModel,
                    quadratic_model.CompactModel, secure_rounds.SecureAggregation,
@@ -63,7 +65,9 @@ def allowed_classes():
         for module in (datafits, penalties, solvers):
             classes += [c for c in vars(module).values() if isinstance(c, type)]
         classes += list(solvers.SOLVERS.values())
-        for base in (datafits.Datafit, penalties.Penalty, solvers.FederatedSolver):
+        # the estimators (the local-only baseline names the model to fit at a site)
+        for base in (datafits.Datafit, penalties.Penalty, solvers.FederatedSolver,
+                     FederatedLinearModel):
             stack = [base]
             while stack:  # every subclass defined by skfed itself
                 cls = stack.pop()
@@ -86,9 +90,12 @@ def allowed_functions():
     if _FUNCTIONS is None:
         from ..preprocessing import _encoder, _imputer, _scaler, _summaries
 
+        from .operations import registry
+
         functions = [_scaler._checked_rows, _imputer._checked_rows, _encoder._checked_rows]
         functions += [f for name, f in vars(_summaries).items()
                       if name.endswith("_summary") and callable(f)]
+        functions += list(registry()[1])  # the declared row steps
         _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
     return _FUNCTIONS
 

@@ -145,6 +145,8 @@ class SiteHost:
                                           f"dataset {name!r}")
         drop = [c for c in drop if c in table.columns]
         site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop)
+        for step in ref.get("steps") or ():  # declared row steps, in order (skfed's own code)
+            site = self._step(site, step)
         holdout = ref.get("holdout")
         if holdout is not None:  # training or held-out rows, drawn here by the shared rule
             from ..data.site import holdout_rows
@@ -159,6 +161,21 @@ class SiteHost:
             site = holdout_rows(site, test_size, seed, part == "test")
         record["columns"] = list(site.columns() or ()) + [t for t in targets if t is not None]
         return site
+
+    def _step(self, site, step):
+        from ..preprocessing._summaries import _transform_site
+        from .operations import registry
+
+        fn, args = (step.get("fn"), step.get("args") or []) if isinstance(step, dict) else (
+            None, None)
+        if fn not in registry()[1] or not isinstance(args, list):
+            raise _Refusal("message", "a row step that is not one of skfed's declared steps")
+        if fn is _transform_site:  # only a fitted transformer's transform
+            _transformer({"estimator": args[0] if args else None, "validate": None},
+                         check_validate=False)
+            if args[1:] != ["transform"]:
+                raise _Refusal("message", "a transformer step runs transform only")
+        return fn(site, *args)
 
     def _table(self, conf):
         with self._lock:
@@ -406,6 +423,28 @@ class SiteHost:
                 raise _Refusal("min_level_count", f"a level of column {where} is held by "
                                f"fewer than {self.policy.min_level_count} rows here")
 
+    def _op_data_check(self, analyst, args, record):
+        site = self._site_data(args.get("dataset"), record)
+        record["rows"] = site.n_samples
+        self._check_rows(_positive_rows(site), "a check")
+        numeric_matrix(site)
+        return None
+
+    def _op_evaluate_local_baseline(self, analyst, args, record):
+        from ..base import FederatedLinearModel
+        from ..cli.remote import local_only_score
+
+        site = self._site_data(args.get("dataset"), record)
+        n = _positive_rows(site)
+        record["rows"] = n
+        self._check_rows(n, "a local baseline")
+        estimator = args.get("estimator")
+        if not isinstance(estimator, FederatedLinearModel):
+            raise _Refusal("message", "the local baseline needs one of skfed's estimators")
+        return local_only_score(site, estimator, float(args.get("test_size")),
+                                int(args.get("seed")), bool(args.get("classifier")),
+                                bool(args.get("scale")), tuple(args.get("indicators") or ()))
+
     def _op_evaluate_score(self, analyst, args, record):
         from ..data.site import site_score_terms
 
@@ -422,15 +461,17 @@ class _Refusal(Exception):
         self.rule, self.detail = rule, detail
 
 
-def _transformer(args):
+def _transformer(args, check_validate=True):
     """The transformer and its row check, as the analyst named them (allow-listed)."""
+    from ..cli.scaling import FeatureScaler
     from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
     from .codec import allowed_functions
 
     estimator, validate = args.get("estimator"), args.get("validate")
-    if not isinstance(estimator, (FedOneHotEncoder, FedSimpleImputer, FedStandardScaler)):
+    if not isinstance(estimator, (FedOneHotEncoder, FedSimpleImputer, FedStandardScaler,
+                                  FeatureScaler)):
         raise _Refusal("message", "a preprocessing operation needs one of skfed's transformers")
-    if validate not in allowed_functions().values():
+    if check_validate and validate not in allowed_functions().values():
         raise _Refusal("message", "not one of skfed's row checks")
     return estimator, validate
 

@@ -9,7 +9,7 @@ gives the same numbers. ``releases`` says what the reply discloses; the site
 checks its policy (:mod:`skfed.sites.policy`) before the operation runs.
 
 The analyst's side finds an operation by the function it would have run
-(:data:`BY_FUNCTION`): a function that is not here is not a site operation,
+(:func:`registry`): a function that is not there is not a site operation,
 and a site service never runs it.
 """
 
@@ -59,10 +59,43 @@ OPERATIONS = {op.name: op for op in [
               "counts (scaler, mean imputer); levels each held by >= min_level_count rows "
               "(one-hot encoder, most-frequent imputer); with allow_exact_quantiles, the "
               "site's values nearest a threshold (exact median)", _summarize_site),
+    Operation("data.check", "nothing (the site's features are checked to be numeric and "
+              "finite; an error names the column)", None),
+    Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
+              "the site's own training rows (the local-only baseline of skfed fit)", None),
     Operation("evaluate.score", "four weighted sums per target (regression) or two "
               "(classification): never a prediction", site_score_terms),
 ]}
 
-#: the analyst's side: the operation that stands for a site function
-BY_FUNCTION = {op.function: op.name for op in OPERATIONS.values()
-               if op.function is not None}
+
+def _cli_functions():
+    """The command line's site functions (imported late: the CLI imports the estimators)."""
+    from ..cli import remote, scaling
+    from ..preprocessing._summaries import _transform_site
+    from ..data.site import holdout_rows
+    from ..data.sources import reorder_columns
+
+    operations = {remote._check_numeric: "data.check",
+                  remote.local_only_score: "evaluate.local_baseline"}
+    # what a dataset may ask each site to do to its rows before an operation: declared
+    # steps of skfed's own code with typed arguments, appended to the dataset reference
+    # (the site service applies them in order, then runs the operation)
+    steps = {holdout_rows, reorder_columns, _transform_site, remote.split_site,
+             remote._columns, remote._one_hot_site, scaling._standardize_site}
+    return operations, steps
+
+
+_REGISTRY = None
+
+
+def registry():
+    """``(by_function, row_steps)``: the operation standing for each site function the
+    analyst's side may call, and the functions a dataset may apply to a site's rows."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        by_function = {op.function: op.name for op in OPERATIONS.values()
+                       if op.function is not None}
+        cli_operations, steps = _cli_functions()
+        by_function.update(cli_operations)
+        _REGISTRY = (by_function, frozenset(steps))
+    return _REGISTRY

@@ -36,7 +36,8 @@ from ..deploy.certificates import check_site_name
 #: operations a site serves unless its policy lists fewer
 DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.client_summary",
                       "fit.monitor", "fit.curvature", "fit.feature_mean", "fit.step",
-                      "fit.close", "evaluate.score", "preprocess.schema", "preprocess.summary")
+                      "fit.close", "evaluate.score", "preprocess.schema", "preprocess.summary",
+                      "data.check", "evaluate.local_baseline")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

@@ -18,11 +18,11 @@ import numpy as np
 from ..exceptions import ClientFailure, ClientFailureError
 from ..executors.base import Executor
 from .codec import encode
-from .operations import BY_FUNCTION
+from .operations import registry
 
 
 def _operation(fn):
-    op = BY_FUNCTION.get(fn)
+    op = registry()[0].get(fn)
     if op is None:
         name = getattr(fn, "__qualname__", repr(fn))
         raise ValueError(
@@ -48,8 +48,13 @@ def model_message(estimator):
 
 def _arguments(op, args):
     """A site function's positional arguments as the operation's named ones."""
-    if op in ("dataset.describe", "fit.feature_mean"):
+    if op in ("dataset.describe", "fit.feature_mean", "data.check"):
         return {}
+    if op == "evaluate.local_baseline":
+        estimator, test_size, seed, classifier, scale, indicators = (*args, False, ())[:6]
+        return {"estimator": estimator, "test_size": float(test_size), "seed": int(seed),
+                "classifier": bool(classifier), "scale": bool(scale),
+                "indicators": [int(i) for i in indicators]}
     if op == "data.summary":
         return {"task": args[0]}
     if op == "preprocess.schema":
@@ -120,9 +125,15 @@ class SiteServices:
         return [_template(r) for r in out] if op == "preprocess.schema" else out
 
     def apply(self, fn, args):
-        raise ValueError(
-            f"transforming rows at a site ({getattr(fn, '__qualname__', fn)!r}) is not an "
-            "operation of the site service; fit on the dataset as the sites serve it.")
+        """A dataset whose reference asks each site to apply ``fn(site, *args)`` to its rows
+        (one of skfed's declared row steps; nothing but its name and arguments travels)."""
+        if fn not in registry()[1]:
+            raise ValueError(
+                f"transforming rows at a site with {getattr(fn, '__qualname__', fn)!r} is not "
+                "an operation of the site service (it applies only skfed's declared row "
+                "steps: holdout, column selection, scaling, one-hot encoding).")
+        steps = [*self.dataset.get("steps", ()), {"fn": fn, "args": list(args)}]
+        return SiteServices(self.connections, dict(self.dataset, steps=steps), owns=False)
 
     def subset(self, positions):
         return SiteServices([self.connections[k] for k in positions], self.dataset, owns=False)
