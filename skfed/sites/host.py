@@ -115,6 +115,15 @@ class SiteHost:
         if allowed_ops is not None and op not in allowed_ops:
             raise _Refusal("access", f"analyst {analyst!r} may not use operation {op!r} here")
 
+    def _rows(self, args, record, what):
+        """The request's rows (its dataset reference) and their count with positive
+        weight, checked against ``min_rows`` and recorded for the audit line."""
+        site = self._site_data(args.get("dataset"), record)
+        n = _positive_rows(site)
+        record["rows"] = n
+        self._check_rows(n, what)
+        return site, n
+
     def _check_rows(self, n_rows, what):
         if n_rows < self.policy.min_rows:
             raise _Refusal("min_rows", f"{what} would be computed from fewer than "
@@ -201,18 +210,13 @@ class SiteHost:
 
     # -- the operations ------------------------------------------------------
     def _op_dataset_describe(self, analyst, args, record):
-        site = self._site_data(args.get("dataset"), record)
-        self._check_rows(site.n_samples, "the dataset's description")
-        record["rows"] = site.n_samples
+        site, _ = self._rows(args, record, "the dataset's description")
         return describe(site)
 
     def _op_data_summary(self, analyst, args, record):
         from ..data.site import site_summary
 
-        site = self._site_data(args.get("dataset"), record)
-        n = _positive_rows(site)
-        record["rows"] = n
-        self._check_rows(n, "the summary")
+        site, n = self._rows(args, record, "the summary")
         task = args.get("task")
         if task not in ("none", "regression", "classification"):
             raise _Refusal("message", "unknown task")
@@ -226,10 +230,7 @@ class SiteHost:
     def _op_fit_open(self, analyst, args, record):
         from ..data.site import client_objective
 
-        site = self._site_data(args.get("dataset"), record)
-        n = _positive_rows(site)
-        record["rows"] = n
-        self._check_rows(n, "a fit")
+        site, n = self._rows(args, record, "a fit")
         datafit, layout, targets = args.get("datafit"), args.get("layout"), args.get("targets")
         size = int(getattr(layout, "size", 0))
         if size > self.policy.max_parameters_per_row * n:
@@ -375,9 +376,7 @@ class SiteHost:
     def _op_preprocess_schema(self, analyst, args, record):
         from ..preprocessing._summaries import _template_site
 
-        site = self._site_data(args.get("dataset"), record)
-        self._check_rows(_positive_rows(site), "a schema")
-        record["rows"] = site.n_samples
+        site, _ = self._rows(args, record, "a schema")
         estimator, validate = _transformer(args)
         template = _template_site(site, estimator, validate)
         if hasattr(template, "dtypes"):
@@ -388,10 +387,7 @@ class SiteHost:
     def _op_preprocess_summary(self, analyst, args, record):
         from ..preprocessing import _summaries
 
-        site = self._site_data(args.get("dataset"), record)
-        n = _positive_rows(site)
-        record["rows"] = n
-        self._check_rows(n, "a preprocessing summary")
+        site, n = self._rows(args, record, "a preprocessing summary")
         estimator, validate = _transformer(args)
         fn, fn_args = args.get("summary"), args.get("args") or ()
         exact = (_summaries.range_summary, _summaries.count_below_summary)
@@ -424,9 +420,7 @@ class SiteHost:
                                f"fewer than {self.policy.min_level_count} rows here")
 
     def _op_data_check(self, analyst, args, record):
-        site = self._site_data(args.get("dataset"), record)
-        record["rows"] = site.n_samples
-        self._check_rows(_positive_rows(site), "a check")
+        site, _ = self._rows(args, record, "a check")
         numeric_matrix(site)
         return None
 
@@ -434,10 +428,7 @@ class SiteHost:
         from ..base import FederatedLinearModel
         from ..cli.remote import local_only_score
 
-        site = self._site_data(args.get("dataset"), record)
-        n = _positive_rows(site)
-        record["rows"] = n
-        self._check_rows(n, "a local baseline")
+        site, n = self._rows(args, record, "a local baseline")
         estimator = args.get("estimator")
         if not isinstance(estimator, FederatedLinearModel):
             raise _Refusal("message", "the local baseline needs one of skfed's estimators")
@@ -448,10 +439,7 @@ class SiteHost:
     def _op_evaluate_score(self, analyst, args, record):
         from ..data.site import site_score_terms
 
-        site = self._site_data(args.get("dataset"), record)
-        n = _positive_rows(site)
-        record["rows"] = n
-        self._check_rows(n, "a score")
+        site, n = self._rows(args, record, "a score")
         return site_score_terms(site, _LinearModel.from_message(args.get("model")))
 
 
