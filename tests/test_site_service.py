@@ -751,3 +751,16 @@ def test_a_bad_configuration_is_named(tmp_path, federation):
     config.key = federation["certs"].client.key
     with pytest.raises(ValueError, match="is not site 'hospital-b'"):
         SiteServer(config)
+
+
+def test_a_message_cannot_replace_a_method():
+    from skfed.solvers import FedAvg
+
+    good = encode(FedAvg(client_lr=0.1))
+    assert isinstance(decode(good), FedAvg)
+    for key, value in [("client_update", {"$fn": "skfed.data.site.holdout_rows"}),
+                       ("__class__", None), ("name", {"$fn": "skfed.data.site.holdout_rows"})]:
+        header = json.dumps({"$o": "skfed.solvers.local_primal.FedAvg",
+                             "state": {key: value}}).encode()
+        with pytest.raises(MessageError, match="cannot"):  # not "not allow-listed"
+            decode(b"SKF1" + struct.pack("<I", len(header)) + header)

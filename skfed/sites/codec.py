@@ -280,6 +280,7 @@ def decode(data):
                 raise MessageError("malformed object state.")
             obj = cls.__new__(cls)
             for key, val in state.items():
+                _check_attribute(cls, key, val)
                 object.__setattr__(obj, key, val)
             return obj
         if any(k.startswith("$") for k in node):
@@ -287,6 +288,19 @@ def decode(data):
         return {k: walk(x) for k, x in node.items()}
 
     return walk(tree)
+
+
+def _check_attribute(cls, key, value):
+    """An attribute a message may set: data, never a method, a property or a dunder
+    (a function named in a message could otherwise stand in for a method)."""
+    if key.startswith("__"):
+        raise MessageError(f"attribute {key[:40]!r} cannot be set by a message.")
+    shadowed = getattr(cls, key, None)
+    if callable(shadowed) or isinstance(shadowed, property):
+        raise MessageError(f"attribute {key[:40]!r} of a {cls.__name__} is a method or a "
+                           "property; a message cannot replace it.")
+    if callable(value) and not isinstance(value, type):
+        raise MessageError(f"attribute {key[:40]!r} cannot hold a function.")
 
 
 def _hashable(value):
