@@ -135,3 +135,168 @@ def test_survival_bad_columns_and_groups():
         kaplan_meier(df.to_numpy(), time="T", event="E", clients=site)
     with pytest.raises(ValueError, match="no rows|0 rows|empty"):
         kaplan_meier(df.iloc[:0], time="T", event="E", clients=np.array([]))
+
+
+# -- describe and crosstab ------------------------------------------------------
+from skfed.stats import crosstab, describe  # noqa: E402
+from skfed.stats._suppress import suppress, with_margins  # noqa: E402
+
+
+def _table1_data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    site = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
+    df = pd.DataFrame({
+        "age": np.round(rng.normal(60, 12, n)),  # many ties
+        "bmi": rng.normal(27, 4, n) + 1e6 * (site == "c"),  # large offset at one site
+        "dose": rng.exponential(2.0, n),
+        "sex": rng.choice(["f", "m"], n),
+        "smoker": rng.random(n) < 0.3,
+        "stage": rng.choice(["I", "II", "III"], n),
+    })
+    df.loc[rng.random(n) < 0.1, "dose"] = np.nan
+    df.loc[rng.random(n) < 0.05, "stage"] = None
+    # a rare level at site "b" only: 2 rows
+    rare = np.flatnonzero(site == "b")[:2]
+    df.loc[rare, "stage"] = "IV"
+    return df, site
+
+
+NUMERIC, CATEGORICAL = ["age", "bmi", "dose"], ["sex", "smoker", "stage"]
+QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def _check_against_pandas(table, rows, group, site, *, shown_only=True):
+    """Every shown cell of column (group, site) equals pandas on ``rows``."""
+    column = table[(group, site)]
+    checked = 0
+    for c in NUMERIC:
+        x = rows[c]
+        expected = {"count": x.count(), "missing": x.isna().sum(), "mean": x.mean(),
+                    "std": x.std()}
+        expected.update({f"{100 * q:g}%": x.quantile(q) for q in QUANTILES})
+        for stat, value in expected.items():
+            got = column[(c, "", stat)]
+            if np.isnan(got) and shown_only:
+                continue
+            if stat in ("mean", "std"):
+                np.testing.assert_allclose(got, value, rtol=1e-12, err_msg=f"{c} {stat}")
+            else:  # counts and quantiles: exactly pandas' numbers
+                assert got == value, (c, stat, got, value)
+            checked += 1
+    for c in CATEGORICAL:
+        counts = rows[c].value_counts()
+        for (variable, level, stat), got in column.items():
+            if variable != c or np.isnan(got):
+                continue
+            value = rows[c].isna().sum() if stat == "missing" else counts.get(level, 0)
+            assert got == value, (c, level, stat, got, value)
+            checked += 1
+    return checked
+
+
+def test_describe_equals_pandas_pooled_and_per_site():
+    df, site = _table1_data()
+    result = describe(df, clients=site, quantiles=QUANTILES, min_level_count=5)
+    t = result.table
+    assert _check_against_pandas(t, df, "all", "pooled") >= 30
+    for s in "abc":
+        assert _check_against_pandas(t, df[site == s], "all", s) >= 25
+    assert t[("all", "pooled")][("N", "", "count")] == len(df)
+    # nothing hidden when every count is allowed: then every cell is compared
+    full = describe(FederatedDataset.from_arrays(df, clients=site), quantiles=QUANTILES,
+                    min_level_count=1)
+    assert not full.mask.to_numpy().any() and full.suppressed.empty
+    n_cells = full.table.notna().to_numpy().sum()
+    checked = sum(_check_against_pandas(full.table, df if s == "pooled" else df[site == s],
+                                        "all", s, shown_only=False)
+                  for s in ["a", "b", "c", "pooled"])
+    assert checked + 4 == n_cells  # all cells but the N row
+
+
+def test_describe_by_stratum_equals_pandas():
+    df, site = _table1_data(seed=1)
+    result = describe(df, by="sex", clients=site, quantiles=QUANTILES,
+                      columns=NUMERIC + ["smoker", "stage"])
+    t = result.table
+    assert set(t.columns.get_level_values("group")) == {"all", "f", "m"}
+    for level in ["f", "m"]:
+        rows = df[df.sex == level]
+        assert _check_against_pandas(t, rows, level, "pooled") >= 20
+        for s in "abc":
+            _check_against_pandas(t, rows[site[df.sex == level] == s], level, s)
+        assert t[(level, "pooled")][("N", "", "count")] == len(rows)
+
+
+def test_describe_suppresses_rare_level_and_its_complement():
+    df, site = _table1_data()
+    result = describe(df, clients=site, columns=["stage", "age"], min_level_count=5)
+    t, mask, record = result.table, result.mask, result.suppressed
+    # the 2 rows of level IV at site b: hidden, and so is the pooled cell (also 2)
+    assert np.isnan(t[("all", "b")][("stage", "IV", "count")])
+    assert np.isnan(t[("all", "pooled")][("stage", "IV", "count")])
+    primary = record[record.reason.str.startswith("count below")]
+    assert {(r.level, r.site) for r in primary.itertuples()} >= {("IV", "b"), ("IV", "pooled")}
+    # complementary: another cell of site b's stage column is hidden too (else IV = N - rest)
+    b_hidden = mask[("all", "b")].loc["stage"]
+    assert b_hidden.sum() >= 2
+    assert record.reason.str.startswith("complementary").any()
+    assert "hidden" in result.note
+    # every hidden cell is recorded, every recorded cell is hidden
+    assert len(record) == int(mask.to_numpy().sum())
+    # age at the same sites is untouched and equal to pandas
+    for s in "abc":
+        assert not mask[("all", s)].loc["age"].any()
+    assert "suppressed" in result.to_html()
+
+
+def test_suppression_leaves_no_line_with_one_hidden_cell():
+    rng = np.random.default_rng(3)
+    inner = rng.integers(0, 9, size=(4, 3, 5))
+    table = with_margins(inner)
+    mask, reasons = suppress(table, 5)
+    assert ((table > 0) & (table < 5) <= mask).all()
+    assert set(reasons) == {tuple(i) for i in np.argwhere(mask)}
+    for axis in range(3):
+        assert (mask.sum(axis=axis) != 1).all()
+    assert mask.any() and not mask.all()
+
+
+def test_crosstab_and_chi2_equal_pandas_and_scipy():
+    from scipy.stats import chi2_contingency
+
+    df, site = _table1_data()
+    result = crosstab(df, "stage", "sex", clients=site, min_level_count=1)
+    expected = pd.crosstab(df.stage, df.sex)
+    pd.testing.assert_frame_equal(result.table, expected.astype(float), check_names=False)
+    chi2, p, dof, exp = chi2_contingency(expected.to_numpy(), correction=False)
+    np.testing.assert_allclose([result.chi2, result.p_value], [chi2, p], rtol=1e-12)
+    assert result.dof == dof and result.n_missing == df.stage.isna().sum()
+    for s in "abc":
+        per_site = pd.crosstab(df.stage[site == s], df.sex[site == s])
+        got = result.by_site.loc[s].iloc[:-1, :-1].loc[per_site.index]
+        np.testing.assert_array_equal(got.to_numpy(), per_site.to_numpy())
+    # with suppression: the rare level's cells are hidden, the chi-square is unchanged
+    hidden = crosstab(df, "stage", "sex", clients=site, min_level_count=5)
+    assert hidden.table.loc["IV"].isna().any()
+    assert hidden.chi2 == result.chi2
+    shown = hidden.table.notna()
+    np.testing.assert_array_equal(hidden.table[shown].stack(), expected.astype(float)[shown].stack())
+    assert (hidden.mask.to_numpy().sum(axis=1) != 1).all()
+
+
+def test_describe_and_crosstab_bad_input():
+    df, site = _table1_data(n=100)
+    with pytest.raises(ValueError, match="column 'weight'"):
+        describe(df, clients=site, columns=["age", "weight"])
+    with pytest.raises(ValueError, match="by column 'arm'"):
+        describe(df, by="arm", clients=site)
+    with pytest.raises(ValueError, match="quantiles"):
+        describe(df, clients=site, quantiles=(0.5, 1.5))
+    with pytest.raises(ValueError, match="min_level_count"):
+        describe(df, clients=site, min_level_count=0)
+    with pytest.raises(ValueError, match="no rows"):
+        describe(df.iloc[:0], clients=np.array([]))
+    with pytest.raises(ValueError, match="col column 'arm'"):
+        crosstab(df, "sex", "arm", clients=site)
+    with pytest.raises(ValueError, match="two levels"):
+        crosstab(df.assign(one="x"), "sex", "one", clients=site)

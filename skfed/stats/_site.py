@@ -38,13 +38,16 @@ def is_numeric(series):
 
 
 def _strata(site, by):
-    """``{level: boolean mask}`` of the site's rows per level of ``by`` (missing last)."""
+    """``{level: boolean mask}`` of the site's rows: ``None`` (all rows) first, then one
+    per level of ``by`` (missing last)."""
+    out = {None: np.ones(site.n_samples, dtype=bool)}
     if by is None:
-        return {None: np.ones(site.n_samples, dtype=bool)}
+        return out
     column = _column(site, by)
     missing = column.isna().to_numpy()
-    out = {level: (column == level).to_numpy() & ~missing
-           for level in pd.unique(column[~missing])}
+    out.update({(level.item() if isinstance(level, np.generic) else level):
+                (column == level).to_numpy() & ~missing
+                for level in pd.unique(column[~missing])})
     if missing.any():
         out[MISSING] = missing
     return out
@@ -58,7 +61,7 @@ def _levels(values):
     return out, int(missing.sum())
 
 
-def site_describe(site, columns, by, quantiles):
+def site_describe(site, columns, by, quantiles, min_count=1):
     """A site's summary of each column, per stratum of ``by``.
 
     Parameters
@@ -67,6 +70,10 @@ def site_describe(site, columns, by, quantiles):
     columns : list of str
     by : str or None
     quantiles : sequence of float
+    min_count : int, default=1
+        The site's own quantiles are sent only for cells with at least this
+        many values (NaN otherwise); counts, means and sums of squares are
+        always sent (the pooled moments need them).
 
     Returns
     -------
@@ -77,7 +84,8 @@ def site_describe(site, columns, by, quantiles):
         squared deviations about the site's mean), the site's own
         ``quantiles`` (linear interpolation, as pandas), ``min`` and ``max``;
         a categorical cell holds ``levels`` (``{level: count}``) and
-        ``missing``. Strata are the levels ``by`` takes at the site.
+        ``missing``. Strata are ``None`` (all the site's rows) and the levels
+        ``by`` takes at the site.
     """
     X = _table(site)
     for name in list(columns) + ([by] if by is not None else []):
@@ -98,7 +106,7 @@ def site_describe(site, columns, by, quantiles):
                 cells[stratum, c] = {
                     "count": int(n), "missing": int(v.size - n), "mean": mean,
                     "m2": float(((present - mean) ** 2).sum()) if n else 0.0,
-                    "quantiles": (np.quantile(present, list(quantiles)) if n
+                    "quantiles": (np.quantile(present, list(quantiles)) if n >= max(min_count, 1)
                                   else np.full(len(quantiles), np.nan)),
                     "min": float(present.min()) if n else np.nan,
                     "max": float(present.max()) if n else np.nan}
@@ -128,15 +136,15 @@ def site_count_below(site, by, queries, thresholds):
         none): two of the three numbers are data values of the site.
     """
     X = _table(site)
-    strata = _strata(site, by) if by is not None else {}
+    strata = _strata(site, by)
     count = np.zeros(len(queries), dtype=np.int64)
     below = np.full(len(queries), np.nan)
     above = np.full(len(queries), np.nan)
     cache = {}
     for q, ((stratum, column), t) in enumerate(zip(queries, thresholds)):
         if (stratum, column) not in cache:
-            values = X[column] if stratum is None else (
-                X[column].loc[strata[stratum]] if stratum in strata else X[column].iloc[:0])
+            values = (X[column].loc[strata[stratum]] if stratum in strata
+                      else X[column].iloc[:0])
             v = values.to_numpy(dtype=np.float64, na_value=np.nan)
             cache[stratum, column] = np.sort(v[~np.isnan(v)])
         v = cache[stratum, column]
