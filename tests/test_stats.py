@@ -300,3 +300,18 @@ def test_describe_and_crosstab_bad_input():
         crosstab(df, "sex", "arm", clients=site)
     with pytest.raises(ValueError, match="two levels"):
         crosstab(df.assign(one="x"), "sex", "one", clients=site)
+
+
+@pytest.mark.parametrize("name", ["describe", "crosstab", "kaplan_meier", "logrank_test"])
+def test_public_functions_document_every_parameter(name):
+    import inspect
+
+    from sklearn.externals._numpydoc.docscrape import NumpyDocString
+
+    import skfed.stats
+
+    fn = getattr(skfed.stats, name)
+    doc = NumpyDocString(inspect.getdoc(fn))
+    documented = [n.strip() for p in doc["Parameters"] for n in p.name.split(",")]
+    assert documented == list(inspect.signature(fn).parameters)
+    assert doc["Returns"] and doc["Raises"] and doc["Summary"]
