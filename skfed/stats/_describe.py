@@ -298,7 +298,8 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
                 pooled = merge_moments([{"weight": np.array([p["count"]], dtype=float),
                                          "count": np.array([p["count"]]),
                                          "mean": np.array([p["mean"]]),
-                                         "mean_lo": np.zeros(1), "m2": np.array([p["m2"]])}
+                                         "mean_lo": np.array([p["mean_lo"]]),
+                                         "m2": np.array([p["m2"]])}
                                         for p in parts])
                 n = int(pooled["count"][0])
                 mean = float(pooled["mean"][0])

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
+from ..preprocessing._summaries import moments_summary
 
 #: the name under which a missing value of a categorical column is counted
 MISSING = "<missing>"
@@ -80,8 +81,9 @@ def site_describe(site, columns, by, quantiles, min_count=1):
     summary : dict
         ``{"n": rows, "kinds": {column: "numeric" | "categorical"},
         "cells": {(stratum, column): cell}}``. A numeric cell holds the
-        non-missing ``count``, ``missing``, ``mean`` and ``m2`` (sum of
-        squared deviations about the site's mean), the site's own
+        non-missing ``count``, ``missing``, ``mean``, ``mean_lo`` and ``m2``
+        (:func:`skfed.preprocessing._summaries.moments_summary`: the mean as
+        two doubles and the sum of squared deviations about it), the site's own
         ``quantiles`` (linear interpolation, as pandas), ``min`` and ``max``;
         a categorical cell holds ``levels`` (``{level: count}``) and
         ``missing``. Strata are ``None`` (all the site's rows) and the levels
@@ -102,10 +104,11 @@ def site_describe(site, columns, by, quantiles, min_count=1):
                     raise SiteError(site.site, f"column {show(c)} contains infinity.")
                 present = v[~np.isnan(v)]
                 n = present.size
-                mean = float(present.mean()) if n else np.nan
+                moments = moments_summary(present[:, None])
                 cells[stratum, c] = {
-                    "count": int(n), "missing": int(v.size - n), "mean": mean,
-                    "m2": float(((present - mean) ** 2).sum()) if n else 0.0,
+                    "count": int(n), "missing": int(v.size - n),
+                    "mean": float(moments["mean"][0]) if n else np.nan,
+                    "mean_lo": float(moments["mean_lo"][0]), "m2": float(moments["m2"][0]),
                     "quantiles": (np.quantile(present, list(quantiles)) if n >= max(min_count, 1)
                                   else np.full(len(quantiles), np.nan)),
                     "min": float(present.min()) if n else np.nan,
