@@ -315,3 +315,21 @@ def test_public_functions_document_every_parameter(name):
     documented = [n.strip() for p in doc["Parameters"] for n in p.name.split(",")]
     assert documented == list(inspect.signature(fn).parameters)
     assert doc["Returns"] and doc["Raises"] and doc["Summary"]
+
+
+def test_kaplan_meier_per_site_through_subset():
+    df, time, event, _ = _survival_data("rossi")
+    site = _sites(len(df))
+    data = FederatedDataset.from_arrays(df, clients=site)
+    for s in data.sites:
+        rows = df[site == s]
+        _check_km(kaplan_meier(data.subset([s]), time=time, event=event), rows[time],
+                  rows[event])
+
+
+def test_group_with_missing_values_is_refused():
+    df = load_waltons()
+    df["group"] = df["group"].astype(object)
+    df.loc[3, "group"] = None
+    with pytest.raises(SiteError, match="group column 'group' has missing values"):
+        logrank_test(df, time="T", event="E", group="group", clients=_sites(len(df)))
