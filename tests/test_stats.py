@@ -333,3 +333,11 @@ def test_group_with_missing_values_is_refused():
     df.loc[3, "group"] = None
     with pytest.raises(SiteError, match="group column 'group' has missing values"):
         logrank_test(df, time="T", event="E", group="group", clients=_sites(len(df)))
+
+
+def test_kaplan_meier_with_events_at_time_zero():
+    df = load_waltons()
+    df.loc[[0, 5, 70], "T"] = 0.0
+    table = kaplan_meier(df, time="T", event="E", clients=_sites(len(df)))
+    assert table["events"].iloc[0] > 0
+    _check_km(table, df["T"], df["E"])
