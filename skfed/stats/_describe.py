@@ -106,11 +106,19 @@ class DescribeResult:
     note: str = ""
 
     def to_html(self, **kwargs):
-        """The table as HTML, hidden cells shown as ``<min_level_count``, the note below."""
-        shown = self.table.astype(object).where(~self.mask, self._hidden_label)
-        return shown.to_html(na_rep="", **kwargs) + f"<p>{self.note}</p>"
+        """The table as HTML, hidden cells shown as ``suppressed``, the note below.
 
-    _hidden_label: str = field(default="suppressed", repr=False)
+        Parameters
+        ----------
+        **kwargs
+            Passed to :meth:`pandas.DataFrame.to_html`.
+
+        Returns
+        -------
+        html : str
+        """
+        shown = self.table.astype(object).where(~self.mask, "suppressed")
+        return shown.to_html(na_rep="", **kwargs) + f"<p>{self.note}</p>"
 
 
 def _check_common(data, columns, by, min_level_count):
