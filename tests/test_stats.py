@@ -341,3 +341,31 @@ def test_kaplan_meier_with_events_at_time_zero():
     table = kaplan_meier(df, time="T", event="E", clients=_sites(len(df)))
     assert table["events"].iloc[0] > 0
     _check_km(table, df["T"], df["E"])
+
+
+def test_same_numbers_with_rows_on_dask_workers():
+    """The site functions run where the rows are (named in-process Dask workers)."""
+    distributed = pytest.importorskip("distributed")
+    df = load_rossi()
+    site = np.array(["a", "b", "c"])[np.arange(len(df)) % 3]
+    workers = {s: {"cls": distributed.Worker, "options": {"name": s, "nthreads": 1}}
+               for s in "abc"}
+    scheduler = {"cls": distributed.Scheduler,
+                 "options": {"dashboard_address": None, "host": "127.0.0.1"}}
+    with distributed.SpecCluster(workers=workers, scheduler=scheduler) as cluster, \
+            distributed.Client(cluster) as client:
+        client.wait_for_workers(3)
+        data = FederatedDataset.from_arrays(df, clients=site).scatter(
+            client, placement={s: s for s in "abc"})
+        assert data.resident
+        pd.testing.assert_frame_equal(
+            kaplan_meier(data, time="week", event="arrest", by="fin"),
+            kaplan_meier(df, time="week", event="arrest", by="fin", clients=site))
+        pd.testing.assert_frame_equal(
+            describe(data, by="fin", columns=["age", "race", "prio"]).table,
+            describe(df, by="fin", columns=["age", "race", "prio"], clients=site).table)
+        assert (logrank_test(data, time="week", event="arrest", group="fin").statistic
+                == logrank_test(df, time="week", event="arrest", group="fin",
+                                clients=site).statistic)
+        pd.testing.assert_frame_equal(crosstab(data, "race", "fin").by_site,
+                                      crosstab(df, "race", "fin", clients=site).by_site)
