@@ -343,6 +343,7 @@ def test_kaplan_meier_with_events_at_time_zero():
     _check_km(table, df["T"], df["E"])
 
 
+@pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
 def test_same_numbers_with_rows_on_dask_workers():
     """The site functions run where the rows are (named in-process Dask workers)."""
     distributed = pytest.importorskip("distributed")
@@ -369,3 +370,24 @@ def test_same_numbers_with_rows_on_dask_workers():
                                 clients=site).statistic)
         pd.testing.assert_frame_equal(crosstab(data, "race", "fin").by_site,
                                       crosstab(df, "race", "fin", clients=site).by_site)
+
+
+def test_describe_by_suppresses_small_strata_everywhere():
+    df, site = _table1_data()
+    result = describe(df, by="stage", clients=site, columns=["age", "sex"], min_level_count=5)
+    t, mask = result.table, result.mask
+    n_row = ("N", "", "count")
+    # stratum IV: 2 rows at site b (and pooled): hidden, with their statistics
+    assert np.isnan(t[("IV", "b")][n_row]) and np.isnan(t[("IV", "pooled")][n_row])
+    for stat in ["count", "mean", "std", "50%"]:
+        assert mask[("IV", "b")][("age", "", stat)]
+    # the table of stratum sizes (sites x strata with margins) has no line with one hidden cell
+    groups = [g for g in t.columns.get_level_values("group").unique() if g != "all"] + ["all"]
+    sizes = np.array([[mask[(g, s)][n_row] for g in groups] for s in ["a", "b", "c", "pooled"]])
+    assert sizes.any()
+    assert (sizes.sum(axis=0) != 1).all() and (sizes.sum(axis=1) != 1).all()
+    # shown stratum sizes equal pandas
+    for g in groups[:-1]:
+        for s in ["a", "b", "c"]:
+            if not mask[(g, s)][n_row]:
+                assert t[(g, s)][n_row] == ((df.stage.fillna("<missing>") == g) & (site == s)).sum()
