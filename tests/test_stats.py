@@ -279,8 +279,9 @@ def test_crosstab_and_chi2_equal_pandas_and_scipy():
     hidden = crosstab(df, "stage", "sex", clients=site, min_level_count=5)
     assert hidden.table.loc["IV"].isna().any()
     assert hidden.chi2 == result.chi2
-    shown = hidden.table.notna()
-    np.testing.assert_array_equal(hidden.table[shown].stack(), expected.astype(float)[shown].stack())
+    shown = hidden.table.notna().to_numpy()
+    assert shown.sum() >= 6
+    np.testing.assert_array_equal(hidden.table.to_numpy()[shown], expected.to_numpy()[shown])
     assert (hidden.mask.to_numpy().sum(axis=1) != 1).all()
 
 
