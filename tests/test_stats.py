@@ -392,3 +392,24 @@ def test_describe_by_suppresses_small_strata_everywhere():
         for s in ["a", "b", "c"]:
             if not mask[(g, s)][n_row]:
                 assert t[(g, s)][n_row] == ((df.stage.fillna("<missing>") == g) & (site == s)).sum()
+
+
+def test_kaplan_meier_min_count_by_group():
+    from skfed.stats._site import site_event_table
+
+    df, time, event, group = _survival_data("rossi")
+    site = _sites(len(df))
+    table = kaplan_meier(df, time=time, event=event, by=group, clients=site, min_count=8)
+    data = FederatedDataset.from_arrays(df, clients=site)
+    replies = data.map(site_event_table, time, event, group, 8)
+    for level in sorted(df[group].unique()):
+        times, events = [], []
+        for reply, s in zip(replies, data.sites):
+            released, d, c = reply[level]
+            assert ((d + c) >= 8).all()
+            rows = df[(site == s) & (df[group] == level)]
+            times.append(released[np.searchsorted(released, rows[time].to_numpy())])
+            events.append(rows[event].to_numpy())
+        _check_km(table.loc[level], np.concatenate(times), np.concatenate(events))
+    with pytest.raises(SiteError, match="fewer than min_count"):
+        kaplan_meier(df, time=time, event=event, by=group, clients=site, min_count=200)
