@@ -1,0 +1,266 @@
+"""What runs at a site for :mod:`skfed.stats`: module-level pure functions of one site's rows.
+
+Every function takes one site's :class:`~skfed.data.SiteData` (its ``X`` a
+DataFrame with named columns) plus small arguments sent by the server, and
+returns a small summary: counts, sums, a site's own moments, per-time counts
+of events. None returns a row. They are written so that they can be
+registered as named site operations (:mod:`skfed.sites.operations`).
+"""
+
+import numpy as np
+import pandas as pd
+
+from .._messages import show
+from ..data.site import SiteError
+from ..preprocessing._summaries import moments_summary
+
+#: the name under which a missing value of a categorical column is counted
+MISSING = "<missing>"
+
+
+def _table(site):
+    X = site.X
+    if not hasattr(X, "columns"):
+        raise SiteError(site.site, "skfed.stats needs named columns: pass a DataFrame.")
+    return X
+
+
+def _column(site, name):
+    X = _table(site)
+    if name not in X.columns:
+        raise SiteError(site.site, f"no column {show(name)}; it has {list(map(str, X.columns))}.")
+    return X[name]
+
+
+def is_numeric(series):
+    """Whether a column is summarized as numbers (bool and text are categorical)."""
+    return (pd.api.types.is_numeric_dtype(series.dtype)
+            and not pd.api.types.is_bool_dtype(series.dtype))
+
+
+def _strata(site, by):
+    """``{level: boolean mask}`` of the site's rows: ``None`` (all rows) first, then one
+    per level of ``by`` (missing last)."""
+    out = {None: np.ones(site.n_samples, dtype=bool)}
+    if by is None:
+        return out
+    column = _column(site, by)
+    missing = column.isna().to_numpy()
+    out.update({(level.item() if isinstance(level, np.generic) else level):
+                (column == level).to_numpy() & ~missing
+                for level in pd.unique(column[~missing])})
+    if missing.any():
+        out[MISSING] = missing
+    return out
+
+
+def _levels(values):
+    missing = values.isna().to_numpy()
+    counts = values[~missing].value_counts(sort=False)
+    out = {level.item() if isinstance(level, np.generic) else level: int(c)
+           for level, c in counts.items()}
+    return out, int(missing.sum())
+
+
+def site_describe(site, columns, by, quantiles, min_count=1):
+    """A site's summary of each column, per stratum of ``by``.
+
+    Parameters
+    ----------
+    site : SiteData
+    columns : list of str
+    by : str or None
+    quantiles : sequence of float
+    min_count : int, default=1
+        The site's own quantiles are sent only for cells with at least this
+        many values (NaN otherwise); counts, means and sums of squares are
+        always sent (the pooled moments need them).
+
+    Returns
+    -------
+    summary : dict
+        ``{"n": rows, "kinds": {column: "numeric" | "categorical"},
+        "cells": {(stratum, column): cell}}``. A numeric cell holds the
+        non-missing ``count``, ``missing``, ``mean``, ``mean_lo`` and ``m2``
+        (:func:`skfed.preprocessing._summaries.moments_summary`: the mean as
+        two doubles and the sum of squared deviations about it), the site's own
+        ``quantiles`` (linear interpolation, as pandas), ``min`` and ``max``;
+        a categorical cell holds ``levels`` (``{level: count}``) and
+        ``missing``. Strata are ``None`` (all the site's rows) and the levels
+        ``by`` takes at the site.
+    """
+    X = _table(site)
+    for name in list(columns) + ([by] if by is not None else []):
+        _column(site, name)
+    kinds = {c: "numeric" if is_numeric(X[c]) else "categorical" for c in columns}
+    cells = {}
+    for stratum, mask in _strata(site, by).items():
+        rows = X.loc[mask]
+        for c in columns:
+            values = rows[c]
+            if kinds[c] == "numeric":
+                v = values.to_numpy(dtype=np.float64, na_value=np.nan)
+                if np.isinf(v).any():
+                    raise SiteError(site.site, f"column {show(c)} contains infinity.")
+                present = v[~np.isnan(v)]
+                n = present.size
+                moments = moments_summary(present[:, None])
+                cells[stratum, c] = {
+                    "count": int(n), "missing": int(v.size - n),
+                    "mean": float(moments["mean"][0]) if n else np.nan,
+                    "mean_lo": float(moments["mean_lo"][0]), "m2": float(moments["m2"][0]),
+                    "quantiles": (np.quantile(present, list(quantiles)) if n >= max(min_count, 1)
+                                  else np.full(len(quantiles), np.nan)),
+                    "min": float(present.min()) if n else np.nan,
+                    "max": float(present.max()) if n else np.nan}
+            else:
+                levels, missing = _levels(values)
+                cells[stratum, c] = {"levels": levels, "missing": missing}
+    return {"n": int(site.n_samples), "kinds": kinds, "cells": cells}
+
+
+def site_count_below(site, by, queries, thresholds):
+    """One step of the federated bisection for order statistics, for many queries at once.
+
+    Parameters
+    ----------
+    site : SiteData
+    by : str or None
+    queries : list of (stratum, column)
+        ``stratum`` is a level of ``by`` or ``None`` for all rows.
+    thresholds : ndarray of shape (n_queries,)
+
+    Returns
+    -------
+    summary : dict
+        Per query, as :func:`skfed.preprocessing._summaries.count_below_summary`:
+        ``count`` (non-missing values ``<= t``), ``below`` (the largest value
+        ``<= t``, NaN if none) and ``above`` (the smallest value ``> t``, NaN if
+        none): two of the three numbers are data values of the site.
+    """
+    X = _table(site)
+    strata = _strata(site, by)
+    count = np.zeros(len(queries), dtype=np.int64)
+    below = np.full(len(queries), np.nan)
+    above = np.full(len(queries), np.nan)
+    cache = {}
+    for q, ((stratum, column), t) in enumerate(zip(queries, thresholds)):
+        if (stratum, column) not in cache:
+            values = (X[column].loc[strata[stratum]] if stratum in strata
+                      else X[column].iloc[:0])
+            v = values.to_numpy(dtype=np.float64, na_value=np.nan)
+            cache[stratum, column] = np.sort(v[~np.isnan(v)])
+        v = cache[stratum, column]
+        k = int(np.searchsorted(v, t, side="right"))
+        count[q] = k
+        if k > 0:
+            below[q] = v[k - 1]
+        if k < v.size:
+            above[q] = v[k]
+    return {"count": count, "below": below, "above": above}
+
+
+def site_crosstab(site, row, col):
+    """A site's counts of every (row level, column level) pair, missing values as a level.
+
+    Returns
+    -------
+    counts : dict
+        ``{(row level, column level): count}`` (only pairs that occur).
+    """
+    r, c = _column(site, row), _column(site, col)
+    r = r.astype(object).where(r.notna(), MISSING)
+    c = c.astype(object).where(c.notna(), MISSING)
+    counts = pd.crosstab(r, c)
+    return {(a.item() if isinstance(a, np.generic) else a,
+             b.item() if isinstance(b, np.generic) else b): int(counts.loc[a, b])
+            for a in counts.index for b in counts.columns if counts.loc[a, b] > 0}
+
+
+def _coarsen(times, total, min_count):
+    """Bins of adjacent distinct times holding >= min_count rows each: the bin end per time."""
+    ends = np.empty(times.size)
+    start, acc, bins = 0, 0, []
+    for i in range(times.size):
+        acc += total[i]
+        if acc >= min_count:
+            bins.append((start, i))
+            start, acc = i + 1, 0
+    if start < times.size:  # the short last run joins the previous bin
+        if bins:
+            bins[-1] = (bins[-1][0], times.size - 1)
+        else:
+            bins.append((start, times.size - 1))
+    for a, b in bins:
+        ends[a:b + 1] = times[b]
+    return ends
+
+
+def site_event_table(site, time, event, group=None, min_count=None):
+    """A site's number of events and of censorings at each distinct time, per group.
+
+    Parameters
+    ----------
+    site : SiteData
+    time : str
+        Column of follow-up times (finite, non-negative, no missing value).
+    event : str
+        Column of event indicators (1 or True: the event; 0 or False: censored).
+    group : str, default=None
+        Column whose levels are tabulated separately.
+    min_count : int, default=None
+        When given, adjacent distinct times are merged (from the earliest on)
+        until each merged bin holds at least ``min_count`` rows, and all of a
+        bin's events and censorings are reported at its last time (a short
+        last run joins the bin before it).
+
+    Returns
+    -------
+    tables : dict
+        ``{group level (None without group): (times, events, censored)}``,
+        three arrays of equal length, times increasing.
+    """
+    t = _column(site, time)
+    e = _column(site, event)
+    if site.n_samples == 0:
+        raise SiteError(site.site, "no rows.")
+    if not pd.api.types.is_numeric_dtype(t.dtype) or pd.api.types.is_bool_dtype(t.dtype):
+        raise SiteError(site.site, f"time column {show(time)} is not numeric (dtype {t.dtype}).")
+    tv = t.to_numpy(dtype=np.float64, na_value=np.nan)
+    if np.isnan(tv).any():
+        raise SiteError(site.site, f"time column {show(time)} has missing values.")
+    if not np.isfinite(tv).all() or (tv < 0).any():
+        raise SiteError(site.site, f"time column {show(time)} has negative or infinite times.")
+    if e.isna().any():
+        raise SiteError(site.site, f"event column {show(event)} has missing values.")
+    try:
+        ev = e.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SiteError(site.site, f"event column {show(event)} is not 0/1.") from None
+    if not np.isin(ev, (0.0, 1.0)).all():
+        raise SiteError(site.site, f"event column {show(event)} is not 0/1 (it has "
+                                   f"{show(sorted(set(np.unique(ev)) - {0.0, 1.0})[:3])}).")
+    if group is None:
+        parts = {None: np.ones(tv.size, dtype=bool)}
+    else:
+        g = _column(site, group)
+        if g.isna().any():
+            raise SiteError(site.site, f"group column {show(group)} has missing values.")
+        parts = {(lv.item() if isinstance(lv, np.generic) else lv): (g == lv).to_numpy()
+                 for lv in pd.unique(g)}
+    out = {}
+    for level, mask in parts.items():
+        times, inverse = np.unique(tv[mask], return_inverse=True)
+        events = np.bincount(inverse, weights=ev[mask], minlength=times.size)
+        total = np.bincount(inverse, minlength=times.size)
+        if min_count is not None:
+            if mask.sum() < min_count:
+                raise SiteError(site.site, f"{int(mask.sum())} rows"
+                                + ("" if group is None else f" in group {show(level)}")
+                                + f", fewer than min_count={min_count}.")
+            ends = _coarsen(times, total, min_count)
+            times, inverse = np.unique(ends, return_inverse=True)
+            events = np.bincount(inverse, weights=events, minlength=times.size)
+            total = np.bincount(inverse, weights=total, minlength=times.size)
+        out[level] = (times, events.astype(np.int64), (total - events).astype(np.int64))
+    return out

@@ -1,0 +1,415 @@
+"""skfed.stats: federated Table 1, cross-tables, Kaplan-Meier and log-rank against pandas,
+scipy and lifelines on the pooled rows."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from lifelines import KaplanMeierFitter, NelsonAalenFitter
+from lifelines.datasets import load_lung, load_rossi, load_waltons
+from lifelines.statistics import logrank_test as lifelines_logrank
+from lifelines.statistics import multivariate_logrank_test
+
+from skfed.data import FederatedDataset, SiteError
+from skfed.stats import kaplan_meier, logrank_test
+
+RTOL = 1e-10
+
+
+def _sites(n, n_sites=3, seed=0):
+    return np.random.default_rng(seed).integers(0, n_sites, n)
+
+
+def _survival_data(name):
+    if name == "waltons":
+        return load_waltons(), "T", "E", "group"
+    if name == "rossi":
+        return load_rossi(), "week", "arrest", "fin"
+    lung = load_lung().dropna(subset=["time", "status", "sex"])
+    lung = lung.assign(status=lung.status.astype(int))
+    return lung, "time", "status", "sex"
+
+
+def _check_km(table, durations, events, alpha=0.05):
+    km = KaplanMeierFitter(alpha=alpha).fit(durations, events)
+    na = NelsonAalenFitter(alpha=alpha).fit(durations, events)
+    np.testing.assert_array_equal(table.index.to_numpy(), km.survival_function_.index.to_numpy())
+    np.testing.assert_allclose(table["survival"], km.survival_function_.iloc[:, 0], rtol=RTOL,
+                               atol=1e-14)
+    np.testing.assert_allclose(table[["survival_lower", "survival_upper"]],
+                               km.confidence_interval_.to_numpy(), rtol=RTOL, atol=1e-14)
+    np.testing.assert_allclose(table["cumulative_hazard"], na.cumulative_hazard_.iloc[:, 0],
+                               rtol=RTOL, atol=1e-14)
+    np.testing.assert_allclose(table[["cumulative_hazard_lower", "cumulative_hazard_upper"]],
+                               na.confidence_interval_.to_numpy(), rtol=RTOL, atol=1e-14)
+    np.testing.assert_array_equal(table["at_risk"], km.event_table["at_risk"])
+    np.testing.assert_array_equal(table["events"], km.event_table["observed"])
+
+
+@pytest.mark.parametrize("name", ["waltons", "rossi", "lung"])
+def test_kaplan_meier_equals_lifelines(name):
+    df, time, event, _ = _survival_data(name)
+    site = _sites(len(df))
+    data = FederatedDataset.from_arrays(df, clients=site)
+    _check_km(kaplan_meier(data, time=time, event=event), df[time], df[event])
+    _check_km(kaplan_meier(df, time=time, event=event, clients=site, alpha=0.1),
+              df[time], df[event], alpha=0.1)
+
+
+@pytest.mark.parametrize("name", ["waltons", "rossi", "lung"])
+def test_kaplan_meier_by_group_equals_lifelines(name):
+    df, time, event, group = _survival_data(name)
+    table = kaplan_meier(df, time=time, event=event, by=group, clients=_sites(len(df)))
+    levels = sorted(df[group].unique())
+    assert list(table.index.get_level_values(0).unique()) == levels
+    for level in levels:
+        rows = df[df[group] == level]
+        _check_km(table.loc[level], rows[time], rows[event])
+
+
+def test_kaplan_meier_min_count_is_exact_km_of_binned_times():
+    df, time, event, _ = _survival_data("rossi")
+    site = _sites(len(df))
+    exact = kaplan_meier(df, time=time, event=event, clients=site)
+    table = kaplan_meier(df, time=time, event=event, clients=site, min_count=10)
+    assert len(table) < len(exact)
+    # each site's released times: every one shared by >= 10 of its rows
+    from skfed.stats._site import site_event_table
+    data = FederatedDataset.from_arrays(df, clients=site)
+    binned = []
+    for reply, s in zip(data.map(site_event_table, time, event, None, 10), data.sites):
+        times, d, c = reply[None]
+        assert ((d + c) >= 10).all()
+        rows = df[site == s]
+        # each row's time becomes the first released time >= its own
+        binned.append(times[np.searchsorted(times, rows[time].to_numpy())])
+    binned_times = np.concatenate(binned)
+    events = np.concatenate([df[event].to_numpy()[site == s] for s in data.sites])
+    _check_km(table, binned_times, events)
+
+
+@pytest.mark.parametrize("name", ["waltons", "rossi"])
+def test_logrank_equals_lifelines(name):
+    df, time, event, group = _survival_data(name)
+    site = _sites(len(df))
+    result = logrank_test(df, time=time, event=event, group=group, clients=site)
+    a, b = (df[df[group] == g] for g in sorted(df[group].unique()))
+    ref = lifelines_logrank(a[time], b[time], a[event], b[event])
+    np.testing.assert_allclose(result.statistic, ref.test_statistic, rtol=RTOL)
+    np.testing.assert_allclose(result.p_value, ref.p_value, rtol=RTOL)
+    assert result.degrees_of_freedom == 1
+    assert result.observed.sum() == df[event].sum()
+
+
+def test_multivariate_logrank_equals_lifelines():
+    df = load_rossi()
+    result = logrank_test(df, time="week", event="arrest", group="prio",
+                          clients=_sites(len(df), 4, seed=1))
+    ref = multivariate_logrank_test(df.week, df.prio, df.arrest)
+    np.testing.assert_allclose(result.statistic, ref.test_statistic, rtol=RTOL)
+    np.testing.assert_allclose(result.p_value, ref.p_value, rtol=RTOL)
+    assert result.degrees_of_freedom == df.prio.nunique() - 1
+    np.testing.assert_allclose(result.observed.sum(), result.expected.sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("T", -1.0, "negative"), ("T", np.nan, "missing"), ("E", 2, "not 0/1"),
+    ("E", np.nan, "missing"), ("E", "yes", "not 0/1")])
+def test_survival_bad_input(column, value, message):
+    df = load_waltons()
+    df[column] = df[column].astype(object if isinstance(value, str) else float)
+    df.loc[5, column] = value
+    with pytest.raises(SiteError, match=message):
+        kaplan_meier(df, time="T", event="E", clients=_sites(len(df)))
+
+
+def test_survival_bad_columns_and_groups():
+    df = load_waltons()
+    site = _sites(len(df))
+    with pytest.raises(ValueError, match="group column 'arm'"):
+        logrank_test(df, time="T", event="E", group="arm", clients=site)
+    with pytest.raises(ValueError, match="time column 'time'"):
+        kaplan_meier(df, time="time", event="E", clients=site)
+    with pytest.raises(ValueError, match="at least two"):
+        logrank_test(df.assign(one="a"), time="T", event="E", group="one", clients=site)
+    with pytest.raises(ValueError, match="named columns"):
+        kaplan_meier(df.to_numpy(), time="T", event="E", clients=site)
+    with pytest.raises(ValueError, match="no rows|0 rows|empty"):
+        kaplan_meier(df.iloc[:0], time="T", event="E", clients=np.array([]))
+
+
+# -- describe and crosstab ------------------------------------------------------
+from skfed.stats import crosstab, describe  # noqa: E402
+from skfed.stats._suppress import suppress, with_margins  # noqa: E402
+
+
+def _table1_data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    site = rng.choice(["a", "b", "c"], n, p=[0.5, 0.3, 0.2])
+    df = pd.DataFrame({
+        "age": np.round(rng.normal(60, 12, n)),  # many ties
+        "bmi": rng.normal(27, 4, n) + 1e6 * (site == "c"),  # large offset at one site
+        "dose": rng.exponential(2.0, n),
+        "sex": rng.choice(["f", "m"], n),
+        "smoker": rng.random(n) < 0.3,
+        "stage": rng.choice(["I", "II", "III"], n),
+    })
+    df.loc[rng.random(n) < 0.1, "dose"] = np.nan
+    df.loc[rng.random(n) < 0.05, "stage"] = None
+    # a rare level at site "b" only: 2 rows
+    rare = np.flatnonzero(site == "b")[:2]
+    df.loc[rare, "stage"] = "IV"
+    return df, site
+
+
+NUMERIC, CATEGORICAL = ["age", "bmi", "dose"], ["sex", "smoker", "stage"]
+QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def _check_against_pandas(table, rows, group, site, *, shown_only=True):
+    """Every shown cell of column (group, site) equals pandas on ``rows``."""
+    column = table[(group, site)]
+    checked = 0
+    for c in NUMERIC:
+        x = rows[c]
+        expected = {"count": x.count(), "missing": x.isna().sum(), "mean": x.mean(),
+                    "std": x.std()}
+        expected.update({f"{100 * q:g}%": x.quantile(q) for q in QUANTILES})
+        for stat, value in expected.items():
+            got = column[(c, "", stat)]
+            if np.isnan(got) and shown_only:
+                continue
+            if stat in ("mean", "std"):
+                np.testing.assert_allclose(got, value, rtol=1e-12, err_msg=f"{c} {stat}")
+            else:  # counts and quantiles: exactly pandas' numbers
+                assert got == value, (c, stat, got, value)
+            checked += 1
+    for c in CATEGORICAL:
+        counts = rows[c].value_counts()
+        for (variable, level, stat), got in column.items():
+            if variable != c or np.isnan(got):
+                continue
+            value = rows[c].isna().sum() if stat == "missing" else counts.get(level, 0)
+            assert got == value, (c, level, stat, got, value)
+            checked += 1
+    return checked
+
+
+def test_describe_equals_pandas_pooled_and_per_site():
+    df, site = _table1_data()
+    result = describe(df, clients=site, quantiles=QUANTILES, min_level_count=5)
+    t = result.table
+    assert _check_against_pandas(t, df, "all", "pooled") >= 30
+    for s in "abc":
+        assert _check_against_pandas(t, df[site == s], "all", s) >= 25
+    assert t[("all", "pooled")][("N", "", "count")] == len(df)
+    # nothing hidden when every count is allowed: then every cell is compared
+    full = describe(FederatedDataset.from_arrays(df, clients=site), quantiles=QUANTILES,
+                    min_level_count=1)
+    assert not full.mask.to_numpy().any() and full.suppressed.empty
+    n_cells = full.table.notna().to_numpy().sum()
+    checked = sum(_check_against_pandas(full.table, df if s == "pooled" else df[site == s],
+                                        "all", s, shown_only=False)
+                  for s in ["a", "b", "c", "pooled"])
+    assert checked + 4 == n_cells  # all cells but the N row
+
+
+def test_describe_by_stratum_equals_pandas():
+    df, site = _table1_data(seed=1)
+    result = describe(df, by="sex", clients=site, quantiles=QUANTILES,
+                      columns=NUMERIC + ["smoker", "stage"])
+    t = result.table
+    assert set(t.columns.get_level_values("group")) == {"all", "f", "m"}
+    for level in ["f", "m"]:
+        rows = df[df.sex == level]
+        assert _check_against_pandas(t, rows, level, "pooled") >= 20
+        for s in "abc":
+            _check_against_pandas(t, rows[site[df.sex == level] == s], level, s)
+        assert t[(level, "pooled")][("N", "", "count")] == len(rows)
+
+
+def test_describe_suppresses_rare_level_and_its_complement():
+    df, site = _table1_data()
+    result = describe(df, clients=site, columns=["stage", "age"], min_level_count=5)
+    t, mask, record = result.table, result.mask, result.suppressed
+    # the 2 rows of level IV at site b: hidden, and so is the pooled cell (also 2)
+    assert np.isnan(t[("all", "b")][("stage", "IV", "count")])
+    assert np.isnan(t[("all", "pooled")][("stage", "IV", "count")])
+    primary = record[record.reason.str.startswith("count below")]
+    assert {(r.level, r.site) for r in primary.itertuples()} >= {("IV", "b"), ("IV", "pooled")}
+    # complementary: another cell of site b's stage column is hidden too (else IV = N - rest)
+    b_hidden = mask[("all", "b")].loc["stage"]
+    assert b_hidden.sum() >= 2
+    assert record.reason.str.startswith("complementary").any()
+    assert "hidden" in result.note
+    # every hidden cell is recorded, every recorded cell is hidden
+    assert len(record) == int(mask.to_numpy().sum())
+    # age at the same sites is untouched and equal to pandas
+    for s in "abc":
+        assert not mask[("all", s)].loc["age"].any()
+    assert "suppressed" in result.to_html()
+
+
+def test_suppression_leaves_no_line_with_one_hidden_cell():
+    rng = np.random.default_rng(3)
+    inner = rng.integers(0, 9, size=(4, 3, 5))
+    table = with_margins(inner)
+    mask, reasons = suppress(table, 5)
+    assert ((table > 0) & (table < 5) <= mask).all()
+    assert set(reasons) == {tuple(i) for i in np.argwhere(mask)}
+    for axis in range(3):
+        assert (mask.sum(axis=axis) != 1).all()
+    assert mask.any() and not mask.all()
+
+
+def test_crosstab_and_chi2_equal_pandas_and_scipy():
+    from scipy.stats import chi2_contingency
+
+    df, site = _table1_data()
+    result = crosstab(df, "stage", "sex", clients=site, min_level_count=1)
+    expected = pd.crosstab(df.stage, df.sex)
+    pd.testing.assert_frame_equal(result.table, expected.astype(float), check_names=False)
+    chi2, p, dof, exp = chi2_contingency(expected.to_numpy(), correction=False)
+    np.testing.assert_allclose([result.chi2, result.p_value], [chi2, p], rtol=1e-12)
+    assert result.dof == dof and result.n_missing == df.stage.isna().sum()
+    for s in "abc":
+        per_site = pd.crosstab(df.stage[site == s], df.sex[site == s])
+        got = result.by_site.loc[s].iloc[:-1, :-1].loc[per_site.index]
+        np.testing.assert_array_equal(got.to_numpy(), per_site.to_numpy())
+    # with suppression: the rare level's cells are hidden, the chi-square is unchanged
+    hidden = crosstab(df, "stage", "sex", clients=site, min_level_count=5)
+    assert hidden.table.loc["IV"].isna().any()
+    assert hidden.chi2 == result.chi2
+    shown = hidden.table.notna().to_numpy()
+    assert shown.sum() >= 6
+    np.testing.assert_array_equal(hidden.table.to_numpy()[shown], expected.to_numpy()[shown])
+    assert (hidden.mask.to_numpy().sum(axis=1) != 1).all()
+
+
+def test_describe_and_crosstab_bad_input():
+    df, site = _table1_data(n=100)
+    with pytest.raises(ValueError, match="column 'weight'"):
+        describe(df, clients=site, columns=["age", "weight"])
+    with pytest.raises(ValueError, match="by column 'arm'"):
+        describe(df, by="arm", clients=site)
+    with pytest.raises(ValueError, match="quantiles"):
+        describe(df, clients=site, quantiles=(0.5, 1.5))
+    with pytest.raises(ValueError, match="min_level_count"):
+        describe(df, clients=site, min_level_count=0)
+    with pytest.raises(ValueError, match="no rows"):
+        describe(df.iloc[:0], clients=np.array([]))
+    with pytest.raises(ValueError, match="col column 'arm'"):
+        crosstab(df, "sex", "arm", clients=site)
+    with pytest.raises(ValueError, match="two levels"):
+        crosstab(df.assign(one="x"), "sex", "one", clients=site)
+
+
+@pytest.mark.parametrize("name", ["describe", "crosstab", "kaplan_meier", "logrank_test"])
+def test_public_functions_document_every_parameter(name):
+    import inspect
+
+    from sklearn.externals._numpydoc.docscrape import NumpyDocString
+
+    import skfed.stats
+
+    fn = getattr(skfed.stats, name)
+    doc = NumpyDocString(inspect.getdoc(fn))
+    documented = [n.strip() for p in doc["Parameters"] for n in p.name.split(",")]
+    assert documented == list(inspect.signature(fn).parameters)
+    assert doc["Returns"] and doc["Raises"] and doc["Summary"]
+
+
+def test_kaplan_meier_per_site_through_subset():
+    df, time, event, _ = _survival_data("rossi")
+    site = _sites(len(df))
+    data = FederatedDataset.from_arrays(df, clients=site)
+    for s in data.sites:
+        rows = df[site == s]
+        _check_km(kaplan_meier(data.subset([s]), time=time, event=event), rows[time],
+                  rows[event])
+
+
+def test_group_with_missing_values_is_refused():
+    df = load_waltons()
+    df["group"] = df["group"].astype(object)
+    df.loc[3, "group"] = None
+    with pytest.raises(SiteError, match="group column 'group' has missing values"):
+        logrank_test(df, time="T", event="E", group="group", clients=_sites(len(df)))
+
+
+def test_kaplan_meier_with_events_at_time_zero():
+    df = load_waltons()
+    df.loc[[0, 5, 70], "T"] = 0.0
+    table = kaplan_meier(df, time="T", event="E", clients=_sites(len(df)))
+    assert table["events"].iloc[0] > 0
+    _check_km(table, df["T"], df["E"])
+
+
+@pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
+def test_same_numbers_with_rows_on_dask_workers():
+    """The site functions run where the rows are (named in-process Dask workers)."""
+    distributed = pytest.importorskip("distributed")
+    df = load_rossi()
+    site = np.array(["a", "b", "c"])[np.arange(len(df)) % 3]
+    workers = {s: {"cls": distributed.Worker, "options": {"name": s, "nthreads": 1}}
+               for s in "abc"}
+    scheduler = {"cls": distributed.Scheduler,
+                 "options": {"dashboard_address": None, "host": "127.0.0.1"}}
+    with distributed.SpecCluster(workers=workers, scheduler=scheduler) as cluster, \
+            distributed.Client(cluster) as client:
+        client.wait_for_workers(3)
+        data = FederatedDataset.from_arrays(df, clients=site).scatter(
+            client, placement={s: s for s in "abc"})
+        assert data.resident
+        pd.testing.assert_frame_equal(
+            kaplan_meier(data, time="week", event="arrest", by="fin"),
+            kaplan_meier(df, time="week", event="arrest", by="fin", clients=site))
+        pd.testing.assert_frame_equal(
+            describe(data, by="fin", columns=["age", "race", "prio"]).table,
+            describe(df, by="fin", columns=["age", "race", "prio"], clients=site).table)
+        assert (logrank_test(data, time="week", event="arrest", group="fin").statistic
+                == logrank_test(df, time="week", event="arrest", group="fin",
+                                clients=site).statistic)
+        pd.testing.assert_frame_equal(crosstab(data, "race", "fin").by_site,
+                                      crosstab(df, "race", "fin", clients=site).by_site)
+
+
+def test_describe_by_suppresses_small_strata_everywhere():
+    df, site = _table1_data()
+    result = describe(df, by="stage", clients=site, columns=["age", "sex"], min_level_count=5)
+    t, mask = result.table, result.mask
+    n_row = ("N", "", "count")
+    # stratum IV: 2 rows at site b (and pooled): hidden, with their statistics
+    assert np.isnan(t[("IV", "b")][n_row]) and np.isnan(t[("IV", "pooled")][n_row])
+    for stat in ["count", "mean", "std", "50%"]:
+        assert mask[("IV", "b")][("age", "", stat)]
+    # the table of stratum sizes (sites x strata with margins) has no line with one hidden cell
+    groups = [g for g in t.columns.get_level_values("group").unique() if g != "all"] + ["all"]
+    sizes = np.array([[mask[(g, s)][n_row] for g in groups] for s in ["a", "b", "c", "pooled"]])
+    assert sizes.any()
+    assert (sizes.sum(axis=0) != 1).all() and (sizes.sum(axis=1) != 1).all()
+    # shown stratum sizes equal pandas
+    for g in groups[:-1]:
+        for s in ["a", "b", "c"]:
+            if not mask[(g, s)][n_row]:
+                assert t[(g, s)][n_row] == ((df.stage.fillna("<missing>") == g) & (site == s)).sum()
+
+
+def test_kaplan_meier_min_count_by_group():
+    from skfed.stats._site import site_event_table
+
+    df, time, event, group = _survival_data("rossi")
+    site = _sites(len(df))
+    table = kaplan_meier(df, time=time, event=event, by=group, clients=site, min_count=8)
+    data = FederatedDataset.from_arrays(df, clients=site)
+    replies = data.map(site_event_table, time, event, group, 8)
+    for level in sorted(df[group].unique()):
+        times, events = [], []
+        for reply, s in zip(replies, data.sites):
+            released, d, c = reply[level]
+            assert ((d + c) >= 8).all()
+            rows = df[(site == s) & (df[group] == level)]
+            times.append(released[np.searchsorted(released, rows[time].to_numpy())])
+            events.append(rows[event].to_numpy())
+        _check_km(table.loc[level], np.concatenate(times), np.concatenate(events))
+    with pytest.raises(SiteError, match="fewer than min_count"):
+        kaplan_meier(df, time=time, event=event, by=group, clients=site, min_count=200)
