@@ -620,6 +620,7 @@ def clinic(tmp_path, federation):
     frame["ward"] = rng.choice(["a", "b", "c"], size=len(frame))
     frame["patient_id"] = [f"p{k}" for k in range(len(frame))]
     frame.loc[rng.random(len(frame)) < 0.1, "bmi"] = np.nan
+    frame["event"] = (rng.random(len(frame)) < 0.7).astype(int)
     servers = []
 
     def start(policy=""):
@@ -771,3 +772,31 @@ def test_a_message_cannot_replace_a_method():
                              "state": {key: value}}).encode()
         with pytest.raises(MessageError, match="cannot"):  # not "not allow-listed"
             decode(b"SKF1" + struct.pack("<I", len(header)) + header)
+
+
+# --- descriptive and survival statistics under the site's rules ----------------------
+def test_statistics_through_services(clinic, federation):
+    from skfed import stats
+
+    addresses, frame, site = clinic("min_level_count = 30")
+    data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                       drop=["patient_id"], **_tls(federation["certs"]))
+    local = FederatedDataset.from_arrays(frame.drop(columns=["patient_id"]),
+                                         frame["target"].to_numpy(), site)
+    # counts, means and standard deviations: the in-process numbers
+    remote = stats.describe(data, columns=["bmi", "bp", "ward"], quantiles=())
+    ref = stats.describe(local, columns=["bmi", "bp", "ward"], quantiles=())
+    pd.testing.assert_frame_equal(remote.table, ref.table, rtol=1e-12, atol=1e-15)
+    with pytest.raises(SiteRefusal, match="fewer than 30 rows") as info:
+        stats.crosstab(data, "ward", "event")  # a (ward, event) cell of a site is small
+    assert info.value.rule == "min_level_count"
+    with pytest.raises(SiteRefusal) as info:  # the exact quantiles release single values
+        stats.describe(data, columns=["bmi"])
+    assert info.value.rule == "allow_exact_quantiles"
+    # Kaplan-Meier: each site coarsens its times until every bin holds 30 rows
+    data = FederatedDataset.from_sites(addresses, dataset="visits", target=None,
+                                       drop=["patient_id"], **_tls(federation["certs"]))
+    km = stats.kaplan_meier(data, time="target", event="event")
+    ref = stats.kaplan_meier(local, time="target", event="event", min_count=30)
+    pd.testing.assert_frame_equal(km, ref)
+    assert km["events"].sum() == frame["event"].sum()

@@ -436,6 +436,60 @@ class SiteHost:
                                 int(args.get("seed")), bool(args.get("classifier")),
                                 bool(args.get("scale")), tuple(args.get("indicators") or ()))
 
+    # -- descriptive and survival statistics (skfed.stats), under the same rules --
+    def _stats_args(self, args, record, what, n_args):
+        site, _ = self._rows(args, record, what)
+        values = args.get("args")
+        if not isinstance(values, list) or len(values) != n_args:
+            raise _Refusal("message", f"{what} takes {n_args} arguments")
+        return site, values
+
+    def _op_stats_describe(self, analyst, args, record):
+        from ..stats._site import site_describe
+
+        site, (columns, by, quantiles, min_count) = self._stats_args(args, record,
+                                                                     "a description", 4)
+        out = site_describe(site, columns, by, quantiles, min_count)
+        for key, cell in out["cells"].items():
+            counts = list(cell.get("levels", {}).values()) + [cell.get("count", 0)]
+            if any(0 < c < self.policy.min_level_count for c in counts):
+                raise _Refusal("min_level_count", f"a cell of column {str(key[1])!r} is held "
+                               f"by fewer than {self.policy.min_level_count} rows here")
+            if not self.policy.allow_exact_quantiles and "quantiles" in cell:
+                # single rows' values: the site's extremes and its own quantiles
+                cell.update(min=np.nan, max=np.nan,
+                            quantiles=np.full(len(cell["quantiles"]), np.nan))
+        return out
+
+    def _op_stats_count_below(self, analyst, args, record):
+        from ..stats._site import site_count_below
+
+        site, values = self._stats_args(args, record, "a quantile step", 3)
+        if not self.policy.allow_exact_quantiles:
+            raise _Refusal("allow_exact_quantiles", "exact quantiles release single rows' "
+                           "values (the values next to each threshold)")
+        return site_count_below(site, *values)
+
+    def _op_stats_crosstab(self, analyst, args, record):
+        from ..stats._site import site_crosstab
+
+        site, values = self._stats_args(args, record, "a cross-tabulation", 2)
+        out = site_crosstab(site, *values)
+        if any(0 < c < self.policy.min_level_count for c in out.values()):
+            raise _Refusal("min_level_count", "a cell of the table is held by fewer than "
+                                              f"{self.policy.min_level_count} rows here")
+        return out
+
+    def _op_stats_event_table(self, analyst, args, record):
+        from ..stats._site import site_event_table
+
+        site, (time, event, group, min_count) = self._stats_args(args, record,
+                                                                 "an event table", 4)
+        # the site's small-count rule: times coarsened until each bin holds enough rows
+        floor = self.policy.min_level_count
+        return site_event_table(site, time, event, group,
+                                max(int(min_count or 0), floor) if floor > 1 else min_count)
+
     def _op_evaluate_score(self, analyst, args, record):
         from ..data.site import site_score_terms
 

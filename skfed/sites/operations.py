@@ -59,6 +59,15 @@ OPERATIONS = {op.name: op for op in [
               "counts (scaler, mean imputer); levels each held by >= min_level_count rows "
               "(one-hot encoder, most-frequent imputer); with allow_exact_quantiles, the "
               "site's values nearest a threshold (exact median)", _summarize_site),
+    Operation("stats.describe", "per column and stratum: counts, missing counts, mean and sum "
+              "of squares; level counts (each >= min_level_count); the site's own quantiles, "
+              "minimum and maximum only with allow_exact_quantiles", None),
+    Operation("stats.count_below", "per query: the count of values below a threshold and the "
+              "site's values next to it (only with allow_exact_quantiles)", None),
+    Operation("stats.crosstab", "the count of every pair of levels (each >= min_level_count)",
+              None),
+    Operation("stats.event_table", "per time (coarsened until every bin holds "
+              ">= min_level_count rows) the numbers of events and censorings, per group", None),
     Operation("data.check", "nothing (the site's features are checked to be numeric and "
               "finite; an error names the column)", None),
     Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
@@ -75,8 +84,14 @@ def _cli_functions():
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
 
+    from ..stats import _site as stats
+
     operations = {remote._check_numeric: "data.check",
-                  remote.local_only_score: "evaluate.local_baseline"}
+                  remote.local_only_score: "evaluate.local_baseline",
+                  stats.site_describe: "stats.describe",
+                  stats.site_count_below: "stats.count_below",
+                  stats.site_crosstab: "stats.crosstab",
+                  stats.site_event_table: "stats.event_table"}
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)

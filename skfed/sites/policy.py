@@ -37,7 +37,8 @@ from ..deploy.certificates import check_site_name
 DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.client_summary",
                       "fit.monitor", "fit.curvature", "fit.feature_mean", "fit.step",
                       "fit.close", "evaluate.score", "preprocess.schema", "preprocess.summary",
-                      "data.check", "evaluate.local_baseline")
+                      "data.check", "evaluate.local_baseline", "stats.describe",
+                      "stats.count_below", "stats.crosstab", "stats.event_table")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
