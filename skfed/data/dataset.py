@@ -240,7 +240,7 @@ class FederatedDataset:
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def from_arrays(cls, X, y=None, clients=None, sample_weight=None):
+    def from_arrays(cls, X, y=None, clients=None, sample_weight=None, offset=None):
         """A simulated federated dataset: rows in this process, split by ``clients``.
 
         Parameters
@@ -250,6 +250,9 @@ class FederatedDataset:
         clients : array-like of shape (n_samples,), default=None
             The site of each row (any hashable labels); ``None``: one site.
         sample_weight : array-like of shape (n_samples,), default=None
+        offset : array-like of shape (n_samples,), default=None
+            A known term of each row's linear predictor (a GLM's offset),
+            kept at the row's site like the target.
 
         Returns
         -------
@@ -260,15 +263,17 @@ class FederatedDataset:
         n = X.shape[0] if hasattr(X, "shape") else len(X)
         if not hasattr(X, "shape"):
             X = np.asarray(X)
-        for name, values in (("y", y), ("sample_weight", sample_weight)):
+        for name, values in (("y", y), ("sample_weight", sample_weight), ("offset", offset)):
             if values is not None and len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries but X has {n} rows.")
         labels, indices = group_clients(clients, n)
         take = (lambda idx: X.iloc[idx]) if hasattr(X, "iloc") else (lambda idx: X[idx])
         y = None if y is None else np.asarray(y)
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        offset = None if offset is None else np.asarray(offset)
         parts = [SiteData(label.item() if isinstance(label, np.generic) else label, take(idx),
-                          None if y is None else y[idx], None if sw is None else sw[idx])
+                          None if y is None else y[idx], None if sw is None else sw[idx],
+                          offset=None if offset is None else offset[idx])
                  for label, idx in zip(labels, indices)]
         for part in parts:
             if part.n_samples == 0:
