@@ -274,11 +274,13 @@ class FedPoissonRegressor(_FedGLM):
     >>> y = rng.poisson(years * np.exp(0.5 * X[:, 0] - 1.0))
     >>> site = np.arange(400) % 4
     >>> est = FedPoissonRegressor(alpha=0).fit(X, y, clients=site, offset=np.log(years))
-    >>> est.coef_.round(1)
-    array([ 0.5, -0. ])
-    >>> table = est.summary(exponentiate=True)
-    >>> list(table.columns)
-    ['exp(coef)', 'std err', 'z', 'P>|z|', '[0.025', '0.975]']
+    >>> est.coef_.round(2), est.n_iter_
+    (array([0.54, 0.04]), 6)
+    >>> est.summary(exponentiate=True).round(3)  # rate ratios per unit of x
+               exp(coef)  std err       z  P>|z|  [0.025  0.975]
+    intercept      0.330    0.053 -20.958   0.00   0.298   0.366
+    x0             1.718    0.049  11.015   0.00   1.560   1.891
+    x1             1.042    0.050   0.824   0.41   0.944   1.151
     """
 
     _parameter_constraints = _GLM_CONSTRAINTS

@@ -283,26 +283,33 @@ def inference_pass(executor, problem, solver, theta, family, cov_type):
     traffic += extra
     rounds += 1
     ybar = float(start["wy"]) / total_weight
-    b = float({"log": np.log, "logit": lambda m: np.log(m / (1 - m))}.get(
-        family.link, lambda m: m)(ybar))
-    for _ in range(NULL_MAX_PASSES):
-        null, extra = site_sums(executor, solver, client_null_terms, (b, family), N,
-                                1.0 / total_weight)
-        traffic += extra
-        rounds += 1
-        step = float(null["score"]) / float(null["information"])
-        if abs(step) <= NULL_TOL * max(1.0, abs(b)):
-            break
-        b += step
-    terms["null"] = {k: float(v) for k, v in null.items()}
-    terms["null_intercept"] = b
-    if family.series_density:  # the dispersion is known now: its density term
+    null = None
+    # the null model has a finite intercept unless the mean response is at the edge
+    # of the link's range (all zeros for a log link; one class for the logit)
+    if family.link == "identity" or (family.link == "log" and ybar > 0) or 0 < ybar < 1:
+        b = float(np.log(ybar) if family.link == "log" else
+                  np.log(ybar / (1 - ybar)) if family.link == "logit" else ybar)
+        for _ in range(NULL_MAX_PASSES):
+            null, extra = site_sums(executor, solver, client_null_terms, (b, family), N,
+                                    1.0 / total_weight)
+            traffic += extra
+            rounds += 1
+            information = float(null["information"])
+            step = float(null["score"]) / information if information > 0 else 0.0
+            if abs(step) <= NULL_TOL * max(1.0, abs(b)):
+                break
+            b += step
+    terms["null"] = None if null is None else {k: float(v) for k, v in null.items()}
+    if family.series_density and total_weight > problem.layout.size:
+        # the dispersion is known now: its density term
         phi = float(terms["pearson"]) / (total_weight - problem.layout.size)
         extra_terms, extra = site_sums(executor, solver, client_tweedie_log_c,
                                        (phi, family), N, 1.0 / total_weight)
         traffic += extra
         rounds += 1
-        terms["log_c"] = terms["null"]["log_c"] = float(extra_terms["log_c"])
+        terms["log_c"] = float(extra_terms["log_c"])
+        if terms["null"] is not None:
+            terms["null"]["log_c"] = terms["log_c"]
     return terms, traffic, rounds
 
 
@@ -339,6 +346,14 @@ def finish_inference(terms, family, cov_type, p, n_clients, names):
     n = float(terms["n"])
     resid_df = n - p
     pearson = float(terms["pearson"])
+    if not resid_df > 0:
+        nan = float("nan")
+        why = (f"the fit has {n:g} (weighted) rows for {p} parameters: no residual degrees "
+               "of freedom, so no dispersion or covariance can be estimated")
+        return {"scale": nan, "deviance": float(terms["deviance"]), "null_deviance": nan,
+                "pearson_chi2": pearson, "nobs": n, "df_resid": resid_df, "df_model": p - 1,
+                "loglike": nan, "loglike_null": nan, "aic": nan, "bic": nan, "cov": None,
+                "why": why}
     scale = 1.0 if family.fixed_scale else pearson / resid_df
     if cov_type == "nonrobust":
         Hinv, why = _symmetric_inverse(unpack_upper(terms["fisher"], p), names)
@@ -357,12 +372,13 @@ def finish_inference(terms, family, cov_type, p, n_clients, names):
                 M = unpack_upper(terms["meat"], p)
                 factor = n / resid_df if cov_type == "HC1" else 1.0
             cov = factor * (Hinv @ M @ Hinv)
-    null = terms["null"]
+    null = terms["null"]  # None: the intercept-only model has no finite optimum
     out = {"scale": scale, "deviance": float(terms["deviance"]),
-           "null_deviance": null["deviance"], "pearson_chi2": pearson, "nobs": n,
-           "df_resid": resid_df, "df_model": p - 1,
+           "null_deviance": np.nan if null is None else null["deviance"],
+           "pearson_chi2": pearson, "nobs": n, "df_resid": resid_df, "df_model": p - 1,
            "loglike": family.loglike(terms, scale, n),
-           "loglike_null": family.loglike(null, scale, n), "cov": None, "why": why}
+           "loglike_null": np.nan if null is None else family.loglike(null, scale, n),
+           "cov": None, "why": why}
     out["aic"] = -2.0 * out["loglike"] + 2.0 * p
     out["bic"] = -2.0 * out["loglike"] + p * np.log(n)  # statsmodels' bic (= bic_llf)
     if why is None:
