@@ -281,8 +281,8 @@ class FederatedDataset:
         return cls(_InProcess(parts), [describe(p) for p in parts], labels)
 
     @classmethod
-    def from_sources(cls, sources, *, target=None, sample_weight=None, drop=(), client=None,
-                     address=None, security=None):
+    def from_sources(cls, sources, *, target=None, sample_weight=None, drop=(), offset=None,
+                     client=None, address=None, security=None):
         """A resident federated dataset: each site's rows loaded by the site's own worker.
 
         Parameters
@@ -302,6 +302,8 @@ class FederatedDataset:
             A column of sample weights.
         drop : sequence of str, default=()
             Columns that are not features (identifiers, dates).
+        offset : str, default=None
+            A column of offsets (a GLM's ``log(exposure)``), kept at the site.
         client : distributed.Client, default=None
             The analyst's connection to the cluster. Default: the current
             client, or a new one to ``address`` (with ``security``, e.g.
@@ -336,14 +338,14 @@ class FederatedDataset:
                     raise ValueError("no Dask client: pass client= or address= (the "
                                      "coordinator's scheduler address).") from None
         try:
-            return cls._load(client, sources, target, sample_weight, tuple(drop), owns)
+            return cls._load(client, sources, target, sample_weight, tuple(drop), owns, offset)
         except BaseException:
             if owns:
                 client.close()
             raise
 
     @classmethod
-    def _load(cls, client, sources, target, sample_weight, drop, owns):
+    def _load(cls, client, sources, target, sample_weight, drop, owns, offset=None):
         names = {str(w.get("name", a)) for a, w in
                  client.scheduler_info(n_workers=-1)["workers"].items()}
         missing = [s for s in sources if str(s) not in names]
@@ -355,7 +357,7 @@ class FederatedDataset:
         sites, workers, futures = list(sources), [str(s) for s in sources], []
         for site in sites:
             futures.append(client.submit(
-                load_site, site, sources[site], target, sample_weight, drop,
+                load_site, site, sources[site], target, sample_weight, drop, offset,
                 workers=[str(site)], allow_other_workers=False, pure=False,
                 key=f"skfed-site-{str(site)[:40]}-{token}"))
         backend = _OnWorkers(client, futures, workers, owns)
