@@ -305,3 +305,17 @@ def test_tweedie_power_zero_with_log_link_equals_sklearn():
     f_ref = _objective(ref.coef_, ref.intercept_, X, y, None, 0, 0.01)
     assert (f_fed - f_ref) / abs(f_ref) <= 1e-10
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_score_is_sklearns_d2_on_arrays_and_on_sites(family):
+    make, make_ref, _ = CASES[family]
+    X, y, _, _ = _data(family)
+    sw = np.random.default_rng(2).uniform(0.5, 2.0, len(y))
+    clients = _split(X, y, "quantile")
+    est = make(0.05).fit(X, y, clients=clients, sample_weight=sw)
+    ref = make_ref(0.05).fit(X, y, sample_weight=sw)
+    assert est.score(X, y, sample_weight=sw) == pytest.approx(
+        ref.score(X, y, sample_weight=sw), rel=1e-8)
+    data = FederatedDataset.from_arrays(X, y, clients, sample_weight=sw)
+    assert est.score(data) == pytest.approx(est.score(X, y, sample_weight=sw), rel=1e-12)

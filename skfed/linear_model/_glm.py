@@ -32,6 +32,24 @@ def check_target_range(site, family_name, lower, strict):
     return {}
 
 
+def site_response_sums(site):
+    """At a site: ``sum w`` and ``sum w y`` (the pooled mean response of D^2's null)."""
+    w = site.weights()
+    return {"w": float(w.sum()), "wy": float(w @ np.asarray(site.y, dtype=float))}
+
+
+def site_deviances(site, estimator, ybar):
+    """At a site: the weighted deviance of the model's predictions (with the site's
+    offsets) and of the constant ``ybar``: two numbers."""
+    from ..data.site import site_predictions
+
+    family = estimator._inference_family()
+    w, y = site.weights(), np.asarray(site.y, dtype=float)
+    mu = site_predictions(site, estimator, "predict")
+    return {"model": float(w @ family.unit_deviance(y, mu)),
+            "null": float(w @ family.unit_deviance(y, np.full_like(y, ybar)))}
+
+
 def _checked_offset(offset, X):
     """The offset as a float array of one finite value per row, or a clear error."""
     if offset is None:
@@ -185,6 +203,46 @@ class _FedGLM(GLMInferenceMixin, SiteScoreMixin, RegressorMixin, FederatedLinear
         if offset is not None:
             eta = eta + offset
         return self._inverse_link(eta)
+
+    def score(self, X, y=None, sample_weight=None, offset=None):
+        """D^2, the fraction of deviance explained (scikit-learn's GLM ``score``).
+
+        ``1 - D(y, predict(X)) / D(y, ybar)`` with the model's deviance and
+        ``ybar`` the (weighted) mean response; for least squares it is R^2. On
+        a :class:`~skfed.data.FederatedDataset` each site sends four numbers
+        in two passes (its weight and response sums, then its two deviances),
+        with its own offsets.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or FederatedDataset
+        y : array-like of shape (n_samples,), default=None
+            Not used with a FederatedDataset (it carries its target).
+        sample_weight : array-like of shape (n_samples,), default=None
+        offset : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        family = self._inference_family()
+        if isinstance(X, FederatedDataset):
+            if y is not None or sample_weight is not None or offset is not None:
+                raise ValueError("a FederatedDataset carries its own target, weights and "
+                                 "offsets; do not pass them with it.")
+            sums = X.map(site_response_sums)
+            ybar = sum(t["wy"] for t in sums) / sum(t["w"] for t in sums)
+            terms = X.map(site_deviances, self, ybar)
+            model, null = sum(t["model"] for t in terms), sum(t["null"] for t in terms)
+        else:
+            mu = self.predict(X, offset=offset)
+            y = np.asarray(y, dtype=float)
+            w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+            ybar = np.average(y, weights=w)
+            model = float(w @ family.unit_deviance(y, mu))
+            null = float(w @ family.unit_deviance(y, np.full_like(y, ybar)))
+        return 1.0 - model / null if null > 0 else (1.0 if model == 0 else 0.0)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
