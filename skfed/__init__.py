@@ -7,7 +7,9 @@ clients, and get the pooled optimum with the evidence attached
 
 from .data import FederatedDataset
 from .history import ConvergenceHistory
-from .linear_model import FedElasticNet, FedLasso, FedLogisticRegression
+from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearRegression,
+                           FedLogisticRegression, FedPoissonRegressor, FedRidge,
+                           FedTweedieRegressor, likelihood_ratio_test)
 from ._support import support_matrix
 from .low_rank import FedLowRank
 from .svm import FedLinearSVC, FedSVM
@@ -15,5 +17,6 @@ from .svm import FedLinearSVC, FedSVM
 __version__ = "0.1.0.dev0"
 
 __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
-           "FedLowRank", "FederatedDataset", "support_matrix", "ConvergenceHistory",
+           "FedLowRank", "FedPoissonRegressor", "FedGammaRegressor", "FedTweedieRegressor",
+           "FedLinearRegression", "FedRidge", "likelihood_ratio_test", "FederatedDataset", "support_matrix", "ConvergenceHistory",
            "__version__"]

@@ -26,8 +26,9 @@ STATUS_LEGEND = {
 
 def model_configurations():
     """``(label, estimator, task)`` for each model the matrix covers."""
-    from . import (FedElasticNet, FedLasso, FedLinearSVC, FedLogisticRegression,
-                   FedLowRank)
+    from . import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearSVC,
+                   FedLogisticRegression, FedLowRank, FedPoissonRegressor,
+                   FedTweedieRegressor)
 
     return [
         ("FedLasso", FedLasso(alpha=0.1), "regression"),
@@ -47,6 +48,14 @@ def model_configurations():
         ("FedLinearSVC(loss='hinge', penalty='l1')",
          FedLinearSVC(C=1.0, loss="hinge", penalty="l1"), "classification"),
         ("FedLowRank", FedLowRank(alpha=0.1), "multi-output"),
+        # log-link GLMs: no curvature bound, Newton only (FedLinearRegression and
+        # FedRidge are least squares with a ridge penalty: the ridge row above)
+        ("FedPoissonRegressor", FedPoissonRegressor(alpha=0.1), "counts"),
+        ("FedPoissonRegressor(l1_ratio=0.5)", FedPoissonRegressor(alpha=0.1, l1_ratio=0.5),
+         "counts"),
+        ("FedGammaRegressor", FedGammaRegressor(alpha=0.1), "positive"),
+        ("FedTweedieRegressor(power=1.5)", FedTweedieRegressor(power=1.5, alpha=0.1),
+         "positive"),
     ]
 
 
@@ -58,6 +67,10 @@ def _tiny_data(task):
         return X, X @ np.array([1.0, -1.0, 0.0, 0.5]), clients
     if task == "classification":
         return X, (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int), clients
+    if task == "counts":
+        return X, rng.poisson(np.exp(0.5 * X[:, 0])).astype(float), clients
+    if task == "positive":
+        return X, rng.gamma(2.0, np.exp(0.5 * X[:, 0]) / 2.0), clients
     return X, X @ rng.standard_normal((4, 3)), clients
 
 

@@ -174,7 +174,7 @@ class FederatedLinearModel(BaseEstimator):
         return sp.csr_matrix(np.atleast_2d(self.coef_))
 
     # -- data entry: every fit goes through a FederatedDataset ---------------
-    def _dataset(self, X, y, clients, sample_weight, *, validate):
+    def _dataset(self, X, y, clients, sample_weight, *, validate, offset=None):
         """The fit's :class:`~skfed.data.FederatedDataset`.
 
         In-memory ``X`` is validated as one array (``validate(X, y)``, the
@@ -183,6 +183,9 @@ class FederatedLinearModel(BaseEstimator):
         feature count and column names coming from its metadata.
         """
         if isinstance(X, FederatedDataset):
+            if offset is not None:
+                raise ValueError("a FederatedDataset carries its sites' offsets (SiteData."
+                                 "offset); do not pass offset= with it.")
             dataset = as_dataset(X, y, clients, sample_weight)
             if not dataset.has_target:
                 raise ValueError(f"{type(self).__name__}.fit needs a target: build the "
@@ -199,7 +202,7 @@ class FederatedLinearModel(BaseEstimator):
         if sample_weight is not None:
             sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                       ensure_non_negative=True)
-        return FederatedDataset.from_arrays(X, y, clients, sw)
+        return FederatedDataset.from_arrays(X, y, clients, sw, offset)
 
     def _site_setup(self, dataset, task):
         """The sites' one-time summaries (:func:`skfed.data.site.site_summary`),
@@ -272,6 +275,11 @@ class FederatedLinearModel(BaseEstimator):
                              + getattr(self, "_setup_bytes", 0)), setup_rounds=2 + lz_rounds,
                 resume=resume, monitor_every=self.monitor_every,
             )
+            # a pass of the estimator's own at the optimum, while the sites are open
+            # (the GLMs' inference: skfed.linear_model._inference)
+            final_pass = getattr(self, "_final_pass", None)
+            if final_pass is not None:
+                final_pass(executor, problem, solver, result.theta)
         finally:
             executor.close()
 
@@ -282,6 +290,8 @@ class FederatedLinearModel(BaseEstimator):
         self.history_ = result.history
         self.history_.n_clients = len(labels)
         self.history_.privacy = solver.privacy_record() if secure else None
+        self.history_.inference_bytes, self.history_.inference_rounds = getattr(
+            self, "_inference_cost", (0, 0))
         self.n_iter_ = result.n_iter
         self.objective_ = result.history["objective"][-1]
         self._theta = result.theta

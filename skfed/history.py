@@ -67,6 +67,12 @@ class ConvergenceHistory:
     dropped : list of dict
         One entry per client left out of a round because it failed:
         ``round``, ``client`` (its label), ``worker`` and ``error``.
+    inference_bytes : int
+        Bytes of the passes after the last round that gather the sums of a
+        GLM's inference (information matrices, deviance, the null model's
+        sums; see :mod:`skfed.linear_model._inference`); 0 without inference.
+    inference_rounds : int
+        Those passes (one at the optimum, the rest for the null model).
     reference_objective : float or None
     n_clients : int or None
         Clients in the fit (None when not recorded). 1 after ``fit(X, y)``
@@ -85,6 +91,8 @@ class ConvergenceHistory:
         self.setup_rounds = 0
         self.placement_bytes = 0
         self.dropped = []
+        self.inference_bytes = 0
+        self.inference_rounds = 0
         self.reference_objective = None
         self.n_clients = None
         self.privacy = None

@@ -3,7 +3,9 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skfed import FedElasticNet, FedLasso, FedLinearSVC, FedLogisticRegression, FedLowRank
+from skfed import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearRegression,
+                   FedLinearSVC, FedLogisticRegression, FedLowRank, FedPoissonRegressor,
+                   FedRidge, FedTweedieRegressor)
 from skfed.solvers import SOLVERS
 
 # Solvers that are not exact in general never meet ``tol``, and FedMLS's local work
@@ -34,6 +36,14 @@ def _estimators():
             out.append(FedLinearSVC(C=1.0, loss="hinge", solver=name, **kw))
         if SOLVERS[name].penalty_support == "prox":  # the nuclear norm needs a prox
             out.append(FedLowRank(alpha=0.1, solver=name, **kw))
+    # the GLMs (Newton only: their losses have no curvature bound), penalized and
+    # not (the unpenalized fits run the inference pass); least squares and ridge
+    out += [FedPoissonRegressor(alpha=0.1), FedPoissonRegressor(alpha=0.0, cov_type="HC1"),
+            FedGammaRegressor(alpha=0.1), FedGammaRegressor(alpha=0.1, l1_ratio=0.5),
+            FedTweedieRegressor(power=1.5, alpha=0.0), FedTweedieRegressor(power=0.0),
+            FedLinearRegression(), FedRidge(alpha=1.0),
+            FedLinearRegression(solver="dualfl", max_rounds=100),
+            FedLogisticRegression(C=float("inf"), max_rounds=100)]
     return out
 
 
@@ -55,6 +65,17 @@ def _expected_failed_checks(estimator):
                 "balanced-class accuracy this check needs within its capped rounds")
     if failures:
         return failures
+    unpenalized = (getattr(estimator, "alpha", None) == 0.0
+                   or type(estimator).__name__ == "FedLinearRegression"
+                   or getattr(estimator, "C", None) == float("inf"))
+    if unpenalized and getattr(estimator, "solver", None) == "auto":
+        reason = ("the check fits 15 rows with 30 features: without a penalty the optimum "
+                  "is not a point (a set of interpolating models, or none for the Poisson "
+                  "and logistic losses, whose coefficients then diverge), and the weighted "
+                  "and repeated-rows fits stop at different members of it; with alpha > 0 "
+                  "the same estimators pass")
+        return {"check_sample_weight_equivalence_on_dense_data": reason,
+                "check_sample_weight_equivalence_on_sparse_data": reason}
     if estimator.solver == "feddualavg-osp":
         return {
             "check_regressors_train": (

@@ -22,7 +22,7 @@ def test_example_runs(path, monkeypatch):
 
 @pytest.mark.parametrize("module_name", [
     "skfed.linear_model._coordinate", "skfed.linear_model._logistic", "skfed.svm._classes",
-    "skfed.low_rank._low_rank"])
+    "skfed.low_rank._low_rank", "skfed.linear_model._glm"])
 def test_docstring_examples(module_name):
     import doctest
     import importlib

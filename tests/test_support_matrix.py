@@ -127,7 +127,26 @@ def _case(label):
 
         return est, _matrix_covariates, objective, lambda X, y: orc.low_rank_optimum(
             X, y[:, None], alpha, (4, 4))
+    if name in ("FedPoissonRegressor", "FedGammaRegressor", "FedTweedieRegressor"):
+        alpha, l1 = est.alpha, est.l1_ratio
+        power = {"FedPoissonRegressor": 1.0, "FedGammaRegressor": 2.0}.get(
+            name, getattr(est, "power", None))
+        make = _glm_data("counts" if power == 1 else "positive")
+        return (est, make,
+                lambda e, X, y: orc.glm_objective(X, y, e.coef_, e.intercept_, power, alpha, l1),
+                lambda X, y: orc.glm_optimum(X, y, power, alpha, l1))
     raise AssertionError(f"no oracle for {label}")
+
+
+def _glm_data(kind):
+    def make(split):
+        rng = np.random.default_rng(4)
+        X = rng.standard_normal((200, 5))
+        mu = np.exp(0.3 + X @ np.array([0.6, -0.4, 0.0, 0.0, 0.2]))
+        y = rng.poisson(mu).astype(float) if kind == "counts" else rng.gamma(2.0, mu / 2.0)
+        scheme = "iid" if split == "iid" else "quantile"
+        return X, y, simulate_clients(X, y, 4, scheme=scheme, random_state=0)
+    return make
 
 
 # sublinear pairs run a fixed budget (their stopping rule is a plateau); FedMLS on

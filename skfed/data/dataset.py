@@ -289,7 +289,7 @@ class FederatedDataset:
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def from_arrays(cls, X, y=None, clients=None, sample_weight=None):
+    def from_arrays(cls, X, y=None, clients=None, sample_weight=None, offset=None):
         """A simulated federated dataset: rows in this process, split by ``clients``.
 
         Parameters
@@ -299,6 +299,9 @@ class FederatedDataset:
         clients : array-like of shape (n_samples,), default=None
             The site of each row (any hashable labels); ``None``: one site.
         sample_weight : array-like of shape (n_samples,), default=None
+        offset : array-like of shape (n_samples,), default=None
+            A known term of each row's linear predictor (a GLM's offset),
+            kept at the row's site like the target.
 
         Returns
         -------
@@ -309,15 +312,17 @@ class FederatedDataset:
         n = X.shape[0] if hasattr(X, "shape") else len(X)
         if not hasattr(X, "shape"):
             X = np.asarray(X)
-        for name, values in (("y", y), ("sample_weight", sample_weight)):
+        for name, values in (("y", y), ("sample_weight", sample_weight), ("offset", offset)):
             if values is not None and len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries but X has {n} rows.")
         labels, indices = group_clients(clients, n)
         take = (lambda idx: X.iloc[idx]) if hasattr(X, "iloc") else (lambda idx: X[idx])
         y = None if y is None else np.asarray(y)
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        offset = None if offset is None else np.asarray(offset)
         parts = [SiteData(label.item() if isinstance(label, np.generic) else label, take(idx),
-                          None if y is None else y[idx], None if sw is None else sw[idx])
+                          None if y is None else y[idx], None if sw is None else sw[idx],
+                          offset=None if offset is None else offset[idx])
                  for label, idx in zip(labels, indices)]
         for part in parts:
             if part.n_samples == 0:
@@ -325,8 +330,8 @@ class FederatedDataset:
         return cls(_InProcess(parts), [describe(p) for p in parts], labels)
 
     @classmethod
-    def from_sources(cls, sources, *, target=None, sample_weight=None, drop=(), client=None,
-                     address=None, security=None):
+    def from_sources(cls, sources, *, target=None, sample_weight=None, drop=(), offset=None,
+                     client=None, address=None, security=None):
         """A resident federated dataset: each site's rows loaded by the site's own worker.
 
         Parameters
@@ -346,6 +351,8 @@ class FederatedDataset:
             A column of sample weights.
         drop : sequence of str, default=()
             Columns that are not features (identifiers, dates).
+        offset : str, default=None
+            A column of offsets (a GLM's ``log(exposure)``), kept at the site.
         client : distributed.Client, default=None
             The analyst's connection to the cluster. Default: the current
             client, or a new one to ``address`` (with ``security``, e.g.
@@ -380,14 +387,14 @@ class FederatedDataset:
                     raise ValueError("no Dask client: pass client= or address= (the "
                                      "coordinator's scheduler address).") from None
         try:
-            return cls._load(client, sources, target, sample_weight, tuple(drop), owns)
+            return cls._load(client, sources, target, sample_weight, tuple(drop), owns, offset)
         except BaseException:
             if owns:
                 client.close()
             raise
 
     @classmethod
-    def _load(cls, client, sources, target, sample_weight, drop, owns):
+    def _load(cls, client, sources, target, sample_weight, drop, owns, offset=None):
         names = {str(w.get("name", a)) for a, w in
                  client.scheduler_info(n_workers=-1)["workers"].items()}
         missing = [s for s in sources if str(s) not in names]
@@ -399,7 +406,7 @@ class FederatedDataset:
         sites, workers, futures = list(sources), [str(s) for s in sources], []
         for site in sites:
             futures.append(client.submit(
-                load_site, site, sources[site], target, sample_weight, drop,
+                load_site, site, sources[site], target, sample_weight, drop, offset,
                 workers=[str(site)], allow_other_workers=False, pure=False,
                 key=f"skfed-site-{str(site)[:40]}-{token}"))
         backend = _OnWorkers(client, futures, workers, owns)

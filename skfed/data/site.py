@@ -6,6 +6,7 @@ for resident data). Only what they return crosses the network, and they
 return summaries (counts, sums, label sets) or objects that stay at the site.
 """
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,9 @@ class SiteData:
     X : pandas.DataFrame, ndarray or sparse matrix of shape (n_rows, n_columns)
     y : ndarray of shape (n_rows,) or (n_rows, n_targets), or None
     sample_weight : ndarray of shape (n_rows,) or None
+    offset : ndarray of shape (n_rows,) or None
+        A known term of each row's linear predictor (a GLM's offset, such as
+        log exposure), carried like the target: it never leaves the site.
     """
 
     site: object
@@ -44,6 +48,7 @@ class SiteData:
     y: object = None
     sample_weight: object = None
     meta: dict = field(default_factory=dict)
+    offset: object = None
 
     @property
     def n_samples(self):
@@ -62,7 +67,8 @@ class SiteData:
 
     def replace(self, **changes):
         values = {"site": self.site, "X": self.X, "y": self.y,
-                  "sample_weight": self.sample_weight, "meta": dict(self.meta)}
+                  "sample_weight": self.sample_weight, "meta": dict(self.meta),
+                  "offset": self.offset}
         values.update(changes)
         return SiteData(**values)
 
@@ -161,6 +167,14 @@ def site_summary(site, task):
     if not np.all(np.isfinite(sw)) or np.any(sw < 0):
         raise SiteError(site.site, "sample weights must be finite and non-negative.")
     out = {"n_samples": n, "weight_sum": float(sw.sum()), "n_features": X.shape[1]}
+    if site.offset is not None:
+        offset = np.asarray(site.offset)
+        if offset.shape != (n,):
+            raise SiteError(site.site, f"{n} rows but an offset of shape {offset.shape}; "
+                                       "give one offset per row (e.g. log exposure).")
+        if offset.dtype.kind not in "biuf" or not np.all(np.isfinite(offset)):
+            raise SiteError(site.site, "the offset contains NaN, infinity or non-numbers; "
+                                       "an offset is log(exposure) with exposure > 0.")
     if task == "none":
         return out
     if site.y is None:
@@ -221,12 +235,21 @@ def client_objective(site, datafit, layout, targets):
 
     X = numeric_matrix(site)
     Y, sw = targets.encode(site.y, site.weights())
-    return ClientObjective(datafit, X, Y, sw, layout)
+    offset = None if site.offset is None else np.asarray(site.offset, dtype=np.float64)
+    return ClientObjective(datafit, X, Y, sw, layout, offset=offset)
 
 
 def site_predictions(site, estimator, method):
-    """``estimator.<method>(X)`` on the site's rows (the rows stay at the site)."""
-    return getattr(estimator, method)(_feature_input(site, estimator))
+    """``estimator.<method>(X)`` on the site's rows (the rows stay at the site), with
+    the site's offsets when it has some and the method takes them (GLMs)."""
+    return _call(site, estimator, method)
+
+
+def _call(site, estimator, method):
+    fn = getattr(estimator, method)
+    if site.offset is not None and "offset" in inspect.signature(fn).parameters:
+        return fn(_feature_input(site, estimator), offset=np.asarray(site.offset, dtype=float))
+    return fn(_feature_input(site, estimator))
 
 
 def _feature_input(site, estimator):
@@ -246,7 +269,7 @@ def site_score_terms(site, estimator):
     ``sum w [y == y_hat]``. Four numbers per target, never a row.
     """
     sw = site.weights()
-    pred = estimator.predict(_feature_input(site, estimator))
+    pred = _call(site, estimator, "predict")
     y = np.asarray(site.y)
     if is_classifier(estimator):
         return {"kind": "accuracy", "w": float(sw.sum()),

@@ -65,7 +65,7 @@ def read_table(site, path):
         raise SiteError(site, f"cannot parse {str(p)!r}: {exc}") from None
 
 
-def load_site(site, source, target=None, sample_weight=None, drop=()):
+def load_site(site, source, target=None, sample_weight=None, drop=(), offset=None):
     """Load one site's rows where this function runs.
 
     Parameters
@@ -81,6 +81,8 @@ def load_site(site, source, target=None, sample_weight=None, drop=()):
         The column of sample weights.
     drop : sequence of str
         Columns to leave out of the features.
+    offset : str or None
+        Column of a table holding each row's offset (a GLM's log exposure).
     """
     if callable(source):
         try:
@@ -102,18 +104,20 @@ def load_site(site, source, target=None, sample_weight=None, drop=()):
     if not hasattr(obj, "columns"):
         raise SiteError(site, f"the loader returned a {type(obj).__name__}; expected a "
                               "DataFrame, (X, y), (X, y, sample_weight) or SiteData.")
-    return split_table(site, obj, target=target, sample_weight=sample_weight, drop=drop)
+    return split_table(site, obj, target=target, sample_weight=sample_weight, drop=drop,
+                       offset=offset)
 
 
-def split_table(site, table, *, target=None, sample_weight=None, drop=()):
-    """A DataFrame's feature columns, target column and weight column."""
+def split_table(site, table, *, target=None, sample_weight=None, drop=(), offset=None):
+    """A DataFrame's feature columns, target column, weight and offset columns."""
     table = table.rename(columns=str)
     targets = list(target) if isinstance(target, (list, tuple)) else [target]
-    named = [c for c in (*targets, sample_weight, *drop) if c is not None]
+    named = [c for c in (*targets, sample_weight, offset, *drop) if c is not None]
     missing = [c for c in named if c not in table.columns]
     if missing:
         role = ("target" if missing[0] in targets else
-                "sample-weight" if missing[0] == sample_weight else "drop")
+                "sample-weight" if missing[0] == sample_weight else
+                "offset" if missing[0] == offset else "drop")
         raise SiteError(site, f"no {role} column {missing[0]!r}; its columns are "
                               f"{list(table.columns)!r}.")
     # several target columns: a multi-output target (FedLowRank)
@@ -122,8 +126,11 @@ def split_table(site, table, *, target=None, sample_weight=None, drop=()):
     sw = None
     if sample_weight is not None:
         sw = _numeric_column(site, table, sample_weight).astype(np.float64)
+    off = None
+    if offset is not None:
+        off = _numeric_column(site, table, offset).astype(np.float64)
     X = table.drop(columns=named)
-    return SiteData(site, X, y, sw)
+    return SiteData(site, X, y, sw, offset=off)
 
 
 def _numeric_column(site, table, name):

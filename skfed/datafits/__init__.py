@@ -1,9 +1,10 @@
 """Client losses of linear models (see :mod:`skfed.datafits.base`)."""
 
 from .base import ClientObjective, Datafit
+from .glm import Gamma, Poisson, Tweedie
 from .hinge import Hinge, SquaredHinge
 from .logistic import Logistic, Multinomial
 from .quadratic import Quadratic
 
-__all__ = ["ClientObjective", "Datafit", "Hinge", "Logistic", "Multinomial", "Quadratic",
-           "SquaredHinge"]
+__all__ = ["ClientObjective", "Datafit", "Gamma", "Hinge", "Logistic", "Multinomial",
+           "Poisson", "Quadratic", "SquaredHinge", "Tweedie"]

@@ -88,15 +88,26 @@ class ClientObjective:
         Targets, already encoded for the datafit.
     sample_weight : ndarray of shape (n_samples,)
     layout : Layout
+    offset : ndarray of shape (n_samples,) or None, default=None
+        A known term added to every output's raw prediction (a GLM's offset).
+        For a quadratic loss it is a shift of the target, ``Y - offset``
+        (folded in here, so that the normal equations and every local
+        solver see it); otherwise :meth:`raw` adds it.
     """
 
-    def __init__(self, datafit, X, Y, sample_weight, layout):
+    def __init__(self, datafit, X, Y, sample_weight, layout, offset=None):
         self.datafit = datafit
         self.X = X
-        self.Y = Y
         self.sample_weight = sample_weight
         self.layout = layout
         self.weight_sum = float(np.sum(sample_weight))
+        self.offset = None if offset is None else np.asarray(offset, dtype=float)
+        if self.offset is not None and datafit.quadratic:
+            Y = Y - self.offset[:, None]
+            self.raw_offset = None
+        else:
+            self.raw_offset = self.offset
+        self.Y = Y
 
     @property
     def n_samples(self):
@@ -107,17 +118,23 @@ class ClientObjective:
             return self.X, self.Y, self.sample_weight
         return self.X[rows], self.Y[rows], self.sample_weight[rows]
 
-    def raw(self, theta, X=None):
-        X = self.X if X is None else X
+    def raw(self, theta, X=None, rows=None):
+        """Raw predictions ``X @ coef.T + intercept (+ offset)`` of all rows, or of
+        ``rows`` (``X`` then the rows' features)."""
+        if X is None:
+            X = self.X if rows is None else self.X[rows]
         lay = self.layout
         Z = X @ lay.coef(theta).T
         if lay.fit_intercept:
             Z = Z + lay.intercept(theta)
-        return np.asarray(Z)
+        Z = np.asarray(Z)
+        if self.raw_offset is not None:
+            Z = Z + (self.raw_offset if rows is None else self.raw_offset[rows])[:, None]
+        return Z
 
     def value(self, theta, rows=None):
         X, Y, sw = self._rows(rows)
-        return self.datafit.loss_sum(self.raw(theta, X), Y, sw) / float(np.sum(sw))
+        return self.datafit.loss_sum(self.raw(theta, X, rows), Y, sw) / float(np.sum(sw))
 
     def value_and_gradient(self, theta, rows=None):
         """Mean loss and its gradient with respect to ``theta`` (on ``rows`` if given)."""
@@ -130,7 +147,7 @@ class ClientObjective:
     def _evaluate(self, theta, rows, with_value):
         X, Y, sw = self._rows(rows)
         total = self.weight_sum if rows is None else float(np.sum(sw))
-        Z = self.raw(theta, X)
+        Z = self.raw(theta, X, rows)
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total
         grad = np.empty(self.layout.size)
@@ -155,7 +172,7 @@ class ClientObjective:
         constant = self.datafit.quadratic and rows is None
         X, Y, sw = self._rows(rows)
         total = self.weight_sum if rows is None else float(np.sum(sw))
-        Z = self.raw(theta, X)
+        Z = self.raw(theta, X, rows)
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total
         grad = np.empty(self.layout.size)

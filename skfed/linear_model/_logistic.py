@@ -12,9 +12,10 @@ from .._docstrings import CLASSIFIER_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel
 from ..datafits import Logistic, Multinomial
 from ..penalties import ElasticNet
+from ._inference import COV_TYPES, Family, GLMInferenceMixin, InferenceError
 
 
-class FedLogisticRegression(FederatedLinearClassifier):
+class FedLogisticRegression(GLMInferenceMixin, FederatedLinearClassifier):
     """Federated logistic regression: scikit-learn's ``LogisticRegression`` objective.
 
     Minimizes, over data pooled from all clients (never moved)::
@@ -37,6 +38,14 @@ class FedLogisticRegression(FederatedLinearClassifier):
     class_weight : dict, "balanced" or None, default=None
         Weights per class, multiplied into the sample weights; "balanced"
         uses the class counts over all clients (a summary each client sends).
+    cov_type : {{"nonrobust", "HC0", "HC1", "cluster"}}, default="nonrobust"
+        Covariance of the estimates of an unpenalized binary fit
+        (``C=np.inf``), which then has statsmodels' ``GLM(..., family=
+        Binomial())`` inference (``summary()``, ``bse_``, ``pvalues_``, odds
+        ratios with ``summary(exponentiate=True)``): the inverse Fisher
+        information, the sandwich (``"HC0"``, ``"HC1"`` with ``n / (n - p)``)
+        or the sandwich with the sites as clusters (``"cluster"``). See
+        :class:`FedPoissonRegressor`.
     {constraint}
     {shared}
     {attrs}
@@ -74,11 +83,12 @@ class FedLogisticRegression(FederatedLinearClassifier):
         "C": [Interval(Real, 0, None, closed="right")],  # np.inf: no penalty
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "cov_type": [StrOptions(set(COV_TYPES))],
     }
     _shift_invariant = True
 
     def __init__(self, C=1.0, *, l1_ratio=0.0, fit_intercept=True, class_weight=None,
-                 constraint=None, radius=1.0, solver="auto", max_rounds=1000, tol=1e-4,
+                 cov_type="nonrobust", constraint=None, radius=1.0, solver="auto", max_rounds=1000, tol=1e-4,
                  monitor_every=1, participation=1.0, client_weighting="samples", privacy=None,
                  executor="sequential", n_jobs=None, random_state=None, verbose=0,
                  warm_start=False):
@@ -86,6 +96,7 @@ class FedLogisticRegression(FederatedLinearClassifier):
         self.l1_ratio = l1_ratio
         self.fit_intercept = fit_intercept
         self.class_weight = class_weight
+        self.cov_type = cov_type
         self.constraint = constraint
         self.radius = radius
         self.solver = solver
@@ -100,6 +111,24 @@ class FedLogisticRegression(FederatedLinearClassifier):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+
+    def _penalized(self):
+        if self.constraint is not None:
+            return (f"constraint={self.constraint!r} restricts the coefficients, and Wald "
+                    "inference is not valid for a constrained fit; refit without it")
+        if np.isfinite(self.C):
+            return (f"C={self.C:g} penalizes the coefficients, and Wald standard errors, "
+                    "p-values and intervals are not valid for a penalized fit (the estimate "
+                    "is shrunk toward zero and its covariance is not the inverse "
+                    "information); refit with C=np.inf for inference")
+        return None
+
+    def _inference_family(self):
+        if len(self.classes_) != 2:
+            raise InferenceError(
+                f"inference is for binary logistic regression (binomial GLM); this fit has "
+                f"{len(self.classes_)} classes")
+        return Family("binomial", "logit")
 
     def _datafit(self, n_classes):
         return Logistic() if n_classes == 2 else Multinomial()
@@ -147,4 +176,10 @@ class FedLogisticRegression(FederatedLinearClassifier):
 
 FedLogisticRegression.__doc__ = FedLogisticRegression.__doc__.format(
     constraint=CONSTRAINT_DOC.strip("\n").lstrip(), shared=SHARED_DOC.strip("\n").lstrip(),
-    attrs=CLASSIFIER_ATTRS_DOC)
+    attrs=CLASSIFIER_ATTRS_DOC + """    params_, bse_, tvalues_, pvalues_, cov_params_ : ndarray
+        Inference of an unpenalized binary fit (``C=np.inf``), intercept
+        first; also ``deviance_``, ``null_deviance_``, ``loglike_``, ``aic_``,
+        ``bic_``, ``conf_int()`` and ``summary()`` (see
+        :class:`FedPoissonRegressor`). Reading one after a penalized fit
+        raises an error saying why.
+""")

@@ -52,23 +52,36 @@ class DenseModel:
         return float(top) * (1 + 1e-12)
 
     def solve(self, r):
-        """``B^{-1} r`` by Cholesky. A (numerically) singular ``B`` gets a tiny
-        Levenberg damping ``DAMPING * max(diag B)``: the step then has no
-        component along the null space (where ``r`` has none but round-off,
+        """``B^{-1} r`` by Cholesky of the equilibrated ``D^-1/2 B D^-1/2`` (``D`` the
+        diagonal), so that the singularity test and the damping are relative to
+        each coordinate's own scale: raw covariates of very different
+        magnitudes (incomes in the thousands beside an intercept) give a
+        Hessian whose diagonal spans many decades without being singular, and a
+        test against the largest diagonal would damp the small coordinates'
+        steps (Newton then crawls). A (numerically) singular ``B`` gets a tiny
+        Levenberg damping ``DAMPING`` of the unit diagonal: the step then has
+        no component along the null space (where ``r`` has none but round-off,
         as the multinomial gradient along a common intercept shift), and
         elsewhere differs from the exact step by that relative amount; the
         least-squares solution is the last resort."""
         H = self.H
-        scale = max(float(np.max(np.diag(H))), np.finfo(float).tiny) if H.size else 1.0
-        for damping in (0.0, DAMPING * scale):
+        if not H.size:
+            return np.zeros_like(r)
+        diag = np.diag(H)
+        scale = np.sqrt(np.where(diag > SINGULAR * max(float(np.max(diag)), np.finfo(float).tiny),
+                                 diag, 1.0))
+        Hs = H / scale[:, None] / scale[None, :]
+        rs = r / scale
+        for damping in (0.0, DAMPING):
             try:
-                factor = cho_factor(H + damping * np.eye(len(H)) if damping else H,
+                factor = cho_factor(Hs + damping * np.eye(len(Hs)) if damping else Hs,
                                     lower=False, check_finite=False)
             except LinAlgError:
                 continue
-            if damping or np.min(np.diag(factor[0])) ** 2 > SINGULAR * scale:
-                return cho_solve(factor, r, check_finite=False)
-        return lstsq(H, r, cond=SINGULAR, lapack_driver="gelsy", check_finite=False)[0]
+            if damping or np.min(np.diag(factor[0])) ** 2 > SINGULAR:
+                return cho_solve(factor, rs, check_finite=False) / scale
+        return lstsq(Hs, rs, cond=SINGULAR, lapack_driver="gelsy",
+                     check_finite=False)[0] / scale
 
     def restrict(self, idx):
         """The model of the coordinates ``idx`` (the others held fixed)."""

@@ -315,7 +315,10 @@ class SecureAggregationSolver(FederatedSolver):
             return {"public_key": party.public_key()}, dict(state, party=party)
         if kind == "key-list":
             return {}, dict(state, keys=dict(message["keys"]))
-        if kind == "monitor":
+        if kind == "sums":  # a module-level function of the site's rows, summed
+            reply = message["fn"](client, *message["args"])
+            coefficients = {f: message["coefficient"] for f in reply}
+        elif kind == "monitor":
             value, grad = client.value_and_gradient(message["theta"])
             reply, coefficients = {"value": value, "grad": grad}, {
                 "value": message["weight"], "grad": message["weight"]}
@@ -370,6 +373,22 @@ class SecureAggregationSolver(FederatedSolver):
         _, down = self.solver.round_traffic([m["inner"] for m in messages], [], participants)
         coefficient_bytes = sum(message_nbytes(m["coefficients"]) for m in messages)
         return int(up), int(down + coefficient_bytes)
+
+    def masked_site_sums(self, executor, fn, args, coefficient):
+        """``(sums, bytes)``: ``sum_j coefficient * fn(client_j, *args)`` per field, by a
+        masked pass over every site (the inference pass of the GLMs): the server
+        decodes the sums only. ``fn`` is a module-level function (sent by name)
+        returning a dict of arrays with the same fields at every site."""
+        problem = self.problem_
+        exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
+        replies = self._run(executor, "site sums", [
+            (j, {"kind": "sums", "fn": fn, "args": args, "coefficient": float(coefficient),
+                 "exchange": exchange, "parties": parties})
+            for j in range(problem.n_clients)])
+        sums = self._sums([replies[j] for j in range(problem.n_clients)])
+        traffic = sum(replies[j]["masked"].nbytes for j in replies) + problem.n_clients * (
+            sum(a.nbytes if isinstance(a, np.ndarray) else 8 for a in args) + 8)
+        return sums, traffic
 
     def monitor_sums(self, executor, theta):
         """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta), bytes)`` by a masked pass."""

@@ -41,6 +41,10 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     checked by :meth:`check_problem` before any round runs:
 
     - ``requires_smooth_datafit``: the loss must be differentiable.
+    - ``requires_curvature_bound``: the loss's second derivative must be
+      bounded (``Datafit.curvature``), since the solver's steps come from
+      it; a smooth loss without a global bound (Poisson, Gamma: the
+      curvature of ``exp``) is refused, not run with a step that may diverge.
     - ``requires_full_participation``: every client must take part in every
       round (``participation=1``).
     - ``penalty_support``: ``"prox"`` (any penalty with a proximal map),
@@ -49,6 +53,7 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     """
 
     requires_smooth_datafit = True
+    requires_curvature_bound = True
     requires_full_participation = False
     penalty_support = "prox"
     #: name under which ``solver="..."`` finds this class
@@ -89,6 +94,14 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
                 f"{label} needs a smooth loss, but {problem.datafit!r} is not "
                 "differentiable; use a subgradient solver (e.g. 'fedmls' or 'fedavg')."
             )
+        fit = problem.datafit
+        if (self.requires_curvature_bound and fit.smooth and fit.curvature is None
+                and fit.scale_curvature is not None):
+            raise ValueError(
+                f"{label} takes its steps from a bound on the loss's curvature, but "
+                f"{fit!r} has none (its second derivative grows without bound with the "
+                "linear predictor), so no step size is safe; use solver='newton' (with an "
+                "Armijo line search on the pooled objective; full participation).")
         if self.requires_full_participation and participation < 1.0:
             raise ValueError(
                 f"{label} needs full participation (every client in every round); "

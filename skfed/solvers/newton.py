@@ -166,6 +166,8 @@ class FedNewton(FederatedSolver):
     requires_full_participation = True
     monitors_in_replies = True
     requires_smooth_datafit = True
+    #: the line search globalizes the step: no curvature bound needed (GLMs)
+    requires_curvature_bound = False
     penalty_support = "prox"
 
     def __init__(self, hessian="auto", *, max_message_bytes=8 * 2**20, memory=20,
