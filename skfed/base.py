@@ -259,6 +259,9 @@ class FederatedLinearModel(BaseEstimator):
                 n_samples=np.array([s["n_samples"] for s in summaries]),
                 lipschitz=[s["lipschitz"] for s in summaries],
             )
+            # public: each site's weight sum (a site service signs its own); the
+            # inference pass scales its masked sums by its inverse
+            problem.weight_total = float(sums.sum())
             lz_bytes = lz_rounds = 0
             if exact:
                 problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor,

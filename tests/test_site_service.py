@@ -800,3 +800,50 @@ def test_statistics_through_services(clinic, federation):
     ref = stats.kaplan_meier(local, time="target", event="event", min_count=30)
     pd.testing.assert_frame_equal(km, ref)
     assert km["events"].sum() == frame["event"].sum()
+
+
+# --- the epidemiologist's regression through the services --------------------------
+@pytest.mark.parametrize("secure", [False, True], ids=["plain", "secure"])
+@pytest.mark.parametrize("cov_type", ["nonrobust", "cluster"])
+def test_glm_inference_through_services(tmp_path, federation, secure, cov_type):
+    from skfed import FedPoissonRegressor
+
+    rng = np.random.default_rng(1)
+    n = 450
+    frame = pd.DataFrame({"age": rng.normal(size=n), "smoker": rng.integers(0, 2, n)})
+    frame["log_years"] = np.log(rng.uniform(0.5, 3.0, n))
+    frame["events"] = rng.poisson(np.exp(0.3 * frame["age"] + 0.5 * frame["smoker"] - 1
+                                         + frame["log_years"]))
+    servers, addresses, parts = [], {}, split_frames(frame, 3, by="age")
+    try:
+        for k, name in enumerate(SITES):
+            folder = tmp_path / name
+            folder.mkdir()
+            parts[k].to_csv(folder / "cohort.csv", index=False)
+            parts[k] = pd.read_csv(folder / "cohort.csv")
+            path = site_config(folder, name, certs=federation["certs"],
+                               datasets={"cohort": ("cohort.csv", None)})
+            servers.append(SiteServer(load_config(path)).start())
+            addresses[name] = f"127.0.0.1:{servers[-1].port}"
+        data = FederatedDataset.from_sites(addresses, dataset="cohort", target="events",
+                                           offset="log_years", **_tls(federation["certs"]))
+        pooled = pd.concat(parts, ignore_index=True)
+        site = np.repeat(list(SITES), [len(p) for p in parts])
+        privacy = SecureAggregation() if secure else None
+        remote = FedPoissonRegressor(alpha=0.0, cov_type=cov_type, privacy=privacy).fit(data)
+        local = FedPoissonRegressor(alpha=0.0, cov_type=cov_type, privacy=privacy).fit(
+            pooled[["age", "smoker"]], pooled["events"], clients=site,
+            offset=pooled["log_years"])
+        np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9)
+        np.testing.assert_allclose(remote.bse_, local.bse_, rtol=1e-8)
+        np.testing.assert_allclose(remote.conf_int(), local.conf_int(), rtol=1e-8)
+        assert remote.deviance_ == pytest.approx(local.deviance_, rel=1e-8)
+        lines = read_audit(tmp_path / "hospital-a" / "audit.jsonl")
+        assert any(line["operation"] == "fit.step" and line["outcome"] == "ok"
+                   for line in lines)
+        if not secure:
+            assert any(line["operation"] == "fit.inference" for line in lines)
+        data.close()
+    finally:
+        for server in servers:
+            server.stop()

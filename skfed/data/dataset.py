@@ -424,7 +424,7 @@ class FederatedDataset:
 
     @classmethod
     def from_sites(cls, sites, *, dataset, target=None, sample_weight=None, drop=(),
-                   ca_file, cert_file, key_file, timeout=None):
+                   offset=None, ca_file, cert_file, key_file, timeout=None):
         """A dataset served by site services (``skfed site serve CONFIG`` at each site).
 
         Every computation on the rows is one of the named operations the sites
@@ -444,6 +444,8 @@ class FederatedDataset:
             A column of sample weights.
         drop : sequence of str, default=()
             Columns that are not features (identifiers, dates).
+        offset : str, default=None
+            A column of per-row offsets (a GLM's log exposure).
         ca_file, cert_file, key_file : path-like
             The federation's CA certificate and the analyst's certificate and
             key (:func:`skfed.deploy.make_certificates`).
@@ -476,7 +478,7 @@ class FederatedDataset:
                        for name, address in sites.items()]
         backend = SiteServices(connections, {"name": dataset, "target": target,
                                              "sample_weight": sample_weight,
-                                             "drop": list(drop)})
+                                             "drop": list(drop), "offset": offset})
         try:
             descriptions = backend.map(describe, ())
             for name, d in zip(sites, descriptions):  # the site's own label, not the file's

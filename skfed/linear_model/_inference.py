@@ -271,7 +271,9 @@ def site_sums(executor, solver, fn, args, n_clients, coefficient):
 def inference_pass(executor, problem, solver, theta, family, cov_type):
     """The inference pass and the null-model passes: ``(terms, bytes, rounds)``."""
     N = problem.n_clients
-    scale = 1.0 / max(float(np.sum(problem.n_samples)), 1.0)
+    # one public scale for every masked pass: the inverse of the sites' total weight
+    # (a site service checks it against the weight sums the sites signed)
+    scale = 1.0 / max(float(getattr(problem, "weight_total", np.sum(problem.n_samples))), 1.0)
     terms, traffic = site_sums(executor, solver, client_inference_terms,
                                (theta, family, cov_type), N, scale)
     total_weight = float(terms["n"])
@@ -279,7 +281,7 @@ def inference_pass(executor, problem, solver, theta, family, cov_type):
     # the null model: Fisher scoring on the intercept (exact at the weighted mean
     # without an offset: one more pass evaluates it there)
     start, extra = site_sums(executor, solver, client_null_terms,
-                             (0.0, family), N, 1.0 / total_weight)
+                             (0.0, family), N, scale)
     traffic += extra
     rounds += 1
     ybar = float(start["wy"]) / total_weight
@@ -291,7 +293,7 @@ def inference_pass(executor, problem, solver, theta, family, cov_type):
                   np.log(ybar / (1 - ybar)) if family.link == "logit" else ybar)
         for _ in range(NULL_MAX_PASSES):
             null, extra = site_sums(executor, solver, client_null_terms, (b, family), N,
-                                    1.0 / total_weight)
+                                    scale)
             traffic += extra
             rounds += 1
             information = float(null["information"])
@@ -304,7 +306,7 @@ def inference_pass(executor, problem, solver, theta, family, cov_type):
         # the dispersion is known now: its density term
         phi = float(terms["pearson"]) / (total_weight - problem.layout.size)
         extra_terms, extra = site_sums(executor, solver, client_tweedie_log_c,
-                                       (phi, family), N, 1.0 / total_weight)
+                                       (phi, family), N, scale)
         traffic += extra
         rounds += 1
         terms["log_c"] = float(extra_terms["log_c"])

@@ -56,7 +56,10 @@ def allowed_classes():
         from ..cli.scaling import FeatureScaler
         from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
 
-        classes = [FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, FeatureScaler, Targets,
+        from ..linear_model._inference import Family
+
+        classes = [Family, FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, FeatureScaler,
+                   Targets,
                    layout.Layout, problem.FederatedProblem,
                    schedule.LocalSchedule, quadratic_model.DenseModel,
                    quadratic_model.CompactModel, secure_rounds.SecureAggregation,
@@ -96,6 +99,11 @@ def allowed_functions():
         functions += [f for name, f in vars(_summaries).items()
                       if name.endswith("_summary") and callable(f)]
         functions += list(registry()[1])  # the declared row steps
+        from ..linear_model import _inference
+
+        # the inference passes a masked "sums" step names (skfed.sites.guard checks them)
+        functions += [_inference.client_inference_terms, _inference.client_null_terms,
+                      _inference.client_tweedie_log_c]
         _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
     return _FUNCTIONS
 

@@ -167,6 +167,25 @@ class SecureAggregationGuard:
                                          "a site out)")
         return parties
 
+    def check_sums(self, message):
+        """A masked inference pass: one of skfed's inference functions, every verified site
+        taking part, and the public scale (the inverse of the signed total weight)."""
+        from ..linear_model import _inference
+
+        if message.get("fn") not in (_inference.client_inference_terms,
+                                     _inference.client_null_terms,
+                                     _inference.client_tweedie_log_c):
+            raise Refused("message", "a masked pass of a function that is not an inference "
+                                     "pass")
+        if self.weights is None or sorted(int(p) for p in message.get("parties", ())) != sorted(
+                self.weights):
+            raise Refused("require", "an inference pass must include every verified site")
+        expected = 1.0 / max(sum(self.weights.values()), 1.0)
+        if not np.isclose(float(message.get("coefficient", np.nan)), expected, rtol=1e-9,
+                          atol=0):
+            raise Refused("require", "the pass's coefficient is not the public scale (a server "
+                                     "singling a site out)")
+
     def _share(self, kind, parties):
         """This site's coefficient(s) under the public rules (samples, or uniform)."""
         if kind == "sum":

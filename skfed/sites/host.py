@@ -146,14 +146,17 @@ class SiteHost:
                                      f"{name!r} here")
         table = self._table(conf)
         target, weight = ref.get("target"), ref.get("sample_weight")
+        offset = ref.get("offset")
         drop = [c for c in ref.get("drop") or () if isinstance(c, str)]
         targets = list(target) if isinstance(target, (list, tuple)) else [target]
-        for role, col in [*(("target", t) for t in targets), ("sample-weight", weight)]:
+        for role, col in [*(("target", t) for t in targets), ("sample-weight", weight),
+                          ("offset", offset)]:
             if col is not None and (not isinstance(col, str) or col not in table.columns):
                 raise _Refusal("columns", f"no usable {role} column {str(col)[:64]!r} in "
                                           f"dataset {name!r}")
         drop = [c for c in drop if c in table.columns]
-        site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop)
+        site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop,
+                           offset=offset)
         for step in ref.get("steps") or ():  # declared row steps, in order (skfed's own code)
             site = self._step(site, step)
         holdout = ref.get("holdout")
@@ -347,6 +350,8 @@ class SiteHost:
 
                     message = session.private.prepare(solver, message, parties,
                                                       policy=self.policy, charge=charge)
+            elif kind == "sums":  # an inference pass, masked
+                session.guard.check_sums(message)
             elif kind != "keys":
                 raise Refused("message", f"unknown masked step {str(kind)[:32]!r}")
         except Refused as exc:
@@ -419,6 +424,12 @@ class SiteHost:
                 raise _Refusal("min_level_count", f"a level of column {where} is held by "
                                f"fewer than {self.policy.min_level_count} rows here")
 
+    def _op_data_check_target(self, analyst, args, record):
+        from ..linear_model._glm import check_target_range
+
+        site, (family, lower, strict) = self._stats_args(args, record, "a target check", 3)
+        return check_target_range(site, str(family), float(lower), bool(strict))
+
     def _op_data_check(self, analyst, args, record):
         site, _ = self._rows(args, record, "a check")
         numeric_matrix(site)
@@ -435,6 +446,29 @@ class SiteHost:
         return local_only_score(site, estimator, float(args.get("test_size")),
                                 int(args.get("seed")), bool(args.get("classifier")),
                                 bool(args.get("scale")), tuple(args.get("indicators") or ()))
+
+    # -- inference at the fitted model (the session's objective) ----------------------
+    def _inference(self, fn, analyst, args, record):
+        session = self._on_session(analyst, args, record)
+        values = args.get("args")
+        if not isinstance(values, list):
+            raise _Refusal("message", "an inference pass takes its arguments as a list")
+        return fn(session.objective, *values)
+
+    def _op_fit_inference(self, analyst, args, record):
+        from ..linear_model._inference import client_inference_terms
+
+        return self._inference(client_inference_terms, analyst, args, record)
+
+    def _op_fit_inference_null(self, analyst, args, record):
+        from ..linear_model._inference import client_null_terms
+
+        return self._inference(client_null_terms, analyst, args, record)
+
+    def _op_fit_inference_dispersion(self, analyst, args, record):
+        from ..linear_model._inference import client_tweedie_log_c
+
+        return self._inference(client_tweedie_log_c, analyst, args, record)
 
     # -- descriptive and survival statistics (skfed.stats), under the same rules --
     def _stats_args(self, args, record, what, n_args):

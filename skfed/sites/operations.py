@@ -53,6 +53,13 @@ OPERATIONS = {op.name: op for op in [
     Operation("fit.step", "the solver's reply of one round (its declared sums; masked under "
               "secure aggregation)", client_round, True),
     Operation("fit.close", "nothing (the session's objective and states are dropped)"),
+    Operation("fit.inference", "at the fitted model: the p x p information, and the sandwich's "
+              "p x p meat (HC0/HC1) or the outer product of the site's score sum (cluster); "
+              "Pearson chi-square, deviance and log-likelihood sums", None, True),
+    Operation("fit.inference_null", "the null model's score, information and deviance sums "
+              "at a broadcast intercept", None, True),
+    Operation("fit.inference_dispersion", "the Tweedie density's series term, summed", None,
+              True),
     Operation("preprocess.schema", "the checked columns' names and dtypes (zero rows)",
               _template_site),
     Operation("preprocess.summary", "one federated transformer's per-site summary: sums and "
@@ -68,6 +75,8 @@ OPERATIONS = {op.name: op for op in [
               None),
     Operation("stats.event_table", "per time (coarsened until every bin holds "
               ">= min_level_count rows) the numbers of events and censorings, per group", None),
+    Operation("data.check_target", "nothing (the target is checked to be in the family's "
+              "range; an error gives the number of values outside it)", None),
     Operation("data.check", "nothing (the site's features are checked to be numeric and "
               "finite; an error names the column)", None),
     Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
@@ -85,13 +94,18 @@ def _cli_functions():
     from ..data.sources import reorder_columns
 
     from ..stats import _site as stats
+    from ..linear_model import _glm, _inference
 
     operations = {remote._check_numeric: "data.check",
                   remote.local_only_score: "evaluate.local_baseline",
                   stats.site_describe: "stats.describe",
                   stats.site_count_below: "stats.count_below",
                   stats.site_crosstab: "stats.crosstab",
-                  stats.site_event_table: "stats.event_table"}
+                  stats.site_event_table: "stats.event_table",
+                  _glm.check_target_range: "data.check_target",
+                  _inference.client_inference_terms: "fit.inference",
+                  _inference.client_null_terms: "fit.inference_null",
+                  _inference.client_tweedie_log_c: "fit.inference_dispersion"}
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)

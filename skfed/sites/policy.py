@@ -38,7 +38,9 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "fit.monitor", "fit.curvature", "fit.feature_mean", "fit.step",
                       "fit.close", "evaluate.score", "preprocess.schema", "preprocess.summary",
                       "data.check", "evaluate.local_baseline", "stats.describe",
-                      "stats.count_below", "stats.crosstab", "stats.event_table")
+                      "stats.count_below", "stats.crosstab", "stats.event_table",
+                      "fit.inference", "fit.inference_null", "fit.inference_dispersion",
+                      "data.check_target")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

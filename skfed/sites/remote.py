@@ -50,7 +50,8 @@ def _arguments(op, args):
     """A site function's positional arguments as the operation's named ones."""
     if op in ("dataset.describe", "fit.feature_mean", "data.check"):
         return {}
-    if op.startswith("stats."):  # the statistics' own positional arguments, as they are
+    if op.startswith(("stats.", "fit.inference")) or op == "data.check_target":
+        # their positional arguments, as they are
         return {"args": list(args)}
     if op == "evaluate.local_baseline":
         estimator, test_size, seed, classifier, scale, indicators = (*args, False, ())[:6]
