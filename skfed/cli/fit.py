@@ -447,7 +447,7 @@ def penalty_text(report):
     ``C=1, l1_ratio=0``."""
     params = report.estimator.get_params()
     names = [MODELS[report.model][1]] + [k for k in ("l1_ratio", "penalty", "loss")
-                                         if k in params]
+                                         if k in params and params[k] != "deprecated"]
     return ", ".join(f"{k}={params[k]:g}" if isinstance(params[k], float)
                      else f"{k}={params[k]}" for k in names)
 

@@ -1,0 +1,57 @@
+"""Issue 22, "the analyst's first day, round two": the small fixes a new user hit."""
+
+import time
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from skfed import FedLogisticRegression
+
+
+@pytest.fixture(scope="module")
+def binary():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 6))
+    w = np.array([2.0, -1.5, 0.0, 0.0, 1.0, 0.0])
+    y = (X @ w + 0.5 * rng.normal(size=240) > 0).astype(int)
+    return X, y, np.arange(240) % 3
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("penalty, l1_ratio, C", [("l1", 1.0, 0.2), ("l2", 0.0, 0.2),
+                                                  (None, 0.0, np.inf)])
+def test_penalty_is_deprecated_like_scikit_learn(binary, penalty, l1_ratio, C):
+    """``penalty=`` fits the model of the matching ``l1_ratio``/``C`` and gives scikit-learn
+    1.9's FutureWarning, whose text explains ``l1_ratio``."""
+    X, y, site = binary
+    with pytest.warns(FutureWarning, match="l1_ratio=1 instead of penalty='l1'") as record:
+        old = FedLogisticRegression(penalty=penalty, C=0.2 if penalty else 1.0,
+                                    l1_ratio=l1_ratio, tol=1e-8).fit(X, y, clients=site)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        new = FedLogisticRegression(C=C, l1_ratio=l1_ratio, tol=1e-8).fit(X, y, clients=site)
+    np.testing.assert_allclose(old.coef_, new.coef_, atol=1e-6)
+    # the same warning as scikit-learn's own estimator
+    with pytest.warns(FutureWarning) as sk:
+        LogisticRegression(penalty=penalty, C=0.2 if penalty else 1.0,
+                           l1_ratio=l1_ratio, solver="saga", max_iter=5).fit(X, y)
+    ours = [str(w.message) for w in record if w.category is FutureWarning]
+    theirs = [str(w.message) for w in sk if w.category is FutureWarning]
+    assert ours == theirs
+    if penalty == "l1":
+        assert np.any(old.coef_ == 0)  # an L1 model, although l1_ratio's default is 0
+
+
+def test_penalty_l1_overrides_default_l1_ratio(binary):
+    """``FedLogisticRegression(penalty="l1")`` (tutorials) is the L1 model, with scikit-learn's
+    warning that ``l1_ratio`` disagrees; a bad value is refused by name."""
+    X, y, site = binary
+    with pytest.warns(UserWarning, match="Inconsistent values: penalty=l1 with l1_ratio=0"), \
+            pytest.warns(FutureWarning, match="deprecated in version 1.8"):
+        est = FedLogisticRegression(penalty="l1", C=0.2, tol=1e-8).fit(X, y, clients=site)
+    ref = FedLogisticRegression(C=0.2, l1_ratio=1.0, tol=1e-8).fit(X, y, clients=site)
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
+    with pytest.raises(ValueError, match="penalty"):
+        FedLogisticRegression(penalty="l3").fit(X, y, clients=site)
