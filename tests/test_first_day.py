@@ -55,3 +55,27 @@ def test_penalty_l1_overrides_default_l1_ratio(binary):
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-6)
     with pytest.raises(ValueError, match="penalty"):
         FedLogisticRegression(penalty="l3").fit(X, y, clients=site)
+
+
+@pytest.mark.parametrize("sample", [None, 200])
+def test_kmeans_split_deterministic_and_sensible(monkeypatch, sample):
+    """``scheme="kmeans"`` fits its centres on a sample of rows (``KMEANS_SAMPLE``) and sends
+    every row to its nearest centre: the same split for the same seed, and well-separated
+    blobs become the clients exactly."""
+    from sklearn.datasets import make_blobs
+
+    from skfed.datasets import _simulate, simulate_clients
+
+    if sample is not None:
+        monkeypatch.setattr(_simulate, "KMEANS_SAMPLE", sample)
+    X, blob = make_blobs(n_samples=900, centers=4, cluster_std=0.5, center_box=(-20, 20),
+                         random_state=3)
+    y = X[:, 0]
+    a = simulate_clients(X, y, 4, scheme="kmeans", random_state=7)
+    b = simulate_clients(X, y, 4, scheme="kmeans", random_state=7)
+    np.testing.assert_array_equal(a, b)
+    assert set(a) == {0, 1, 2, 3}
+    # one client per blob: the contingency table is a permutation matrix
+    table = np.zeros((4, 4), dtype=int)
+    np.add.at(table, (blob, a), 1)
+    assert np.all((table > 0).sum(axis=1) == 1) and np.all((table > 0).sum(axis=0) == 1)
