@@ -30,7 +30,7 @@ from .data.site import (Targets, client_objective, combine_scores, site_predicti
                         site_score_terms, site_summary)
 from .executors import EXECUTORS, Executor, resolve_executor
 from .executors.dask_executor import DaskExecutor
-from ._messages import plain
+from ._messages import count, plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
 from .privacy.dp_rounds import budget_warning
@@ -303,8 +303,8 @@ class FederatedLinearModel(BaseEstimator):
             alone = ("" if len(labels) > 1 else " (one client: without clients= all rows "
                      "form one client; this fit was centralized)")
             warnings.warn(
-                f"{type(self).__name__} did not reach tol={self.tol} in {self.max_rounds} "
-                f"rounds: {advice}.{alone}",
+                f"{type(self).__name__} did not reach tol={self.tol} in "
+                f"{count(self.max_rounds, 'round')}: {advice}.{alone}",
                 ConvergenceWarning,
             )
         return result.theta

@@ -79,3 +79,46 @@ def test_kmeans_split_deterministic_and_sensible(monkeypatch, sample):
     table = np.zeros((4, 4), dtype=int)
     np.add.at(table, (blob, a), 1)
     assert np.all((table > 0).sum(axis=1) == 1) and np.all((table > 0).sum(axis=0) == 1)
+
+
+def _bars(text):
+    return [part.split("]")[0] for part in text.split("\r[")[1:]]
+
+
+def test_verbose_progress_bar_fills(binary, capsys):
+    """verbose=1: the bar fills with the progress toward tol, not only with the share of
+    max_rounds (a fit converging in a few of 1000 rounds showed an empty bar), and ends
+    full; the closing line agrees in number."""
+    X, y, site = binary
+    est = FedLogisticRegression(C=1.0, tol=1e-8, max_rounds=1000, verbose=1)
+    est.fit(X, y, clients=site)
+    err = capsys.readouterr().err
+    bars = _bars(err)
+    assert est.n_iter_ < 50 and len(bars) >= est.n_iter_
+    filled = [bar.count("#") for bar in bars]
+    assert filled[-1] == 30 and all(len(bar) == 30 for bar in bars)
+    assert 0 < filled[len(filled) // 2] < 30  # part-way, part-filled
+    assert filled == sorted(filled)  # never moves back here: stationarity falls steadily
+    assert f"converged after {est.n_iter_} rounds" in err
+
+
+def test_one_round_is_singular_and_plotted_on_whole_rounds(capsys):
+    """A one-round fit says "1 round" and its history plot has whole-round ticks."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from skfed import FedLasso
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X @ np.array([1.0, 2.0, 0.0])
+    est = FedLasso(alpha=0.01, solver="newton", verbose=1).fit(X, y, clients=np.arange(60) % 2)
+    assert est.n_iter_ == 1
+    assert "converged after 1 round\n" in capsys.readouterr().err
+    for ax in est.history_.plot():
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+    with pytest.warns(Warning, match=r"in 1 round: ") as record:
+        FedLogisticRegression(max_rounds=1, tol=1e-12).fit(X, (y > 0).astype(int))
+    assert all("1 rounds" not in str(w.message) for w in record)

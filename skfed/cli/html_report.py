@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from .._messages import count
+from ..history import integer_round_ticks
 from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
     scaling_text, traffic
 
@@ -61,6 +63,7 @@ def _convergence_png(history):
     axes[2].set(title="algorithm traffic (KB, cumulative)", xlabel="round")
     for ax in axes:
         ax.grid(alpha=0.3)
+        integer_round_ticks(ax)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
@@ -91,7 +94,7 @@ def write_html_report(report, path):
         f"<h1>skfed fit: {html.escape(type(est).__name__)} ({html.escape(report.model)})</h1>",
         f"<p>Penalty <b>{html.escape(penalty_text(report))}</b>, solver "
         f"<b>{html.escape(est.solver_.name)}</b>, {len(report.site_rows)} sites, "
-        f"{n_tr} training rows, {n_te} held out. {t['rounds']} rounds, {state}.</p>",
+        f"{n_tr} training rows, {n_te} held out. {count(t['rounds'], 'round')}, {state}.</p>",
         f"<p>{html.escape(scaling_text(report).replace(chr(10), ' '))}.</p>",
         f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
         "<p>Federated: fitted on every site's training rows without pooling them. "

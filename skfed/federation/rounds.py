@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError
 from ..history import ConvergenceHistory
 
@@ -116,25 +117,50 @@ def _consensus(models, weights):
     return float(sum(a * np.sum((m - mean) ** 2) for a, m in zip(weights, models)))
 
 
-def _progress(verbose, rnd, max_rounds, objective, stationarity, target):
-    """verbose=1: a progress bar redrawn in place; verbose>=2: one line per round."""
+def _progress_fraction(rnd, max_rounds, stationarity, start, target):
+    """How much of the fit is done: the larger of the share of ``max_rounds`` run and the
+    share of the way from the initial stationarity to the target, on a log scale (a fit
+    that converges in 30 of 1000 rounds fills its bar)."""
+    done = rnd / max(max_rounds, 1)
+    if np.isfinite(stationarity) and start > 0 and 0 < target < start:
+        ratio = np.log(start / max(stationarity, 1e-300)) / np.log(start / target)
+        done = max(done, float(ratio))
+    return min(max(done, 0.0), 1.0)
+
+
+def _progress(verbose, rnd, max_rounds, objective, stationarity, target, start=np.nan):
+    """verbose=1: a progress bar redrawn in place; verbose>=2: one line per round.
+
+    ``start`` is the stationarity of the initial model: the bar fills with the
+    rounds run or with the progress toward ``target`` (``tol * start``),
+    whichever is further. A round without a monitor (NaN objective: between
+    ``monitor_every`` rounds, or under differential privacy) moves the bar by
+    its round count only.
+    """
     if not verbose:
         return
+    monitored = np.isfinite(objective)
     if verbose >= 2:
-        print(f"round {rnd:5d}  objective {objective:.10g}  stationarity {stationarity:.3e}"
-              f"  (target {target:.3e})", file=sys.stderr)
+        if monitored:
+            print(f"round {rnd:5d}  objective {objective:.10g}  stationarity "
+                  f"{stationarity:.3e}  (target {target:.3e})", file=sys.stderr)
         return
     width = 30
-    filled = int(width * rnd / max(max_rounds, 1))
+    filled = int(round(width * _progress_fraction(rnd, max_rounds, stationarity, start,
+                                                  target)))
     bar = "#" * filled + "-" * (width - filled)
-    print(f"\r[{bar}] round {rnd}/{max_rounds}  objective {objective:.6g}  "
-          f"stationarity {stationarity:.2e}", end="", file=sys.stderr, flush=True)
+    tail = (f"  objective {objective:.6g}  stationarity {stationarity:.2e}" if monitored
+            else "")
+    print(f"\r[{bar}] round {rnd}/{max_rounds}{tail}", end="", file=sys.stderr, flush=True)
 
 
-def _progress_done(verbose, rnd, converged):
+def _progress_done(verbose, rnd, max_rounds, converged):
     if verbose:
+        if verbose == 1 and converged:  # the bar ends full
+            print(f"\r[{'#' * 30}] round {rnd}/{max_rounds}", end="", file=sys.stderr)
         state = "converged" if converged else "stopped at max_rounds"
-        print(("\n" if verbose == 1 else "") + f"{state} after {rnd} rounds", file=sys.stderr)
+        print(("\n" if verbose == 1 else "") + f"{state} after {count(rnd, 'round')}",
+              file=sys.stderr)
 
 
 #: rounds over which a non-smooth fit must stop improving before it stops
@@ -313,7 +339,8 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         if not np.isnan(objective):
             converged = ((stationary(stationarity) if smooth else _plateaued(history, tol))
                          and solver.may_stop(server, tol))
-            _progress(verbose, fields["round"], max_rounds, objective, stationarity, target)
+        _progress(verbose, fields["round"], max_rounds, objective, stationarity, target,
+                  scale)
 
     while not converged and rnd < max_rounds:
         if n_active == N:
@@ -368,7 +395,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             record(*monitor(theta), fields)
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
-    _progress_done(verbose, rnd, converged)
+    _progress_done(verbose, rnd, max_rounds, converged)
     history.placement_bytes = getattr(executor, "placement_bytes_", 0)
     # client states stay at the sites under secure aggregation (keys, duals)
     states = None if getattr(solver, "keeps_states_at_sites", False) else \

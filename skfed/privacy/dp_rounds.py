@@ -46,7 +46,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._messages import show
+from .._messages import count, show
 from ..solvers.local_primal import FedAvg, FedProx
 from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by_l2_norm,
                          distributed_noise_std)
@@ -276,5 +276,5 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
 def budget_warning(estimator, rounds, max_rounds, epsilon):
     warnings.warn(
         f"{type(estimator).__name__}: the privacy budget epsilon={show(epsilon)} allows "
-        f"{rounds} rounds at the given noise_multiplier; the fit stopped there "
+        f"{count(rounds, 'round')} at the given noise_multiplier; the fit stopped there "
         f"(max_rounds={max_rounds}).", PrivacyBudgetWarning, stacklevel=3)
