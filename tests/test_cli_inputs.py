@@ -133,3 +133,27 @@ def test_final_model_on_every_row(capsys, messy, tmp_path, flag):
     code, _, err = _run(capsys, messy["path"], "--target", "y", "--clients", "site",
                         "--model", "lasso", "--final", "--test-size", "0.3")
     assert code == 2 and "--final fits on every row: it takes no --test-size" in err
+
+
+def test_privacy_from_the_command_line(capsys, messy, tmp_path):
+    base = [messy["path"], "--target", "y", "--clients", "site", "--model", "lasso",
+            "--categorical", "ward", "--impute", "median", "--alpha", "0.05"]
+    code, plain, err = _run(capsys, *base)
+    assert code == 0, err
+    code, secure, err = _run(capsys, *base, "--secure-aggregation")
+    assert code == 0, err
+    assert "privacy: secure aggregation (the server decoded only sums" in secure
+    # the same model: only the sums were decoded (fixed-point rounding aside)
+    coef = lambda text: text.split("coefficients")[1].split("\n\n")[0]  # noqa: E731
+    assert coef(plain) == coef(secure)
+    model = tmp_path / "dp.joblib"
+    code, out, err = _run(capsys, *base, "--dp-epsilon", "50", "--dp-delta", "1e-4",
+                          "--clip-norm", "2", "--max-rounds", "50", "--output", str(model))
+    assert code == 0, err
+    assert ("privacy: client-level differential privacy, epsilon=50, delta=0.0001, "
+            "clip_norm=2") in out
+    assert "solver fedavg(client_lr=0.5), uniform site weights" in out
+    assert "no convergence check under differential privacy" in out
+    assert np.all(np.isfinite(joblib.load(model).predict(pd.read_csv(messy["path"]))))
+    code, _, err = _run(capsys, *base, "--clip-norm", "2")
+    assert code == 2 and "give --dp-epsilon too" in err

@@ -353,6 +353,9 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         warnings.simplefilter("always", ConvergenceWarning)
         fed = clone(est).fit(Z[tr], Y[tr], clients=sites[tr])
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    for w in caught:  # the others (privacy noise, ...) reach the user
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn(w.message, w.category, stacklevel=2)
     # nothing to score without held-out rows: no pooled or local-only reference fits
     # the references (pooled, local-only) need no protection: they show what the
     # federated model is compared with, so they are fitted without privacy=
@@ -492,6 +495,27 @@ def _fmt(v):
     return "  n/a" if isinstance(v, float) and math.isnan(v) else f"{v:.4f}"
 
 
+def privacy_lines(privacy):
+    """What ``--secure-aggregation`` / ``--dp-epsilon`` did, for the report."""
+    if "epsilon" not in privacy:
+        return ["privacy: secure aggregation (the server decoded only sums of the sites' "
+                "messages)"]
+    lines = [f"privacy: client-level differential privacy, epsilon={privacy['epsilon']:g}, "
+             f"delta={privacy['delta']:g}, clip_norm={privacy['clip_norm']:g}, noise "
+             f"multiplier {privacy['noise_multiplier']:.3g}, with secure aggregation"]
+    if "solver" in privacy:
+        lines.append(f"  solver {privacy['solver']}, {privacy['client_weighting']} site "
+                     f"weights ({privacy['chosen']})")
+    noise = privacy.get("noise_report")
+    if noise:
+        over = (f"over the fit {noise['fit_ratio']:.3g} times the signal"
+                if np.isfinite(noise["fit_ratio"]) else "no signal measurable above it")
+        lines.append(f"  noise on the mean update {noise['noise_norm']:.3g} per round; {over}"
+                     + (" (it swamps the signal: see the warning)" if noise["fit_ratio"] > 1
+                        else ""))
+    return lines
+
+
 def _held_out_lines(report, lines):
     """The held-out score table of :func:`format_text`."""
     lines.append(f"held-out {report.metric} (higher is better):")
@@ -542,7 +566,14 @@ def format_text(report):
     else:
         _held_out_lines(report, lines)
     lines.append("")
+    privacy = getattr(est.history_, "privacy", None)
     state = "converged" if report.converged else "did NOT converge (raise --max-rounds)"
+    if privacy:
+        lines.extend(privacy_lines(privacy))
+        if "epsilon" in privacy:
+            state = ("no convergence check under differential privacy (the last noisy step "
+                     f"moved the model by {privacy['noise_report']['final_step']:.2g} of its "
+                     "norm)") if privacy.get("noise_report") else state
     rounds = f"{t['rounds']} round{'' if t['rounds'] == 1 else 's'}"
     lines.append(f"{rounds}, {state}; sent {t['bytes_up']:,} bytes up and "
                  f"{t['bytes_down']:,} down (+{t['monitor_bytes']:,} monitoring, "

@@ -182,6 +182,9 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), cat
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
         converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        for w in caught:  # the others (privacy noise, ...) reach the user
+            if not issubclass(w.category, ConvergenceWarning):
+                warnings.warn(w.message, w.category, stacklevel=2)
         pooled_fed, per_site = site_scores(fed, test)
         local = data.map(local_only_score, est, test_size, random_state, classifier, scale,
                          indicators)
