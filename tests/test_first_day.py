@@ -122,3 +122,40 @@ def test_one_round_is_singular_and_plotted_on_whole_rounds(capsys):
     with pytest.warns(Warning, match=r"in 1 round: ") as record:
         FedLogisticRegression(max_rounds=1, tol=1e-12).fit(X, (y > 0).astype(int))
     assert all("1 rounds" not in str(w.message) for w in record)
+
+
+def test_a_rejected_line_search_trial_is_not_recorded_as_a_model():
+    """Newton's server broadcasts trial points; one the Armijo test rejects was never a model,
+    so its round has no objective (it showed as a spike: 0.685 -> 8.43 -> converging)."""
+    import scipy.sparse as sp
+
+    from skfed import FedLinearSVC
+    from skfed.solvers import FedNewton
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 60, density=0.1, random_state=0, format="csr")
+    X.data = rng.exponential(3, size=X.data.size)
+    w = np.zeros(60)
+    w[:10] = 3 * rng.normal(size=10)
+    y = (X @ w + rng.normal(size=300) > 0).astype(int)
+    rejected = []
+    original = FedNewton.aggregate_sums
+
+    def spy(self, server, sums, participants):
+        out = original(self, server, sums, participants)
+        rejected.append(out["rejected"])
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FedNewton, "aggregate_sums", spy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = FedLinearSVC(C=1.0, max_rounds=60, solver=FedNewton(
+                hessian="quasi-newton")).fit(X, y, clients=np.arange(300) % 3)
+    objective = est.history_["objective"]
+    # the aggregate of round r + 1 judges the trial that round r's record is about
+    judged = np.array([False] + rejected[1:] + [False])[:len(objective)]
+    assert judged.any()
+    np.testing.assert_array_equal(np.isnan(objective), judged)
+    kept = objective[~np.isnan(objective)][:-1]  # the last model was never judged
+    assert np.all(np.diff(kept) <= 1e-12 * np.abs(kept[1:]))

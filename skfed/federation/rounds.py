@@ -270,6 +270,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     condition ``may_stop`` holds, which is checked by a gradient pass (cheaper
     than a round with Hessians) before the fit stops.
 
+    A round whose model the next round's line search rejects (Newton's
+    trial points, :meth:`FederatedSolver.rejected_trial`) is recorded with a
+    NaN objective and stationarity: that point was never a model.
+
     Randomness (client sampling, minibatches) comes from ``entropy`` through
     ``SeedSequence``s keyed by (round, client), so any executor gives the
     same result.
@@ -342,6 +346,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         _progress(verbose, fields["round"], max_rounds, objective, stationarity, target,
                   scale)
 
+    def would_stop(stationarity):
+        """``record``'s stopping rule, before the record (fused monitor, smooth loss)."""
+        return smooth and stationary(stationarity) and solver.may_stop(server, tol)
+
     while not converged and rnd < max_rounds:
         if n_active == N:
             active = np.arange(N)
@@ -359,6 +367,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             active = np.array([j for j in active if j in by_client])
         replies = [by_client[j] for j in active]
         bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
+        deferred = None
         if pending is not None:  # these replies are at theta: its monitor
             if len(active) == N:
                 objective, stationarity = monitor.evaluate_sums(
@@ -366,7 +375,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
                 mon_bytes = 0
             else:  # a client dropped: monitor on a pass of its own
                 objective, stationarity, mon_bytes = monitor(theta)
-            record(objective, stationarity, mon_bytes, pending)
+            if not smooth or would_stop(stationarity):
+                record(objective, stationarity, mon_bytes, pending)
+            else:  # recorded after the aggregate: theta may be a rejected trial
+                deferred = (objective, stationarity, mon_bytes, pending)
             pending = None
             if converged:  # the round was spent on monitoring only
                 history.records[-1]["monitor_bytes"] += bytes_up + bytes_down
@@ -374,6 +386,17 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         weights = problem.weights[active] / problem.weights[active].sum()
         previous = server
         server = solver.aggregate(server, replies, weights, active)
+        # a line-search trial the solver has just rejected is not a model: its objective
+        # (possibly far above the model's) is not recorded as the round's
+        rejected = solver.rejected_trial(server)
+        if deferred is not None:
+            objective, stationarity, mon_bytes, fields = deferred
+            if rejected:
+                objective = stationarity = np.nan
+            record(objective, stationarity, mon_bytes, fields)
+            converged = False  # would_stop said so, at the server that was monitored
+        elif rejected and history.records[-1]["round"] == rnd:  # monitored by a pass
+            history.records[-1]["objective"] = history.records[-1]["stationarity"] = np.nan
         theta = solver.server_model(server)
         rnd += 1
 

@@ -187,6 +187,9 @@ class SecureAggregationSolver(FederatedSolver):
     def may_stop(self, server, tol):
         return self.solver.may_stop(server, tol)
 
+    def rejected_trial(self, server):
+        return self.solver.rejected_trial(server)
+
     def needs_smoothness(self, layout, datafit):
         return self.solver.needs_smoothness(layout, datafit)
 
