@@ -576,3 +576,21 @@ def test_remote_form_standardizes_at_the_sites(capsys, issue_site_cluster):
     raw = Lasso(alpha=1.0, tol=1e-14, max_iter=1_000_000).fit(X[train], y[train])
     table = _coef_table(out)
     np.testing.assert_allclose([table[n][0] for n in names], raw.coef_, rtol=1e-5, atol=1e-4)
+
+
+def test_remote_form_with_secure_aggregation(capsys, issue_site_cluster):
+    """``--secure-aggregation`` with ``--scheduler``: the sites mask their messages on their
+    workers; the model is the one without masks."""
+    address, files = issue_site_cluster
+    argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-8",
+            "--categorical", "ward", *(f"--site={s}={path}" for s, path in files.items())]
+    code, plain, err = _run(capsys, *argv)
+    assert code == 0, err
+    code, masked, err = _run(capsys, *argv, "--secure-aggregation")
+    assert code == 0, err
+    assert "privacy: secure aggregation" in masked
+    a, b = _coef_table(plain), _coef_table(masked)
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-8)
+    code, _, err = _run(capsys, *argv, "--impute", "median")
+    assert code == 2 and "not available with --scheduler yet" in err

@@ -186,8 +186,9 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), cat
             if not issubclass(w.category, ConvergenceWarning):
                 warnings.warn(w.message, w.category, stacklevel=2)
         pooled_fed, per_site = site_scores(fed, test)
-        local = data.map(local_only_score, est, test_size, random_state, classifier, scale,
-                         indicators)
+        # each site's own model needs no protection from itself: fitted without privacy=
+        local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
+                         random_state, classifier, scale, indicators)
     finally:
         if own:
             client.close()
