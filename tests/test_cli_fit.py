@@ -592,5 +592,5 @@ def test_remote_form_with_secure_aggregation(capsys, issue_site_cluster):
     a, b = _coef_table(plain), _coef_table(masked)
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-8)
-    code, _, err = _run(capsys, *argv, "--impute", "median")
+    code, _, err = _run(capsys, *argv, "--final")
     assert code == 2 and "not available with --scheduler yet" in err

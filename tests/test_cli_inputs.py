@@ -157,3 +157,58 @@ def test_privacy_from_the_command_line(capsys, messy, tmp_path):
     assert np.all(np.isfinite(joblib.load(model).predict(pd.read_csv(messy["path"]))))
     code, _, err = _run(capsys, *base, "--clip-norm", "2")
     assert code == 2 and "give --dp-epsilon too" in err
+
+
+@pytest.fixture
+def messy_sites(messy, tmp_path):
+    """The messy file split into one file per site, each read by that site's Dask worker."""
+    distributed = pytest.importorskip("distributed")
+    import warnings
+
+    raw = pd.read_csv(messy["path"], keep_default_na=False, dtype=str)
+    files = {}
+    for s in SITES:
+        path = tmp_path / f"{s}.csv"
+        raw[raw["site"] == s].drop(columns="site").to_csv(path, index=False)
+        files[s] = str(path)
+    workers = {s: {"cls": distributed.Worker, "options": {"name": s, "nthreads": 1}}
+               for s in files}
+    scheduler = {"cls": distributed.Scheduler,
+                 "options": {"dashboard_address": None, "host": "127.0.0.1"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with distributed.SpecCluster(workers=workers, scheduler=scheduler) as cluster:
+            yield cluster.scheduler_address, files
+
+
+def test_remote_form_reports_all_problems_imputes_and_saves_a_raw_row_model(
+        capsys, messy, messy_sites, tmp_path):
+    address, files = messy_sites
+    argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--alpha", "0.01",
+            *(f"--site={s}={path}" for s, path in files.items())]
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and "the sites' input has 4 problems (all of them, one per line)" in err
+    bmi = ", ".join(f"{s} {int(np.sum(m))}" for s in SITES
+                    if (m := (messy["site"] == s) & pd.read_csv(messy["path"])["bmi"].isna()
+                        .to_numpy()).any())
+    assert f"feature column 'bmi' has 7 missing values (by site: {bmi})" in err
+    assert "feature column 'ward' is not numeric" in err and "'s5' has 4 missing" in err
+    model = tmp_path / "remote.joblib"
+    code, out, err = _run(capsys, *argv, "--categorical", "ward", "--impute", "median",
+                          "--output", str(model))
+    assert code == 0, err
+    assert "--impute median: filled the missing feature values" in out
+    pipe = joblib.load(model)
+    assert [name for name, _ in pipe.steps] == ["impute", "encode", "scale", "model"]
+    raw = pd.read_csv(messy["path"])
+    predicted = pipe.predict(raw)  # the whole input file, gaps and text included
+    assert np.all(np.isfinite(predicted))
+    r2 = 1 - np.sum((predicted - messy["y"]) ** 2) / np.sum((messy["y"] - messy["y"].mean())
+                                                             ** 2)
+    assert r2 > 0.8
+    code, out, err = _run(capsys, *argv, "--categorical", "ward", "--drop-incomplete")
+    assert code == 0, err
+    dropped = messy["incomplete"]
+    assert (f"--drop-incomplete: dropped {int(dropped.sum())} rows of {len(dropped)}, the "
+            "incomplete rows (a missing value); by site: " + ", ".join(
+                f"{s} {int(np.sum(dropped & (messy['site'] == s)))}" for s in SITES)) in out

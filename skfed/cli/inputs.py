@@ -212,6 +212,33 @@ class ColumnImputer(TransformerMixin, BaseEstimator):
         self.n_features_in_ = len(self.features)
         return self
 
+    def fit_sites(self, data):
+        """Fit the imputers on a :class:`~skfed.FederatedDataset` whose sites hold the
+        feature columns as tables: the statistics come from per-site summaries computed
+        where the rows are (``skfed fit --scheduler``).
+
+        Parameters
+        ----------
+        data : FederatedDataset
+            The sites' rows (tables with at least the ``features`` columns).
+
+        Returns
+        -------
+        self : object
+        """
+        numeric, cats = self._parts()
+        self.numeric_imputer_ = self.categorical_imputer_ = None
+        if self.strategy is not None and numeric:
+            self.numeric_imputer_ = FedSimpleImputer(strategy=self.strategy).fit(
+                data.apply(_site_columns, self, numeric, "float"))
+        if self.strategy is not None and cats:
+            self.categorical_imputer_ = FedSimpleImputer(
+                strategy="most_frequent", keep_empty_features=True).fit(
+                data.apply(_site_columns, self, cats, "object"))
+        self.feature_names_in_ = np.asarray(self.features, dtype=object)
+        self.n_features_in_ = len(self.features)
+        return self
+
     def _select(self, X):
         import pandas as pd
 
@@ -359,3 +386,91 @@ class ColumnEncoder(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "n_features_in_")
         return np.asarray(self.feature_names_out_, dtype=object)
+
+
+def _site_columns(site, imputer, names, dtype):
+    """At a site: the columns ``names`` of its rows, cleaned as ``imputer`` reads them."""
+    frame = imputer._select(site.X)[list(names)]
+    return site.replace(X=frame.to_numpy(dtype=float if dtype == "float" else object))
+
+
+def impute_site(site, imputer):
+    """At a site: its feature columns selected, cleaned and imputed by ``imputer``."""
+    return site.replace(X=imputer.transform(site.X))
+
+
+def inspect_site(site, categorical):
+    """At a site: counts of its input problems, per column (no value leaves the site).
+
+    Returns ``{"columns": {name: (missing, non-numeric, non-finite)}, "no_target":
+    rows without a target, "incomplete": rows with a missing feature, "rows": n}``.
+    """
+    import pandas as pd
+
+    X = site.X
+    columns, any_missing = {}, np.zeros(len(X), dtype=bool)
+    for name in X.columns:
+        col = X[name]
+        missing = col.isna().to_numpy()
+        any_missing |= missing
+        text = non_finite = 0
+        if name not in categorical:
+            numbers = pd.to_numeric(col, errors="coerce")
+            text = int((numbers.isna().to_numpy() & ~missing).sum())
+            non_finite = int(np.isinf(numbers.to_numpy(dtype=float, na_value=np.nan)).sum())
+        columns[str(name)] = (int(missing.sum()), text, non_finite)
+    no_target = (pd.isna(pd.Series(np.asarray(site.y, dtype=object))).to_numpy()
+                 if site.y is not None else np.zeros(len(X), dtype=bool))
+    return {"columns": columns, "no_target": int(no_target.sum()),
+            "incomplete": int((any_missing | no_target).sum()), "rows": len(X)}
+
+
+def drop_incomplete_site(site, impute):
+    """At a site: its rows without a missing value (with ``impute``: with a target)."""
+    import pandas as pd
+
+    keep = ~pd.isna(pd.Series(np.asarray(site.y, dtype=object))).to_numpy()
+    if not impute:
+        keep &= ~site.X.isna().any(axis=1).to_numpy()
+    y = site.y[keep]
+    if y.dtype == object:  # a column with gaps read as objects: its numbers back
+        try:
+            y = y.astype(float)
+        except (TypeError, ValueError):
+            pass
+    return site.replace(X=site.X.iloc[keep], y=y,
+                        sample_weight=None if site.sample_weight is None
+                        else site.sample_weight[keep])
+
+
+def site_problems(sites, reports, categorical, *, impute, drop_incomplete):
+    """The problems of the sites' inputs from :func:`inspect_site` reports, as the lines of
+    one error (empty: none); every column and every site at once."""
+    problems = []
+    names = list(reports[0]["columns"])
+    for name in names:
+        per = [(s, r["columns"][name]) for s, r in zip(sites, reports)]
+        where = lambda k: ", ".join(f"{s} {c[k]}" for s, c in per if c[k])  # noqa: E731
+        missing = sum(c[0] for _, c in per)
+        if missing and not impute and not drop_incomplete:
+            how = ("--impute most_frequent" if name in categorical else
+                   "--impute median (or mean, most_frequent)")
+            problems.append(f"feature column {name!r} has {count(missing, 'missing value')} "
+                            f"(by site: {where(0)}): {how} fills them at the sites, or "
+                            "--drop-incomplete drops those rows")
+        text = sum(c[1] for _, c in per)
+        if text:
+            problems.append(f"feature column {name!r} is not numeric: {count(text, 'value')} "
+                            f"(by site: {where(1)}); declare it --categorical {name} "
+                            f"(one-hot), or leave it out with --drop {name}")
+        inf = sum(c[2] for _, c in per)
+        if inf:
+            problems.append(f"feature column {name!r} has {count(inf, 'non-finite value')} "
+                            f"(by site: {where(2)})")
+    no_target = sum(r["no_target"] for r in reports)
+    if no_target and not drop_incomplete:
+        problems.append(f"the target has {count(no_target, 'missing value')} (by site: "
+                        + ", ".join(f"{s} {r['no_target']}" for s, r in zip(sites, reports)
+                                    if r["no_target"])
+                        + "): a target is never imputed; --drop-incomplete drops those rows")
+    return problems

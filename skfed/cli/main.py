@@ -324,10 +324,10 @@ def _run_remote_fit(args):
                        "with --site NAME=PATH, not as local files or --clients.")
     if len(args.target) != 1:
         raise CLIError("with --scheduler give one --target column.")
-    if args.impute or args.drop_incomplete or args.final or args.test_size == 0:
-        raise CLIError("--impute, --drop-incomplete and --final (--test-size 0) are not "
-                       "available with --scheduler yet: the sites' rows must be complete "
-                       "and numeric (or --categorical), and some rows are held out.")
+    if args.final or args.test_size == 0:
+        raise CLIError("--final (--test-size 0) is not available with --scheduler yet: "
+                       "every site holds out some of its rows; use the local form for the "
+                       "final model.")
     _, reg, _ = MODELS[args.model]
     other = "C" if reg == "alpha" else "alpha"
     if getattr(args, other) is not None:
@@ -348,7 +348,8 @@ def _run_remote_fit(args):
                       categorical=args.categorical, scale=args.scale, test_size=_test_size(args),
                       random_state=args.random_state,
                       strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
-                      max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args))
+                      max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
+                      impute=args.impute, drop_incomplete=args.drop_incomplete)
 
 
 def main(argv=None):
