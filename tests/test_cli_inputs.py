@@ -212,3 +212,17 @@ def test_remote_form_reports_all_problems_imputes_and_saves_a_raw_row_model(
     assert (f"--drop-incomplete: dropped {int(dropped.sum())} rows of {len(dropped)}, the "
             "incomplete rows (a missing value); by site: " + ", ".join(
                 f"{s} {int(np.sum(dropped & (messy['site'] == s)))}" for s in SITES)) in out
+
+
+def test_html_report_of_a_final_protected_fit(capsys, messy, tmp_path):
+    pytest.importorskip("matplotlib")
+    report = tmp_path / "report.html"
+    code, out, err = _run(capsys, messy["path"], "--target", "y", "--clients", "site",
+                          "--model", "lasso", "--categorical", "ward", "--impute", "median",
+                          "--final", "--secure-aggregation", "--report", str(report))
+    assert code == 0, err
+    page = report.read_text()
+    assert "<h2>No held-out score</h2>" in page and "held-out R2" not in page
+    assert "<h2>Privacy</h2>" in page and "secure aggregation" in page
+    rounds = int(out.split(" round")[-2].split("\n")[-1])
+    assert f"{rounds} round{'' if rounds == 1 else 's'}, converged" in page
