@@ -157,5 +157,34 @@ def test_a_rejected_line_search_trial_is_not_recorded_as_a_model():
     judged = np.array([False] + rejected[1:] + [False])[:len(objective)]
     assert judged.any()
     np.testing.assert_array_equal(np.isnan(objective), judged)
-    kept = objective[~np.isnan(objective)][:-1]  # the last model was never judged
+    kept = objective[~np.isnan(objective)]
     assert np.all(np.diff(kept) <= 1e-12 * np.abs(kept[1:]))
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_a_fit_ending_on_a_worse_trial_returns_the_accepted_model(seed):
+    """At max_rounds Newton's server may hold a trial the line search has not judged; when
+    its monitored objective fails the Armijo test, the returned model is the last accepted
+    point and the final record describes it (it once showed a rise in the last round)."""
+    import scipy.sparse as sp
+
+    from skfed import FedLinearSVC
+    from skfed.solvers import FedNewton
+
+    rng = np.random.default_rng(seed)
+    X = sp.random(300, 60, density=0.1, random_state=seed, format="csr")
+    X.data = rng.exponential(3, size=X.data.size)
+    w = np.zeros(60)
+    w[:10] = 3 * rng.normal(size=10)
+    y = (X @ w + rng.normal(size=300) > 0).astype(int)
+    kw = dict(C=1.0, solver=FedNewton(hessian="quasi-newton"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = FedLinearSVC(max_rounds=60, **kw).fit(X, y, clients=np.arange(300) % 3)
+    objective = est.history_["objective"]
+    kept = objective[~np.isnan(objective)]
+    assert kept[-1] <= kept[-2]
+    # the returned model's objective is the one recorded, evaluated independently
+    margin = 1 - np.where(y == 1, 1, -1) * (X @ est.coef_.ravel() + est.intercept_[0])
+    value = np.sum(np.maximum(margin, 0) ** 2) / 300 + 0.5 * est.coef_ @ est.coef_.T / 300
+    np.testing.assert_allclose(value.item(), est.objective_, rtol=1e-10)

@@ -416,6 +416,18 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             record(np.nan, np.nan, 0, fields)
         else:
             record(*monitor(theta), fields)
+    if not converged and rnd > 0:
+        # the fit ended on a point the solver had not accepted yet (a line-search trial):
+        # if it would reject it, the model is the last accepted point, whose record is the
+        # one before (the round that evaluated it)
+        fallback = solver.fallback_model(server, history.records[-1]["objective"])
+        if fallback is not None and len(history.records) > 1:
+            theta = np.array(fallback, dtype=float)
+            nnz, rank = _model_stats(layout, theta)
+            previous_record = history.records[-2]
+            history.records[-1].update(objective=previous_record["objective"],
+                                       stationarity=previous_record["stationarity"],
+                                       nnz=nnz, rank=rank)
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
     _progress_done(verbose, rnd, max_rounds, converged)

@@ -190,6 +190,9 @@ class SecureAggregationSolver(FederatedSolver):
     def rejected_trial(self, server):
         return self.solver.rejected_trial(server)
 
+    def fallback_model(self, server, objective):
+        return self.solver.fallback_model(server, objective)
+
     def needs_smoothness(self, layout, datafit):
         return self.solver.needs_smoothness(layout, datafit)
 

@@ -296,6 +296,13 @@ class FedNewton(FederatedSolver):
         evaluated trial failed the Armijo test."""
         return bool(server.get("rejected", False))
 
+    def fallback_model(self, server, objective):
+        """The last accepted point when the fit ends on a trial that fails the
+        Armijo test (``max_rounds`` reached before the line search judged it)."""
+        if server["theta"] is None or not np.isfinite(objective):
+            return None
+        return None if self._sufficient_decrease(server, objective) else server["theta"]
+
     def may_stop(self, server, tol):
         """The last step was a full step whose predicted decrease is at most
         ``tol**2`` times the objective: in Newton's quadratic regime the model
