@@ -67,6 +67,19 @@ def test_every_problem_in_one_error(capsys, messy):
     assert "feature column 'ward' has 3 missing values" in err and "--impute most_frequent" in err
 
 
+def test_an_empty_column_is_a_problem_even_with_impute(capsys, tmp_path):
+    path = tmp_path / "empty.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["site", "x", "blank", "y"])
+        for i in range(20):
+            w.writerow(["ab"[i % 2], i, "", 2.0 * i])
+    code, _, err = _run(capsys, str(path), "--target", "y", "--clients", "site", "--model",
+                        "lasso", "--impute", "mean")
+    assert code == 2 and "feature column 'blank' has no value in any row: leave it out with " \
+        "--drop blank" in err
+
+
 def test_impute_fits_and_the_saved_pipeline_predicts_raw_rows(capsys, messy, tmp_path):
     model = tmp_path / "model.joblib"
     code, out, err = _run(capsys, messy["path"], "--target", "y", "--clients", "site",

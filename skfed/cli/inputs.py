@@ -69,6 +69,10 @@ def check_columns(table, *, features, categorical, targets, regression, impute,
                 problems.append(f"target {name!r} has {count(int(missing.sum()), 'missing value')}"
                                 f" (the first in {first}): a target is never imputed; "
                                 "--drop-incomplete drops those rows")
+            elif missing.all():
+                problems.append(f"{role} column {name!r} has no value in any row: leave it "
+                                f"out with --drop {name}")
+                continue
             else:
                 incomplete |= missing
                 if not impute:
@@ -452,6 +456,10 @@ def site_problems(sites, reports, categorical, *, impute, drop_incomplete):
         per = [(s, r["columns"][name]) for s, r in zip(sites, reports)]
         where = lambda k: ", ".join(f"{s} {c[k]}" for s, c in per if c[k])  # noqa: E731
         missing = sum(c[0] for _, c in per)
+        if missing == sum(r["rows"] for r in reports):
+            problems.append(f"feature column {name!r} has no value at any site: leave it out "
+                            f"with --drop {name}")
+            continue
         if missing and not impute and not drop_incomplete:
             how = ("--impute most_frequent" if name in categorical else
                    "--impute median (or mean, most_frequent)")
