@@ -91,7 +91,8 @@ class FedLogisticRegression(FederatedLinearClassifier):
     }
     _shift_invariant = True
 
-    def __init__(self, C=1.0, *, penalty="deprecated", l1_ratio=0.0, fit_intercept=True, class_weight=None,
+    def __init__(self, C=1.0, *, penalty="deprecated", l1_ratio=0.0, fit_intercept=True,
+                 class_weight=None,
                  constraint=None, radius=1.0, solver="auto", max_rounds=1000, tol=1e-4,
                  monitor_every=1, participation=1.0, client_weighting="samples", privacy=None,
                  executor="sequential", n_jobs=None, random_state=None, verbose=0,

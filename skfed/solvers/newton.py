@@ -124,7 +124,9 @@ class FedNewton(FederatedSolver):
     them. The server model (the point monitored and returned) is the current
     trial; a trial the line search rejects was never a model, and its round's
     ``history_`` record has a NaN objective and stationarity (a record of the
-    rejected trial's objective would show a spike the model never had); the first trial is ``theta_0`` plus the full Newton step, which
+    rejected trial's objective would show a spike the model never had; a fit
+    that ends on a trial the test would reject returns the last accepted
+    point). The first trial is ``theta_0`` plus the full Newton step, which
     for least squares is the exact minimizer: least squares (ridge; the Lasso
     to ``subproblem_tol``) converges in one round. A quadratic loss's Hessian
     is computed once per client and cached. Full participation only: a
