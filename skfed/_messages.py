@@ -25,6 +25,11 @@ def plain(value):
     return value
 
 
+def count(n, word, plural=None):
+    """``"1 round"``, ``"3 rounds"``: ``n`` and ``word`` agreeing in number."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
 def show(value):
     """How a message shows a value: ``repr`` of :func:`plain` (``-1.0``,
     ``(2, 3)``, ``'auto'``; never ``np.float64(-1.0)``)."""

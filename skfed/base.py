@@ -29,10 +29,10 @@ from .data.sources import dtype_kind
 from .data.site import (Targets, client_objective, combine_scores, site_predictions,
                         site_score_terms, site_summary)
 from .executors import EXECUTORS, Executor, resolve_executor
-from ._messages import plain
+from ._messages import count, plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
-from .privacy.dp_rounds import budget_warning
+from .privacy.dp_rounds import budget_warning, noise_warning
 from .privacy.secure_rounds import SecureAggregation
 
 
@@ -229,6 +229,14 @@ class FederatedLinearModel(BaseEstimator):
         """
         labels = dataset.labels
         solver = resolve_solver(self.solver, self.participation, datafit, penalty)
+        weighting, choice = self.client_weighting, None
+        auto_dp = getattr(self.privacy, "auto_solver", None)
+        if auto_dp is not None and isinstance(self.solver, str) and \
+                self.solver.lower() == "auto":
+            # the automatic solvers need smoothness constants sent in the clear: under
+            # differential privacy "auto" is the solver and weighting that carry it
+            solver, choice = auto_dp(datafit)
+            weighting = choice["client_weighting"]
         if self.privacy is not None:  # every exchange masked; the solver works on sums
             solver = self.privacy.wrap(solver, self.max_rounds)
         private = getattr(solver, "differentially_private", False)
@@ -255,7 +263,7 @@ class FederatedLinearModel(BaseEstimator):
             sums = np.array([s["weight_sum"] for s in summaries])
             problem = FederatedProblem(
                 layout=layout, datafit=datafit, penalty=penalty,
-                weights=client_weights(sums, self.client_weighting),
+                weights=client_weights(sums, weighting),
                 n_samples=np.array([s["n_samples"] for s in summaries]),
                 lipschitz=[s["lipschitz"] for s in summaries],
             )
@@ -295,6 +303,8 @@ class FederatedLinearModel(BaseEstimator):
         self.history_.privacy = solver.privacy_record() if secure else None
         self.history_.inference_bytes, self.history_.inference_rounds = getattr(
             self, "_inference_cost", (0, 0))
+        if choice is not None:
+            self.history_.privacy.update(choice)
         self.n_iter_ = result.n_iter
         self.objective_ = result.history["objective"][-1]
         self._theta = result.theta
@@ -308,14 +318,27 @@ class FederatedLinearModel(BaseEstimator):
                 record["epsilon"] = solver.epsilon_after(record["round"])
             if rounds < self.max_rounds:
                 budget_warning(self, rounds, self.max_rounds, self.privacy.epsilon)
+            noise = solver.noise_report()
+            self.history_.privacy["noise_report"] = noise
+            noise_warning(self, noise, solver.n_active_, result.n_iter, self.privacy.epsilon,
+                          self.privacy.clip_norm)
+            if noise is not None and not noise["final_step"] <= self.tol:
+                warnings.warn(
+                    f"{type(self).__name__} did not reach tol={self.tol} in "
+                    f"{count(result.n_iter, 'round')}: under differential privacy there is no "
+                    f"monitor (it would release the loss without noise), so what is measured "
+                    f"is the last round's noisy update: it moved the model by "
+                    f"{noise['final_step']:.3g} of its norm (tol={self.tol}). The noise "
+                    f"keeps the model moving; a larger epsilon or more sites make the steps "
+                    f"smaller; evaluate the model on data you may see.", ConvergenceWarning)
         elif not result.converged:
             advice = convergence_advice(result.history, tol=self.tol, solver=solver,
                                         problem=problem, participation=self.participation)
             alone = ("" if len(labels) > 1 else " (one client: without clients= all rows "
                      "form one client; this fit was centralized)")
             warnings.warn(
-                f"{type(self).__name__} did not reach tol={self.tol} in {self.max_rounds} "
-                f"rounds: {advice}.{alone}",
+                f"{type(self).__name__} did not reach tol={self.tol} in "
+                f"{count(self.max_rounds, 'round')}: {advice}.{alone}",
                 ConvergenceWarning,
             )
         return result.theta

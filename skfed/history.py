@@ -162,4 +162,13 @@ class ConvergenceHistory:
                 ax.set_yscale("log")
             ax.set_xlabel("round")
             ax.set_ylabel(field)
+            integer_round_ticks(ax)
         return axes
+
+
+def integer_round_ticks(ax):
+    """Ticks only at whole rounds on the x axis of ``ax`` (a one-round fit would
+    otherwise get ticks at 0.2, 0.4, ...)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -136,9 +136,12 @@ def test_lasso_numbers_match_the_python_api(capsys, dataset, one_csv, tmp_path):
     rounds = f"{fed.n_iter_} round" + ("" if fed.n_iter_ == 1 else "s")
     assert f"{rounds}, converged" in out
     assert f"sent {int(fed.history_['bytes_up'].sum()):,} bytes up" in out
-    saved = joblib.load(model)
-    np.testing.assert_allclose(saved.coef_, fed.coef_, rtol=1e-12)
+    saved = joblib.load(model)  # a Pipeline taking the file's rows: columns by name
+    np.testing.assert_allclose(saved[-1].coef_, fed.coef_, rtol=1e-12)
     assert list(saved.feature_names_in_) == names
+    pd = pytest.importorskip("pandas")
+    np.testing.assert_allclose(saved.predict(pd.read_csv(one_csv)), fed.predict(d["X"]),
+                               rtol=1e-12)
 
 
 def test_site_files_give_the_same_fit(capsys, dataset, one_csv, tmp_path):
@@ -208,8 +211,9 @@ def test_lowrank_takes_several_targets(capsys, dataset, one_csv):
     (["--target", "y", "--clients", "hospital", "--model", "lasso"],
      "column 'hospital' \\(--clients site column\\) not found"),
     (["--target", "y", "--clients", "site", "--model", "lasso", "--drop", "y2", "ward"],
-     "feature column 'status' is not numeric: 'sick|well' in all_sites.csv line \\d+; one-hot "
-     "encode it, pass --categorical status, or leave it out with --drop status"),
+     "feature column 'status' is not numeric: \\d+ values such as '(sick|well)' in "
+     "all_sites.csv line \\d+; declare it --categorical status \\(one-hot\\), or leave it "
+     "out with --drop status"),
     (["--target", "y", "--model", "lasso"], "say which column names each row's site"),
     (["--target", "y", "--clients", "site", "--model", "logistic", "--alpha", "1"],
      "--model logistic takes --C, not --alpha"),
@@ -243,8 +247,9 @@ def test_data_errors(capsys, tmp_path):
     missing = _write(tmp_path / "missing.csv", header, rows)
     code, _, err = _run(capsys, missing, "--target", "label", "--clients", "site", "--model",
                         "logistic")
-    assert code == 2 and "column 'x2' has 1 missing value(s), the first in missing.csv line 2" \
-        in err
+    assert code == 2 and ("feature column 'x2' has 1 missing value (the first in missing.csv "
+                          "line 2): --impute median (or mean, most_frequent) fills them at the "
+                          "sites, or --drop-incomplete drops those rows") in err
 
     code, _, err = _run(capsys, str(tmp_path / "absent.csv"), "--target", "y", "--clients", "s",
                         "--model", "lasso")
@@ -425,16 +430,19 @@ def test_scaled_coefficients_are_sklearns_standardized_lasso_mapped_back(capsys,
     np.testing.assert_array_equal(printed[onehot, 0], printed[onehot, 1])  # 0/1 unit kept
     assert "standardized  original units" in out
 
-    # the saved model, at full precision: the scaler of the training rows, then the model
+    # the saved model, at full precision: the encoder, the scaler of the training rows, then
+    # the model; it predicts from the file's own rows (ward as text, extra columns ignored)
     pipe = joblib.load(model)
-    np.testing.assert_allclose(pipe[0].mean_, mean, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(pipe[0].scale_, sd, rtol=1e-12)
+    assert [name for name, _ in pipe.steps] == ["impute", "encode", "scale", "model"]
+    np.testing.assert_allclose(pipe["scale"].mean_, mean, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(pipe["scale"].scale_, sd, rtol=1e-12)
     np.testing.assert_allclose(pipe[-1].coef_, ref.coef_, rtol=1e-6, atol=1e-6)
-    assert list(pipe.feature_names_in_) == columns
+    assert list(pipe.feature_names_in_) == names + ["ward"]
+    assert list(pipe["encode"].get_feature_names_out()) == columns
     pd = pytest.importorskip("pandas")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the columns by name, and no feature-name chatter
-        predicted = pipe.predict(pd.DataFrame(X, columns=columns))
+        predicted = pipe.predict(pd.read_csv(ward_csv))
     np.testing.assert_allclose(predicted, X @ coef + intercept, rtol=1e-7)
 
     # held out: transformed with the training rows' statistics
@@ -566,3 +574,21 @@ def test_remote_form_standardizes_at_the_sites(capsys, issue_site_cluster):
     raw = Lasso(alpha=1.0, tol=1e-14, max_iter=1_000_000).fit(X[train], y[train])
     table = _coef_table(out)
     np.testing.assert_allclose([table[n][0] for n in names], raw.coef_, rtol=1e-5, atol=1e-4)
+
+
+def test_remote_form_with_secure_aggregation(capsys, issue_site_cluster):
+    """``--secure-aggregation`` with ``--scheduler``: the sites mask their messages on their
+    workers; the model is the one without masks."""
+    address, files = issue_site_cluster
+    argv = ["--scheduler", address, "--target", "y", "--model", "lasso", "--tol", "1e-8",
+            "--categorical", "ward", *(f"--site={s}={path}" for s, path in files.items())]
+    code, plain, err = _run(capsys, *argv)
+    assert code == 0, err
+    code, masked, err = _run(capsys, *argv, "--secure-aggregation")
+    assert code == 0, err
+    assert "privacy: secure aggregation" in masked
+    a, b = _coef_table(plain), _coef_table(masked)
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-8)
+    code, _, err = _run(capsys, *argv, "--final")
+    assert code == 2 and "not available with --scheduler yet" in err

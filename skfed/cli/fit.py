@@ -31,10 +31,6 @@ MIN_SITE_ROWS = 5
 MAX_CLASSES = 50
 
 
-#: cells read as missing values
-MISSING = {"", "na", "nan", "null"}
-
-
 class CLIError(ValueError):
     """A problem with the input that the person running the command can fix."""
 
@@ -90,37 +86,9 @@ def _column(table, name, role):
     return table.columns.index(name)
 
 
-def _numbers(table, k, name, role):
-    values = np.empty(len(table.rows))
-    for i, row in enumerate(table.rows):
-        cell = row[k]
-        where = "{} line {}".format(*table.origin[i])
-        if cell.lower() in MISSING:
-            missing = sum(1 for r in table.rows if r[k].lower() in MISSING)
-            raise CLIError(f"{role} column {name!r} has {missing} missing value(s), the first "
-                           f"in {where}; impute or drop those rows.")
-        try:
-            values[i] = float(cell)
-        except ValueError:
-            hint = (f" one-hot encode it, pass --categorical {name}, or leave it out with "
-                    f"--drop {name}"
-                    if role == "feature" else "")
-            raise CLIError(f"{role} column {name!r} is not numeric: {cell!r} in {where};"
-                           + (hint or " it must hold numbers.")) from None
-        if not math.isfinite(values[i]):
-            raise CLIError(f"{role} column {name!r} has a non-finite value {cell!r} in {where}.")
-    return values
-
-
-def design_matrix(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
-                  return_indicators=False):
-    """``(X, Y, sites, feature_names)`` from the table.
-
-    Feature columns are every column but the target(s), the site column and
-    ``drop``; ``categorical`` ones are one-hot encoded (``name=value``, one
-    column per value seen at any site). With ``return_indicators``, a fifth
-    value lists the positions of those one-hot columns.
-    """
+def column_roles(table, *, target, clients=None, categorical=(), drop=()):
+    """``(targets, sites, features)``: the target column names, every row's site and the
+    feature columns (every column but the target(s), the site column and ``drop``)."""
     targets = [target] if isinstance(target, str) else list(target)
     t_idx = [_column(table, t, "target") for t in targets]
     if table.site:
@@ -140,37 +108,75 @@ def design_matrix(table, *, target, clients=None, categorical=(), drop=(), class
     for name in categorical:
         if _column(table, name, "--categorical") in skip:
             raise CLIError(f"--categorical {name!r} is the target, the site column or dropped.")
-    columns, names, indicators = [], [], []
-    for k, name in enumerate(table.columns):
-        if k in skip:
-            continue
-        if name in categorical:
-            values = [row[k] for row in table.rows]
-            for level in sorted(set(values)):
-                indicators.append(len(columns))
-                columns.append(np.array([v == level for v in values], dtype=float))
-                names.append(f"{name}={level}")
-        else:
-            columns.append(_numbers(table, k, name, "feature"))
-            names.append(name)
-    if not columns:
+    features = [name for k, name in enumerate(table.columns) if k not in skip]
+    if not features:
         raise CLIError("no feature columns are left besides the target and the site column.")
-    X = np.column_stack(columns)
+    return targets, sites, features
+
+
+def target_values(table, targets, keep, classifier):
+    """The target(s) of the kept rows (class labels or numbers)."""
+    rows = [row for row, k in zip(table.rows, keep) if k]
+    idx = [table.columns.index(t) for t in targets]
     if classifier:
         if len(targets) != 1:
             raise CLIError("a classifier takes one --target column.")
-        Y = np.array([row[t_idx[0]] for row in table.rows])
+        Y = np.array([row[idx[0]] for row in rows])
         classes = np.unique(Y)
         check_class_target(targets[0], Y, classes)
         if len(classes) < 2:
             raise CLIError(f"target {targets[0]!r} has only one class ({str(classes[0])!r}); a "
                            "classifier needs at least two.")
-        Y = _maybe_numeric_labels(Y)
-    else:
-        Y = np.column_stack([_numbers(table, k, t, "target") for k, t in zip(t_idx, targets)])
-        Y = Y[:, 0] if len(targets) == 1 else Y
+        return _maybe_numeric_labels(Y)
+    Y = np.array([[float(row[k]) for k in idx] for row in rows])
+    return Y[:, 0] if len(targets) == 1 else Y
+
+
+def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
+                impute=None, drop_incomplete=False):
+    """The checked input of ``skfed fit``: ``(frame, Y, sites, features, notes)``.
+
+    Every problem is reported in one :class:`CLIError` (see
+    :func:`skfed.cli.inputs.check_columns`); ``frame`` holds the feature
+    columns of the rows kept (numbers as floats, categories as strings,
+    missing values as NaN), ``notes`` what was done to the rows.
+    """
+    from .inputs import IMPUTE_STRATEGIES, check_columns, dropped_note, feature_frame
+
+    if impute is not None and impute not in IMPUTE_STRATEGIES:
+        raise CLIError(f"--impute takes one of {', '.join(IMPUTE_STRATEGIES)}; got {impute!r}.")
+    targets, sites, features = column_roles(table, target=target, clients=clients,
+                                            categorical=categorical, drop=drop)
+    keep = check_columns(table, features=features, categorical=list(categorical),
+                         targets=targets, regression=not classifier, impute=impute,
+                         drop_incomplete=drop_incomplete)
+    notes = []
+    if drop_incomplete:
+        notes.append(dropped_note(sites, keep, impute))
+    Y = target_values(table, targets, keep, classifier)
+    frame = feature_frame(table, features, list(categorical), keep)
+    return frame, Y, sites[keep], features, notes
+
+
+def design_matrix(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
+                  return_indicators=False):
+    """``(X, Y, sites, feature_names)`` from the table (no missing values allowed).
+
+    Feature columns are every column but the target(s), the site column and
+    ``drop``; ``categorical`` ones are one-hot encoded (``name=value``, one
+    column per value seen at any site). With ``return_indicators``, a fifth
+    value lists the positions of those one-hot columns.
+    """
+    from .inputs import ColumnEncoder
+
+    frame, Y, sites, features, _ = read_inputs(table, target=target, clients=clients,
+                                               categorical=categorical, drop=drop,
+                                               classifier=classifier)
+    encoder = ColumnEncoder(features, list(categorical)).fit(frame, clients=sites)
+    X = encoder.transform(frame)
+    names = list(encoder.feature_names_out_)
     if return_indicators:
-        return X, Y, sites, names, indicators
+        return X, Y, sites, names, list(encoder.indicators_)
     return X, Y, sites, names
 
 
@@ -202,13 +208,17 @@ def _maybe_numeric_labels(y):
 def holdout_split(sites, test_size, random_state):
     """Boolean mask of held-out rows: ``ceil(test_size * n)`` random rows of every site.
 
+    ``test_size=0``: no row is held out (the final model, on every row).
     Raises if a site has fewer than :data:`MIN_SITE_ROWS` rows.
     """
-    if not 0 < test_size < 1:
-        raise CLIError(f"--test-size must be between 0 and 1; got {test_size}.")
+    if not 0 <= test_size < 1:
+        raise CLIError(f"--test-size must be between 0 (no held-out rows: fit on every row) "
+                       f"and 1; got {test_size}.")
     rng = np.random.default_rng(random_state)
     test = np.zeros(len(sites), dtype=bool)
     labels, counts = np.unique(sites, return_counts=True)
+    if test_size == 0:
+        return test
     small = [f"{str(lab)!r} ({n} rows)" for lab, n in zip(labels, counts) if n < MIN_SITE_ROWS]
     if small:
         raise CLIError(f"site(s) {', '.join(small)} have too few rows: each site needs at "
@@ -222,13 +232,13 @@ def holdout_split(sites, test_size, random_state):
 
 
 def make_estimator(model, *, strength=None, l1_ratio=None, solver="auto", max_rounds=1000,
-                   tol=1e-6, random_state=0):
+                   tol=1e-6, random_state=0, privacy=None):
     """The estimator ``--model`` names, with the options given."""
     import skfed
 
     name, reg, _ = MODELS[model]
     params = {"solver": solver, "max_rounds": max_rounds, "tol": tol,
-              "random_state": random_state}
+              "random_state": random_state, "privacy": privacy}
     if strength is not None:
         params[reg] = strength
     if l1_ratio is not None:
@@ -282,20 +292,32 @@ class FitReport:
     notes: list
     test: np.ndarray     # held-out rows
     scaler: object = None  # the FeatureScaler fitted on the training rows; None: --no-scale
+    preprocess: list = field(default_factory=list)  # (name, step) before the scaler
+
+    @property
+    def held_out(self):
+        """Whether some rows were held out (not with ``--test-size 0``)."""
+        return self.overall[1] > 0
 
     @property
     def model_to_save(self):
-        """What ``--output`` saves: a Pipeline (scaler, then model) that predicts from rows
-        in the CSV's units, or the estimator alone under ``--no-scale``."""
-        if self.scaler is None:
-            return self.estimator
-        from sklearn.pipeline import make_pipeline
+        """What ``--output`` saves: a scikit-learn Pipeline of the fitted preprocessing
+        (``impute`` and ``encode`` when the fit read raw columns, ``scale`` unless
+        ``--no-scale``) and the ``model``: it predicts from rows like the input's; the
+        estimator alone when there is nothing before it."""
+        from sklearn.pipeline import Pipeline
 
-        return make_pipeline(self.scaler, self.estimator)
+        steps = list(self.preprocess)
+        if self.scaler is not None:
+            steps.append(("scale", self.scaler))
+        if not steps:
+            return self.estimator
+        return Pipeline(steps + [("model", self.estimator)])
 
 
 def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
-                    output_names=None, scale=True, indicators=(), **options):
+                    output_names=None, scale=True, indicators=(), test=None, preprocess=(),
+                    notes=(), **options):
     """Fit federated, local-only and pooled models; score them on held-out rows.
 
     With ``scale`` the features are standardized first (see
@@ -304,6 +326,11 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     every site's training rows (computed from per-site sums), each
     local-only model with its site's own training rows. Held-out rows are
     transformed with those statistics, never their own.
+
+    ``test``: the held-out rows (default: :func:`holdout_split`); none
+    (``test_size=0``): the model is fitted on every row and nothing is
+    scored. ``preprocess``: the fitted ``(name, step)`` pairs that made
+    ``X`` from the input's columns (the saved Pipeline's first steps).
     """
     from sklearn.base import clone
 
@@ -313,8 +340,10 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     if model == "lowrank" and (np.ndim(Y) != 2 or Y.shape[1] < 2):
         raise CLIError("--model lowrank fits several targets at once (a low-rank coefficient "
                        "matrix): give two or more --target columns.")
-    test = holdout_split(sites, test_size, random_state)
+    if test is None:
+        test = holdout_split(sites, test_size, random_state)
     tr = ~test
+    final = not test.any()
     scaler, Z = None, X
     if scale:
         scaler = FeatureScaler(indicators=indicators).fit(X[tr], clients=sites[tr])
@@ -324,16 +353,25 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         warnings.simplefilter("always", ConvergenceWarning)
         fed = clone(est).fit(Z[tr], Y[tr], clients=sites[tr])
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    pooled = _fit_quietly(clone(est), Z[tr], Y[tr])
-    notes = []
+    for w in caught:  # the others (privacy noise, ...) reach the user
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn(w.message, w.category, stacklevel=2)
+    # nothing to score without held-out rows: no pooled or local-only reference fits
+    # the references (pooled, local-only) need no protection: they show what the
+    # federated model is compared with, so they are fitted without privacy=
+    reference = clone(est).set_params(privacy=None)
+    pooled = None if final else _fit_quietly(clone(reference), Z[tr], Y[tr])
+    notes = list(notes)
     site_rows = []
     for label in np.unique(sites):
         s_tr, s_te = tr & (sites == label), test & (sites == label)
         local_score = np.nan
-        if classifier and len(np.unique(Y[s_tr])) < 2:
+        if final:
+            pass
+        elif classifier and len(np.unique(Y[s_tr])) < 2:
             notes.append(f"site {label!r} holds one class only: it has no local-only model.")
         else:
-            local = _fit_quietly(local_model(est, scale, indicators), X[s_tr], Y[s_tr])
+            local = _fit_quietly(local_model(reference, scale, indicators), X[s_tr], Y[s_tr])
             local_score = _score(local, X[s_te], Y[s_te], classifier)
         site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
                           _score(fed, Z[s_te], Y[s_te], classifier), local_score,
@@ -341,13 +379,14 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     overall = (int(tr.sum()), int(test.sum()), _score(fed, Z[test], Y[test], classifier),
                np.nan, _score(pooled, Z[test], Y[test], classifier))
     names = feature_names or [f"x{k}" for k in range(X.shape[1])]
-    # the columns the saved model expects (a Pipeline: its scaler checks them, as scikit-learn's
-    # StandardScaler would, and hands the model an array)
-    (fed if scaler is None else scaler).feature_names_in_ = np.array(names, dtype=object)
+    if not preprocess:
+        # the columns the saved model expects (a Pipeline: its scaler checks them, as
+        # scikit-learn's StandardScaler would, and hands the model an array)
+        (fed if scaler is None else scaler).feature_names_in_ = np.array(names, dtype=object)
     return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
                      feature_names=names, output_names=output_names, site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=test,
-                     scaler=scaler)
+                     scaler=scaler, preprocess=list(preprocess))
 
 
 def _coef_matrix(report):
@@ -447,7 +486,7 @@ def penalty_text(report):
     ``C=1, l1_ratio=0``."""
     params = report.estimator.get_params()
     names = [MODELS[report.model][1]] + [k for k in ("l1_ratio", "penalty", "loss")
-                                         if k in params]
+                                         if k in params and params[k] != "deprecated"]
     return ", ".join(f"{k}={params[k]:g}" if isinstance(params[k], float)
                      else f"{k}={params[k]}" for k in names)
 
@@ -456,13 +495,50 @@ def _fmt(v):
     return "  n/a" if isinstance(v, float) and math.isnan(v) else f"{v:.4f}"
 
 
+def privacy_lines(privacy):
+    """What ``--secure-aggregation`` / ``--dp-epsilon`` did, for the report."""
+    if "epsilon" not in privacy:
+        return ["privacy: secure aggregation (the server decoded only sums of the sites' "
+                "messages)"]
+    lines = [f"privacy: client-level differential privacy, epsilon={privacy['epsilon']:g}, "
+             f"delta={privacy['delta']:g}, clip_norm={privacy['clip_norm']:g}, noise "
+             f"multiplier {privacy['noise_multiplier']:.3g}, with secure aggregation"]
+    if "solver" in privacy:
+        lines.append(f"  solver {privacy['solver']}, {privacy['client_weighting']} site "
+                     f"weights ({privacy['chosen']})")
+    noise = privacy.get("noise_report")
+    if noise:
+        over = (f"over the fit {noise['fit_ratio']:.3g} times the signal"
+                if np.isfinite(noise["fit_ratio"]) else "no signal measurable above it")
+        lines.append(f"  noise on the mean update {noise['noise_norm']:.3g} per round; {over}"
+                     + (" (it swamps the signal: see the warning)" if noise["fit_ratio"] > 1
+                        else ""))
+    return lines
+
+
+def _held_out_lines(report, lines):
+    """The held-out score table of :func:`format_text`."""
+    lines.append(f"held-out {report.metric} (higher is better):")
+    lines.append(f"  {'site':<16}{'train':>7}{'test':>7}{'federated':>11}{'local-only':>12}"
+                 f"{'pooled':>9}")
+    for site, n_tr, n_te, fed, loc, pool in report.site_rows:
+        lines.append(f"  {site:<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{_fmt(loc):>12}"
+                     f"{_fmt(pool):>9}")
+    n_tr, n_te, fed, _, pool = report.overall
+    lines.append(f"  {'overall':<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{'':>12}{_fmt(pool):>9}")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
+
+
 def format_text(report):
     """The terminal report."""
     est, lines = report.estimator, []
     t = traffic(report)
     lines.append(f"skfed fit: {type(est).__name__} ({report.model}, {penalty_text(report)}), "
                  f"solver {est.solver_.name}, {len(report.site_rows)} sites, "
-                 f"{report.overall[0]} training rows, {report.overall[1]} held out")
+                 f"{report.overall[0]} training rows, "
+                 + (f"{report.overall[1]} held out" if report.held_out else
+                    "none held out (--test-size 0: the final model, fitted on every row)"))
     lines.append(scaling_text(report))
     lines.append("")
     heads = coefficient_headers(report)
@@ -481,18 +557,23 @@ def format_text(report):
     name, *intercept = intercept_row(report)
     lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in intercept))
     lines.append("")
-    lines.append(f"held-out {report.metric} (higher is better):")
-    lines.append(f"  {'site':<16}{'train':>7}{'test':>7}{'federated':>11}{'local-only':>12}"
-                 f"{'pooled':>9}")
-    for site, n_tr, n_te, fed, loc, pool in report.site_rows:
-        lines.append(f"  {site:<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{_fmt(loc):>12}"
-                     f"{_fmt(pool):>9}")
-    n_tr, n_te, fed, _, pool = report.overall
-    lines.append(f"  {'overall':<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{'':>12}{_fmt(pool):>9}")
-    for note in report.notes:
-        lines.append(f"  note: {note}")
+    if not report.held_out:
+        lines.append(f"no held-out score: --test-size 0 fits on every row (training rows by "
+                     "site: " + ", ".join(f"{r[0]} {r[1]}" for r in report.site_rows)
+                     + "); run with --test-size 0.2 to estimate how well the model predicts")
+        for note in report.notes:
+            lines.append(f"  note: {note}")
+    else:
+        _held_out_lines(report, lines)
     lines.append("")
+    privacy = getattr(est.history_, "privacy", None)
     state = "converged" if report.converged else "did NOT converge (raise --max-rounds)"
+    if privacy:
+        lines.extend(privacy_lines(privacy))
+        if "epsilon" in privacy:
+            state = ("no convergence check under differential privacy (the last noisy step "
+                     f"moved the model by {privacy['noise_report']['final_step']:.2g} of its "
+                     "norm)") if privacy.get("noise_report") else state
     rounds = f"{t['rounds']} round{'' if t['rounds'] == 1 else 's'}"
     lines.append(f"{rounds}, {state}; sent {t['bytes_up']:,} bytes up and "
                  f"{t['bytes_down']:,} down (+{t['monitor_bytes']:,} monitoring, "

@@ -7,7 +7,10 @@ import math
 
 import numpy as np
 
+from .._messages import count
+from ..history import integer_round_ticks
 from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
+    privacy_lines, \
     scaling_text, traffic
 
 _STYLE = """
@@ -61,6 +64,7 @@ def _convergence_png(history):
     axes[2].set(title="algorithm traffic (KB, cumulative)", xlabel="round")
     for ax in axes:
         ax.grid(alpha=0.3)
+        integer_round_ticks(ax)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
@@ -91,15 +95,27 @@ def write_html_report(report, path):
         f"<h1>skfed fit: {html.escape(type(est).__name__)} ({html.escape(report.model)})</h1>",
         f"<p>Penalty <b>{html.escape(penalty_text(report))}</b>, solver "
         f"<b>{html.escape(est.solver_.name)}</b>, {len(report.site_rows)} sites, "
-        f"{n_tr} training rows, {n_te} held out. {t['rounds']} rounds, {state}.</p>",
+        f"{n_tr} training rows, {n_te} held out. {count(t['rounds'], 'round')}, {state}.</p>",
         f"<p>{html.escape(scaling_text(report).replace(chr(10), ' '))}.</p>",
-        f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
-        "<p>Federated: fitted on every site's training rows without pooling them. "
-        "Local-only: fitted on that site's rows alone. Pooled: fitted on all training rows "
-        "at once (what federated learning reaches without moving the data).</p>",
-        _table(["site", "train rows", "test rows", "federated", "local-only", "pooled"],
-               site_rows),
     ]
+    if report.held_out:
+        parts += [
+            f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
+            "<p>Federated: fitted on every site's training rows without pooling them. "
+            "Local-only: fitted on that site's rows alone. Pooled: fitted on all training "
+            "rows at once (what federated learning reaches without moving the data).</p>",
+            _table(["site", "train rows", "test rows", "federated", "local-only", "pooled"],
+                   site_rows)]
+    else:
+        parts += ["<h2>No held-out score</h2>",
+                  "<p>--test-size 0 (--final): the final model, fitted on every row; no row "
+                  "was held out to score it (run with --test-size 0.2 to estimate how well "
+                  "it predicts).</p>",
+                  _table(["site", "rows"], [(r[0], r[1]) for r in report.site_rows])]
+    privacy = getattr(est.history_, "privacy", None)
+    if privacy:
+        parts += ["<h2>Privacy</h2>"] + [f"<p>{html.escape(line.strip())}</p>"
+                                         for line in privacy_lines(privacy)]
     parts += [f"<p>Note: {html.escape(n)}</p>" for n in report.notes]
     parts += [
         "<h2>Coefficients (non-zeros first)</h2>",

@@ -100,8 +100,14 @@ def _save(result, report, output, p):
     if output:
         import joblib
 
-        joblib.dump(result.model_to_save, output)
-        if result.scaler is None:
+        model = result.model_to_save
+        joblib.dump(model, output)
+        if getattr(result, "preprocess", None):
+            steps = ", ".join(name for name, _ in model.steps)
+            p(f"model saved to {output}: a scikit-learn Pipeline ({steps}) that predicts "
+              "from rows like the input file's: joblib.load(path).predict(pandas.read_csv("
+              "file)); feature_names_in_ lists the columns it reads, others are ignored")
+        elif result.scaler is None:
             p(f"model saved to {output} (joblib.load it; feature_names_in_ lists the columns "
               "it expects)")
         else:
@@ -153,14 +159,44 @@ def _fit_parser(sub):
                           "it holds")
     fit.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
                      help="columns that are not features (identifiers, other outcomes)")
-    fit.add_argument("--test-size", type=float, default=0.2,
-                     help="share of every site's rows held out for the comparison")
+    fit.add_argument("--test-size", type=float, default=None,
+                     help="share of every site's rows held out for the comparison (default "
+                          "0.2); 0: no held-out rows, the final model on every row (no "
+                          "held-out score)")
+    fit.add_argument("--final", action="store_true",
+                     help="the final model: fit on every row (the same as --test-size 0)")
+    fit.add_argument("--impute", choices=["median", "mean", "most_frequent"],
+                     help="fill missing feature values (federated: FedSimpleImputer's "
+                          "statistics of the training rows from per-site summaries; "
+                          "--categorical columns always with their most frequent category). "
+                          "Saved with --output: the model imputes rows the same way")
+    fit.add_argument("--drop-incomplete", action="store_true",
+                     help="drop the rows with a missing value (with --impute: only those "
+                          "without a target); the output says how many per site")
     fit.add_argument("--random-state", type=int, default=0)
     fit.add_argument("--report", metavar="HTML", help="write a self-contained HTML report")
     fit.add_argument("--output", metavar="JOBLIB",
                      help="save the fitted model (joblib): a scikit-learn Pipeline of the "
-                          "scaler and the estimator, which predicts from rows in the original "
-                          "units (the estimator alone with --no-scale)")
+                          "imputer (--impute), the one-hot encoder (--categorical), the "
+                          "scaler and the estimator, all fitted federatedly: "
+                          "joblib.load(path).predict(pandas.read_csv(file)) predicts from "
+                          "rows like the input's (extra columns are ignored)")
+    private = fit.add_argument_group(
+        "privacy", "protect each site's contribution (docs/privacy.md); the pooled and "
+        "local-only reference fits of the report are not federated and not protected")
+    private.add_argument("--secure-aggregation", action="store_true",
+                         help="the server sees only the sum of the sites' messages, never "
+                              "one site's (pairwise masks)")
+    private.add_argument("--dp-epsilon", type=float, metavar="EPSILON",
+                         help="client-level differential privacy with this budget for the "
+                              "whole fit (implies secure aggregation); the solver is "
+                              "DP-FedAvg with uniform site weights unless --solver says "
+                              "otherwise")
+    private.add_argument("--dp-delta", type=float, metavar="DELTA",
+                         help="the delta of the guarantee (default 1e-5; below one over the "
+                              "number of sites)")
+    private.add_argument("--clip-norm", type=float, metavar="C",
+                         help="each site's update is clipped to this L2 norm (default 1)")
     remote = fit.add_argument_group(
         "site-resident data", "each file is read by its site's own Dask worker; no row "
         "leaves its site (see the deployment guide)")
@@ -191,8 +227,9 @@ def _recover_data_file(args):
 
 def run_fit(args, out=None):
     """``skfed fit``: returns the :class:`~skfed.cli.fit.FitReport`."""
-    from .fit import MODELS, CLIError, design_matrix, fit_and_compare, format_text
-    from .fit import read_csv_files
+    from .fit import MODELS, CLIError, fit_and_compare, format_text, holdout_split
+    from .fit import read_csv_files, read_inputs
+    from .inputs import ColumnEncoder, ColumnImputer
 
     out = sys.stdout if out is None else out
     _recover_data_file(args)
@@ -207,23 +244,71 @@ def run_fit(args, out=None):
     other = "C" if reg == "alpha" else "alpha"
     if getattr(args, other) is not None:
         raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    test_size = _test_size(args)
     table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
     target = args.target[0] if len(args.target) == 1 else args.target
-    X, Y, sites, names, indicators = design_matrix(
+    frame, Y, sites, features, notes = read_inputs(
         table, target=target, clients=args.clients, categorical=args.categorical,
-        drop=args.drop, classifier=classifier, return_indicators=True)
+        drop=args.drop, classifier=classifier, impute=args.impute,
+        drop_incomplete=args.drop_incomplete)
+    test = holdout_split(sites, test_size, args.random_state)
+    # the imputation statistics from the training rows' per-site summaries; the
+    # categories from every site's set (as the one-hot columns always were)
+    imputer = ColumnImputer(features, list(args.categorical), args.impute).fit(
+        frame[~test], clients=sites[~test])
+    filled = imputer.transform(frame)
+    encoder = ColumnEncoder(features, list(args.categorical)).fit(filled, clients=sites)
+    X = encoder.transform(filled)
+    if args.impute:
+        n_filled = int(frame.isna().to_numpy().sum())
+        notes.append(f"--impute {args.impute}: filled {n_filled} missing value(s) with "
+                     "statistics of the training rows computed from per-site summaries"
+                     + (" (categorical columns: their most frequent category)"
+                        if args.categorical else ""))
     try:
         report = fit_and_compare(
-            X, Y, sites, model=args.model, test_size=args.test_size,
-            random_state=args.random_state, feature_names=names, output_names=args.target,
-            scale=args.scale, indicators=indicators, strength=getattr(args, reg),
-            l1_ratio=args.l1_ratio, solver=args.solver, max_rounds=args.max_rounds,
-            tol=args.tol)
+            X, Y, sites, model=args.model, test_size=test_size, test=test,
+            random_state=args.random_state, feature_names=list(encoder.feature_names_out_),
+            output_names=args.target, scale=args.scale, indicators=encoder.indicators_,
+            strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
+            max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
+            preprocess=[("impute", imputer), ("encode", encoder)], notes=notes)
     except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
         raise CLIError(str(exc)) from exc
     print(format_text(report), end="", file=out)
     _save(report, args.report, args.output, lambda *a: print(*a, file=out))
     return report
+
+
+def _test_size(args):
+    from .fit import CLIError
+
+    if args.final:
+        if args.test_size not in (None, 0):
+            raise CLIError("--final fits on every row: it takes no --test-size.")
+        return 0.0
+    return 0.2 if args.test_size is None else args.test_size
+
+
+def _privacy(args):
+    """``privacy=`` from --secure-aggregation / --dp-epsilon / --dp-delta / --clip-norm."""
+    from .fit import CLIError
+
+    dp = args.dp_epsilon is not None
+    if not dp and (args.dp_delta is not None or args.clip_norm is not None):
+        raise CLIError("--dp-delta and --clip-norm set differential privacy up: give "
+                       "--dp-epsilon too.")
+    if dp:
+        from ..privacy import DifferentialPrivacy
+
+        options = {k: v for k, v in (("delta", args.dp_delta), ("clip_norm", args.clip_norm))
+                   if v is not None}
+        return DifferentialPrivacy(args.dp_epsilon, **options)
+    if args.secure_aggregation:
+        from ..privacy import SecureAggregation
+
+        return SecureAggregation()
+    return None
 
 
 def _run_remote_fit(args):
@@ -239,6 +324,10 @@ def _run_remote_fit(args):
                        "with --site NAME=PATH, not as local files or --clients.")
     if len(args.target) != 1:
         raise CLIError("with --scheduler give one --target column.")
+    if args.final or args.test_size == 0:
+        raise CLIError("--final (--test-size 0) is not available with --scheduler yet: "
+                       "every site holds out some of its rows; use the local form for the "
+                       "final model.")
     _, reg, _ = MODELS[args.model]
     other = "C" if reg == "alpha" else "alpha"
     if getattr(args, other) is not None:
@@ -256,10 +345,11 @@ def _run_remote_fit(args):
         raise CLIError("a tls:// coordinator needs --tls-ca-file, --tls-cert and --tls-key.")
     return fit_remote(parse_sites(args.site), scheduler=args.scheduler, security=security,
                       target=args.target[0], model=args.model, drop=args.drop,
-                      categorical=args.categorical, scale=args.scale, test_size=args.test_size,
+                      categorical=args.categorical, scale=args.scale, test_size=_test_size(args),
                       random_state=args.random_state,
                       strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
-                      max_rounds=args.max_rounds, tol=args.tol)
+                      max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
+                      impute=args.impute, drop_incomplete=args.drop_incomplete)
 
 
 def main(argv=None):

@@ -33,6 +33,9 @@ from ..data import FederatedDataset, SiteError
 from ..data.site import held_out_mask, holdout_rows, numeric_matrix, site_rows
 from ..model_selection import site_scores
 from ..preprocessing import FedOneHotEncoder
+from .._messages import count
+from .inputs import (ColumnEncoder, ColumnImputer, drop_incomplete_site, impute_site,
+                     inspect_site, site_problems)
 
 
 def parse_sites(specs):
@@ -73,12 +76,13 @@ def _one_hot_site(site, categorical, encoder, order):
     return site.replace(X=np.hstack([numeric, encoded])[:, order])
 
 
-def encode_categorical(data, categorical):
+def encode_categorical(data, categorical, return_encoder=False):
     """One-hot encode the ``categorical`` columns of ``data`` at its sites.
 
     Returns ``(encoded, names, indicators)``: the encoded dataset, its
     column names (``name=value`` for the one-hot columns, in place of
-    ``name``) and the positions of the one-hot columns.
+    ``name``) and the positions of the one-hot columns (and the fitted
+    :class:`~skfed.preprocessing.FedOneHotEncoder` with ``return_encoder``).
     """
     columns = list(data.columns or ())
     for name in categorical:
@@ -104,6 +108,8 @@ def encode_categorical(data, categorical):
             order.append(numeric.index(name))
             names.append(name)
     encoded = data.apply(_one_hot_site, list(categorical), encoder, np.array(order))
+    if return_encoder:
+        return encoded, names, indicators, encoder
     return encoded, names, indicators
 
 
@@ -122,7 +128,8 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
 
 
 def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), categorical=(),
-               scale=True, test_size=0.2, random_state=0, client=None, **options):
+               scale=True, test_size=0.2, random_state=0, client=None, impute=None,
+               drop_incomplete=False, **options):
     """The ``skfed fit`` report for site-resident files (see the module docstring)."""
     import distributed
 
@@ -144,9 +151,46 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), cat
                                                  client=client)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
-        names, indicators = list(data.columns or range(data.n_features)), []
+        features = [str(c) for c in (data.columns or range(data.n_features))]
+        for name in categorical:
+            if name not in features:
+                raise CLIError(f"--categorical {name!r}: the sites have no feature column "
+                               f"{name!r} (it may be the target or dropped); their columns "
+                               f"are {features}.")
+        # every problem of every site's input, counted at the sites, in one error
+        reports = data.map(inspect_site, list(categorical))
+        problems = site_problems(data.sites, reports, list(categorical), impute=impute,
+                                 drop_incomplete=drop_incomplete)
+        if problems:
+            listed = "" if len(problems) == 1 else " (all of them, one per line)"
+            raise CLIError(f"the sites' input has {count(len(problems), 'problem')}{listed}:"
+                           "\n  - " + "\n  - ".join(problems))
+        notes = []
+        if drop_incomplete:
+            data = data.apply(drop_incomplete_site, impute is not None)
+            lost = [r["no_target"] if impute else r["incomplete"] for r in reports]
+            what = "rows without a target" if impute else "incomplete rows (a missing value)"
+            notes.append(f"--drop-incomplete: dropped {count(sum(lost), 'row')} of "
+                         f"{sum(r['rows'] for r in reports)}, the {what}; by site: "
+                         + ", ".join(f"{s} {k}" for s, k in zip(data.sites, lost)))
+        # the imputation statistics from the training rows' per-site summaries; every
+        # site then selects, cleans and imputes its own rows (the saved model's first step)
+        imputer = ColumnImputer(features, list(categorical), impute).fit_sites(
+            data.apply(split_site, test_size, random_state, False))
+        data = data.apply(impute_site, imputer)
+        if impute:
+            filled = sum(sum(c[0] for c in r["columns"].values()) for r in reports)
+            notes.append(f"--impute {impute}: filled the missing feature values (at most "
+                         f"{filled}) at the sites with statistics of the training rows from "
+                         "per-site summaries")
+        names, indicators = features, []
+        encoder = ColumnEncoder(features, list(categorical))
         if categorical:
-            data, names, indicators = encode_categorical(data, list(categorical))
+            data, names, indicators, fed_encoder = encode_categorical(
+                data, list(categorical), return_encoder=True)
+            encoder.encoder_ = fed_encoder
+        encoder.feature_names_out_, encoder.indicators_ = list(names), list(indicators)
+        encoder.n_features_in_ = len(features)
         train = data.apply(split_site, test_size, random_state, False)
         test = data.apply(split_site, test_size, random_state, True)
         scaler = None
@@ -155,21 +199,29 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), cat
                 train.map(_check_numeric)
                 scaler = FeatureScaler(indicators=indicators).fit(train)
                 train, test = scaler.transform(train), scaler.transform(test)
+                # the saved Pipeline reads the columns by name in its first step; the
+                # scaler and the model get arrays
+                scaler.__dict__.pop("feature_names_in_", None)
             est = make_estimator(model, random_state=random_state, **options)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
                 fed = clone(est).fit(train)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
+        fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see above)
         converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        for w in caught:  # the others (privacy noise, ...) reach the user
+            if not issubclass(w.category, ConvergenceWarning):
+                warnings.warn(w.message, w.category, stacklevel=2)
         pooled_fed, per_site = site_scores(fed, test)
-        local = data.map(local_only_score, est, test_size, random_state, classifier, scale,
-                         indicators)
+        # each site's own model needs no protection from itself: fitted without privacy=
+        local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
+                         random_state, classifier, scale, indicators)
     finally:
         if own:
             client.close()
-    notes = [f"site {s!r} holds one class only: it has no local-only model."
-             for s, v in zip(data.sites, local) if classifier and np.isnan(v)]
+    notes += [f"site {s!r} holds one class only: it has no local-only model."
+              for s, v in zip(data.sites, local) if classifier and np.isnan(v)]
     notes.append("pooled model: not fitted (the rows never leave their sites); the federated "
                  "model converges to it.")
     site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
@@ -179,4 +231,4 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), cat
     return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
                      feature_names=names, output_names=[target], site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,
-                     scaler=scaler)
+                     scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError
 from ..history import ConvergenceHistory
 
@@ -116,25 +117,50 @@ def _consensus(models, weights):
     return float(sum(a * np.sum((m - mean) ** 2) for a, m in zip(weights, models)))
 
 
-def _progress(verbose, rnd, max_rounds, objective, stationarity, target):
-    """verbose=1: a progress bar redrawn in place; verbose>=2: one line per round."""
+def _progress_fraction(rnd, max_rounds, stationarity, start, target):
+    """How much of the fit is done: the larger of the share of ``max_rounds`` run and the
+    share of the way from the initial stationarity to the target, on a log scale (a fit
+    that converges in 30 of 1000 rounds fills its bar)."""
+    done = rnd / max(max_rounds, 1)
+    if np.isfinite(stationarity) and start > 0 and 0 < target < start:
+        ratio = np.log(start / max(stationarity, 1e-300)) / np.log(start / target)
+        done = max(done, float(ratio))
+    return min(max(done, 0.0), 1.0)
+
+
+def _progress(verbose, rnd, max_rounds, objective, stationarity, target, start=np.nan):
+    """verbose=1: a progress bar redrawn in place; verbose>=2: one line per round.
+
+    ``start`` is the stationarity of the initial model: the bar fills with the
+    rounds run or with the progress toward ``target`` (``tol * start``),
+    whichever is further. A round without a monitor (NaN objective: between
+    ``monitor_every`` rounds, or under differential privacy) moves the bar by
+    its round count only.
+    """
     if not verbose:
         return
+    monitored = np.isfinite(objective)
     if verbose >= 2:
-        print(f"round {rnd:5d}  objective {objective:.10g}  stationarity {stationarity:.3e}"
-              f"  (target {target:.3e})", file=sys.stderr)
+        if monitored:
+            print(f"round {rnd:5d}  objective {objective:.10g}  stationarity "
+                  f"{stationarity:.3e}  (target {target:.3e})", file=sys.stderr)
         return
     width = 30
-    filled = int(width * rnd / max(max_rounds, 1))
+    filled = int(round(width * _progress_fraction(rnd, max_rounds, stationarity, start,
+                                                  target)))
     bar = "#" * filled + "-" * (width - filled)
-    print(f"\r[{bar}] round {rnd}/{max_rounds}  objective {objective:.6g}  "
-          f"stationarity {stationarity:.2e}", end="", file=sys.stderr, flush=True)
+    tail = (f"  objective {objective:.6g}  stationarity {stationarity:.2e}" if monitored
+            else "")
+    print(f"\r[{bar}] round {rnd}/{max_rounds}{tail}", end="", file=sys.stderr, flush=True)
 
 
-def _progress_done(verbose, rnd, converged):
+def _progress_done(verbose, rnd, max_rounds, converged):
     if verbose:
+        if verbose == 1 and converged:  # the bar ends full
+            print(f"\r[{'#' * 30}] round {rnd}/{max_rounds}", end="", file=sys.stderr)
         state = "converged" if converged else "stopped at max_rounds"
-        print(("\n" if verbose == 1 else "") + f"{state} after {rnd} rounds", file=sys.stderr)
+        print(("\n" if verbose == 1 else "") + f"{state} after {count(rnd, 'round')}",
+              file=sys.stderr)
 
 
 #: rounds over which a non-smooth fit must stop improving before it stops
@@ -244,6 +270,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     condition ``may_stop`` holds, which is checked by a gradient pass (cheaper
     than a round with Hessians) before the fit stops.
 
+    A round whose model the next round's line search rejects (Newton's
+    trial points, :meth:`FederatedSolver.rejected_trial`) is recorded with a
+    NaN objective and stationarity: that point was never a model.
+
     Randomness (client sampling, minibatches) comes from ``entropy`` through
     ``SeedSequence``s keyed by (round, client), so any executor gives the
     same result.
@@ -313,7 +343,12 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         if not np.isnan(objective):
             converged = ((stationary(stationarity) if smooth else _plateaued(history, tol))
                          and solver.may_stop(server, tol))
-            _progress(verbose, fields["round"], max_rounds, objective, stationarity, target)
+        _progress(verbose, fields["round"], max_rounds, objective, stationarity, target,
+                  scale)
+
+    def would_stop(stationarity):
+        """``record``'s stopping rule, before the record (fused monitor, smooth loss)."""
+        return smooth and stationary(stationarity) and solver.may_stop(server, tol)
 
     while not converged and rnd < max_rounds:
         if n_active == N:
@@ -332,6 +367,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             active = np.array([j for j in active if j in by_client])
         replies = [by_client[j] for j in active]
         bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
+        deferred = None
         if pending is not None:  # these replies are at theta: its monitor
             if len(active) == N:
                 objective, stationarity = monitor.evaluate_sums(
@@ -339,7 +375,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
                 mon_bytes = 0
             else:  # a client dropped: monitor on a pass of its own
                 objective, stationarity, mon_bytes = monitor(theta)
-            record(objective, stationarity, mon_bytes, pending)
+            if not smooth or would_stop(stationarity):
+                record(objective, stationarity, mon_bytes, pending)
+            else:  # recorded after the aggregate: theta may be a rejected trial
+                deferred = (objective, stationarity, mon_bytes, pending)
             pending = None
             if converged:  # the round was spent on monitoring only
                 history.records[-1]["monitor_bytes"] += bytes_up + bytes_down
@@ -347,6 +386,17 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         weights = problem.weights[active] / problem.weights[active].sum()
         previous = server
         server = solver.aggregate(server, replies, weights, active)
+        # a line-search trial the solver has just rejected is not a model: its objective
+        # (possibly far above the model's) is not recorded as the round's
+        rejected = solver.rejected_trial(server)
+        if deferred is not None:
+            objective, stationarity, mon_bytes, fields = deferred
+            if rejected:
+                objective = stationarity = np.nan
+            record(objective, stationarity, mon_bytes, fields)
+            converged = False  # would_stop said so, at the server that was monitored
+        elif rejected and history.records[-1]["round"] == rnd:  # monitored by a pass
+            history.records[-1]["objective"] = history.records[-1]["stationarity"] = np.nan
         theta = solver.server_model(server)
         rnd += 1
 
@@ -366,9 +416,21 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
             record(np.nan, np.nan, 0, fields)
         else:
             record(*monitor(theta), fields)
+    if not converged and rnd > 0:
+        # the fit ended on a point the solver had not accepted yet (a line-search trial):
+        # if it would reject it, the model is the last accepted point, whose record is the
+        # one before (the round that evaluated it)
+        fallback = solver.fallback_model(server, history.records[-1]["objective"])
+        if fallback is not None and len(history.records) > 1:
+            theta = np.array(fallback, dtype=float)
+            nnz, rank = _model_stats(layout, theta)
+            previous_record = history.records[-2]
+            history.records[-1].update(objective=previous_record["objective"],
+                                       stationarity=previous_record["stationarity"],
+                                       nnz=nnz, rank=rank)
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
-    _progress_done(verbose, rnd, converged)
+    _progress_done(verbose, rnd, max_rounds, converged)
     history.placement_bytes = getattr(executor, "placement_bytes_", 0)
     # client states stay at the sites under secure aggregation (keys, duals)
     states = None if getattr(solver, "keeps_states_at_sites", False) else \

@@ -2,9 +2,11 @@
 
 from numbers import Real
 
+import warnings
+
 import numpy as np
 from scipy.special import expit, softmax
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
 from ._classifier import FederatedLinearClassifier
 from .._constraints import CONSTRAINT_DOC, CONSTRAINT_PARAMETERS, constrain
@@ -32,6 +34,16 @@ class FedLogisticRegression(GLMInferenceMixin, FederatedLinearClassifier):
     ----------
     C : float > 0 or np.inf, default=1.0
         Inverse regularization strength; ``np.inf`` means no penalty.
+    penalty : {{"l1", "l2", "elasticnet"}} or None, default="l2"
+        The norm of the penalty, as scikit-learn's ``LogisticRegression``:
+        ``"l2"``, ``"l1"``, ``"elasticnet"`` (with ``l1_ratio``) or
+        ``None`` (no penalty: ``C`` and ``l1_ratio`` are ignored). An
+        explicit ``penalty`` wins over ``l1_ratio``. Deprecated as in
+        scikit-learn 1.8 (removed there in 1.10): ``fit`` gives the same
+        ``FutureWarning``, which says what to use instead: ``l1_ratio=0``
+        for ``"l2"``, ``l1_ratio=1`` for ``"l1"``, a float in ``(0, 1)`` for
+        ``"elasticnet"`` and ``C=np.inf`` for ``None``. Leave it unset (the
+        default, shown as ``"deprecated"``) to use ``l1_ratio`` and ``C``.
     l1_ratio : float in [0, 1], default=0.0
         0 is the L2 penalty, 1 the L1 penalty, in between the elastic net
         (as scikit-learn 1.9, where ``penalty`` is deprecated).
@@ -84,14 +96,18 @@ class FedLogisticRegression(GLMInferenceMixin, FederatedLinearClassifier):
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "cov_type": [StrOptions(set(COV_TYPES))],
+        "penalty": [StrOptions({"l1", "l2", "elasticnet"}), None,
+                    Hidden(StrOptions({"deprecated"}))],
     }
     _shift_invariant = True
 
-    def __init__(self, C=1.0, *, l1_ratio=0.0, fit_intercept=True, class_weight=None,
-                 cov_type="nonrobust", constraint=None, radius=1.0, solver="auto", max_rounds=1000, tol=1e-4,
+    def __init__(self, C=1.0, *, penalty="deprecated", l1_ratio=0.0, fit_intercept=True,
+                 class_weight=None, cov_type="nonrobust", constraint=None, radius=1.0,
+                 solver="auto", max_rounds=1000, tol=1e-4,
                  monitor_every=1, participation=1.0, client_weighting="samples", privacy=None,
                  executor="sequential", n_jobs=None, random_state=None, verbose=0,
                  warm_start=False):
+        self.penalty = penalty
         self.C = C
         self.l1_ratio = l1_ratio
         self.fit_intercept = fit_intercept
@@ -136,10 +152,44 @@ class FedLogisticRegression(GLMInferenceMixin, FederatedLinearClassifier):
     def _target_kind(self, n_classes):
         return "binary" if n_classes == 2 else "onehot"
 
+    def _resolved_penalty(self):
+        """``(C, l1_ratio)`` the fit uses, with scikit-learn 1.9's warnings for ``penalty``.
+
+        As ``sklearn.linear_model.LogisticRegression``: an explicit ``penalty``
+        wins over ``l1_ratio`` (with a warning when they disagree), ``None``
+        ignores ``C`` and ``l1_ratio``, and any explicit ``penalty`` gets the
+        ``FutureWarning`` that explains ``l1_ratio``.
+        """
+        C, l1_ratio = self.C, self.l1_ratio
+        if self.penalty == "deprecated":
+            return C, l1_ratio
+        warnings.warn(
+            "'penalty' was deprecated in version 1.8 and will be removed in 1.10. To avoid "
+            "this warning, leave 'penalty' set to its default value and use 'l1_ratio' or "
+            "'C' instead. Use l1_ratio=0 instead of penalty='l2', l1_ratio=1 instead of "
+            "penalty='l1', l1_ratio set to a float between 0 and 1 instead of "
+            "penalty='elasticnet', and C=np.inf instead of penalty=None.", FutureWarning,
+            stacklevel=5)
+        if self.penalty != "elasticnet" and 0 < l1_ratio < 1:
+            warnings.warn("l1_ratio parameter is only used when penalty is 'elasticnet'. Got "
+                          f"(penalty={self.penalty})", stacklevel=5)
+        if (self.penalty == "l2" and l1_ratio != 0) or (self.penalty == "l1"
+                                                         and l1_ratio != 1):
+            warnings.warn(f"Inconsistent values: penalty={self.penalty} with "
+                          f"l1_ratio={l1_ratio}. penalty is deprecated. Please use "
+                          "l1_ratio only.", stacklevel=5)
+        if self.penalty is None:
+            if C != 1.0:
+                warnings.warn("Setting penalty=None will ignore the C and l1_ratio parameters",
+                              stacklevel=5)
+            return np.inf, 0.0
+        return C, {"l2": 0.0, "l1": 1.0}.get(self.penalty, l1_ratio)
+
     def _penalty(self, total_weight):
+        C, l1_ratio = self._resolved_penalty()
         penalty = None
-        if np.isfinite(self.C):
-            penalty = ElasticNet(1.0 / (self.C * total_weight), self.l1_ratio)
+        if np.isfinite(C):
+            penalty = ElasticNet(1.0 / (C * total_weight), l1_ratio)
         return constrain(penalty, self.constraint, self.radius)
 
     def predict_proba(self, X):

@@ -19,8 +19,10 @@ from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by
 from .secure_aggregation import (DropoutError, FixedPoint, MaskedMessage,
                                  SecureAggregationParty, aggregate_masked)
 from .secure_rounds import SecureAggregation
-from .dp_rounds import DifferentialPrivacy, PrivacyBudgetWarning
+from .dp_rounds import DifferentialPrivacy, PrivacyBudgetWarning, PrivacyNoiseWarning
 
-__all__ = ["SecureAggregation", "DifferentialPrivacy", "PrivacyBudgetWarning", "FixedPoint", "SecureAggregationParty", "MaskedMessage", "aggregate_masked",
+__all__ = ["SecureAggregation", "DifferentialPrivacy", "PrivacyBudgetWarning",
+           "PrivacyNoiseWarning",
+           "FixedPoint", "SecureAggregationParty", "MaskedMessage", "aggregate_masked",
            "DropoutError", "GaussianAccountant", "calibrate_noise_multiplier",
            "clip_by_l2_norm", "distributed_noise_std", "distributed_noise_share"]

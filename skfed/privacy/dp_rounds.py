@@ -46,7 +46,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._messages import show
+from .._messages import count, show
 from ..solvers.local_primal import FedAvg, FedProx
 from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by_l2_norm,
                          distributed_noise_std)
@@ -56,6 +56,18 @@ from .secure_rounds import SecureAggregation, SecureAggregationSolver, _split
 
 class PrivacyBudgetWarning(UserWarning):
     """The privacy budget ran out before ``max_rounds``: the fit stopped there."""
+
+
+class PrivacyNoiseWarning(UserWarning):
+    """The noise of differential privacy swamped the signal of the fit's updates."""
+
+
+#: the noise / signal ratio (of the mean update's norms) above which a DP fit warns
+NOISE_WARNING_RATIO = 1.0
+#: client_lr of the solver ``solver="auto"`` picks under differential privacy, times
+#: 1 / the loss's curvature bound (least squares 0.5, logistic 2): a step that is
+#: stable for standardized features of moderate correlation
+DP_CLIENT_LR = 0.5
 
 
 class DifferentialPrivacy(SecureAggregation):
@@ -113,6 +125,22 @@ class DifferentialPrivacy(SecureAggregation):
 
     def wrap(self, solver, max_rounds=None):
         return DifferentiallyPrivateSolver(solver, self, max_rounds)
+
+    def auto_solver(self, datafit):
+        """What ``solver="auto"`` runs under differential privacy: ``(solver, choice)``.
+
+        DP-FedAvg: one full-batch local step of ``client_lr = DP_CLIENT_LR /
+        curvature`` (0.5 for least squares, 2 for logistic regression: for
+        standardized features), uniform site weights; ``choice`` says so for
+        ``history_.privacy``. The usual automatic solvers take their steps from
+        smoothness constants that would cross without noise.
+        """
+        lr = DP_CLIENT_LR / float(datafit.step_curvature or 1.0)
+        choice = {"solver": f"fedavg(client_lr={lr:g})", "client_weighting": "uniform",
+                  "chosen": "solver='auto' under differential privacy: DP-FedAvg (explicit "
+                            "step, for standardized features) with uniform site weights, the "
+                            "settings that carry the guarantee"}
+        return FedAvg(client_lr=lr), choice
 
     def check(self):
         """Refuse impossible settings before any round (clear errors)."""
@@ -214,6 +242,11 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         self.share_std_ = distributed_noise_std(sigma, config.clip_norm, self.n_active_,
                                                 min_honest=m) if sigma > 0 else 0.0
         self.noise_rng_ = np.random.default_rng(config.random_state)
+        # the noise on the mean update: per coordinate sigma * C / n (every share added)
+        total_std = (self.share_std_ * np.sqrt(self.n_active_) if config.noise == "distributed"
+                     else sigma * config.clip_norm)
+        self.mean_noise_std_ = float(total_std) / self.n_active_
+        self.noisy_energy_, self.noise_energy_, self.final_step_ = [], 0.0, np.nan
         return self
 
     def privacy_record(self):
@@ -225,6 +258,30 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
 
     def epsilon_after(self, rounds):
         return self.accountant_.epsilon_after(rounds)
+
+    def noise_report(self):
+        """What the noise did to the fit, measured from the released (noisy) updates.
+
+        Returns a dict: ``noise_norm``, the expected L2 norm of the noise on
+        the mean update (``std * sqrt(d)``, ``std = sigma * C / n`` per
+        coordinate); ``signal_norm``, the root mean square norm of the
+        noise-free mean update, estimated from the released ones
+        (``E||u + z||^2 = ||u||^2 + d std^2``, averaged over the rounds; 0
+        if the noise alone explains them); ``ratio`` of the two;
+        ``fit_ratio``, ``ratio / sqrt(rounds)``: the noise added over the fit
+        against its signal (see :func:`noise_warning`); ``rounds``;
+        ``final_step``: the last round's (noisy) change of the model
+        relative to the model's norm.
+        """
+        if not self.noisy_energy_:
+            return None
+        noise2 = self.noise_energy_
+        signal2 = max(0.0, float(np.mean(self.noisy_energy_)) - noise2)
+        ratio = np.sqrt(noise2 / signal2) if signal2 > 0 else np.inf
+        rounds = len(self.noisy_energy_)
+        return {"noise_norm": float(np.sqrt(noise2)), "signal_norm": float(np.sqrt(signal2)),
+                "ratio": float(ratio), "fit_ratio": float(ratio / np.sqrt(rounds)),
+                "rounds": rounds, "final_step": self.final_step_}
 
     # -- rounds -----------------------------------------------------------
     def personalize_round(self, server, message, participants):
@@ -270,14 +327,48 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         n = self.n_active_  # public: fixed before the fit
         kinds = self.solver.summed_fields(server)
         sums = {f: (v / n if kinds[f] == "weighted" else v) for f, v in sums.items()}
-        return self.solver.aggregate_sums(server, sums, participants)
+        # what the noise does, from released numbers only (no extra disclosure)
+        released = np.concatenate([np.ravel(sums[f]) for f in sums])
+        self.noisy_energy_.append(float(released @ released))
+        self.noise_energy_ = self.mean_noise_std_ ** 2 * released.size
+        before = self.solver.server_model(server)
+        out = self.solver.aggregate_sums(server, sums, participants)
+        after = self.solver.server_model(out)
+        self.final_step_ = float(np.linalg.norm(after - before)
+                                 / max(np.linalg.norm(after), np.finfo(float).tiny))
+        return out
 
     def monitor_sums(self, executor, theta):
         return None  # a monitoring pass would release the pooled loss without noise
 
 
+def noise_warning(estimator, report, n_sites, rounds, epsilon, clip_norm):
+    """Warn when the noise added over the fit outweighs the signal of its updates.
+
+    Over ``T`` rounds independent noise adds up as ``sqrt(T)`` times its
+    per-round norm and a steady update as ``T`` times its norm: the fit warns
+    when ``noise_norm / (signal_norm * sqrt(T))`` (``report["fit_ratio"]``)
+    exceeds :data:`NOISE_WARNING_RATIO`.
+    """
+    if report is None or not report["fit_ratio"] > NOISE_WARNING_RATIO:
+        return
+    measured = ("no update could be measured above the noise" if report["signal_norm"] == 0
+                else f"the update without noise is estimated at {report['signal_norm']:.3g} "
+                     f"(from the released updates): over the {count(rounds, 'round')} the "
+                     f"noise adds up to {report['fit_ratio']:.3g} times the signal (noise x "
+                     f"sqrt(rounds) against signal x rounds)")
+    warnings.warn(
+        f"{type(estimator).__name__}: the differential-privacy noise swamps the signal: the "
+        f"noise on the mean update has norm {report['noise_norm']:.3g} per round; {measured}. "
+        f"With {count(n_sites, 'site')}, epsilon={show(epsilon)} and clip_norm="
+        f"{show(clip_norm)} the model may be no better than a constant. What helps: more "
+        f"sites (the noise on the mean shrinks as 1/sites), a larger epsilon, fewer rounds "
+        f"(max_rounds: less noise per round) or a larger clip_norm (if the updates are "
+        f"clipped).", PrivacyNoiseWarning, stacklevel=4)
+
+
 def budget_warning(estimator, rounds, max_rounds, epsilon):
     warnings.warn(
         f"{type(estimator).__name__}: the privacy budget epsilon={show(epsilon)} allows "
-        f"{rounds} rounds at the given noise_multiplier; the fit stopped there "
+        f"{count(rounds, 'round')} at the given noise_multiplier; the fit stopped there "
         f"(max_rounds={max_rounds}).", PrivacyBudgetWarning, stacklevel=3)

@@ -191,6 +191,12 @@ class SecureAggregationSolver(FederatedSolver):
     def may_stop(self, server, tol):
         return self.solver.may_stop(server, tol)
 
+    def rejected_trial(self, server):
+        return self.solver.rejected_trial(server)
+
+    def fallback_model(self, server, objective):
+        return self.solver.fallback_model(server, objective)
+
     def needs_smoothness(self, layout, datafit):
         return self.solver.needs_smoothness(layout, datafit)
 

@@ -73,6 +73,18 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         values = np.array([r["value"] for r in replies])
         return float(weights @ values), sum(a * r["grad"] for a, r in zip(weights, replies))
 
+    def rejected_trial(self, server):
+        """Whether the aggregate that produced ``server`` rejected the point the
+        clients had just evaluated (a line-search trial): that point was never a
+        model, and the round loop does not record its objective as one."""
+        return False
+
+    def fallback_model(self, server, objective):
+        """The model to return instead of the server model when the fit ends on a
+        point the solver has not accepted yet and whose ``objective`` (monitored)
+        it would reject; ``None``: the server model stands."""
+        return None
+
     def may_stop(self, server, tol):
         """A condition of the solver's own, besides the stopping rule, for the
         fit to stop at the current server model (``True``: none)."""

@@ -122,7 +122,11 @@ class FedNewton(FederatedSolver):
     (``sigma = 1e-4``) and computes the next direction from the gradient and
     Hessian it received at that trial; otherwise it halves ``t`` and discards
     them. The server model (the point monitored and returned) is the current
-    trial; the first trial is ``theta_0`` plus the full Newton step, which
+    trial; a trial the line search rejects was never a model, and its round's
+    ``history_`` record has a NaN objective and stationarity (a record of the
+    rejected trial's objective would show a spike the model never had; a fit
+    that ends on a trial the test would reject returns the last accepted
+    point). The first trial is ``theta_0`` plus the full Newton step, which
     for least squares is the exact minimizer: least squares (ridge; the Lasso
     to ``subproblem_tol``) converges in one round. A quadratic loss's Hessian
     is computed once per client and cached. Full participation only: a
@@ -288,7 +292,20 @@ class FedNewton(FederatedSolver):
         if not decrease < 0:  # stationary to working precision: keep evaluating x
             d, decrease = np.zeros_like(x), 0.0
         return {"trial": x + d, "theta": x, "objective": F, "direction": d,
-                "decrease": decrease, "step": 1.0, "halvings": 0, "grad": g, "pairs": pairs}
+                "decrease": decrease, "step": 1.0, "halvings": 0, "grad": g, "pairs": pairs,
+                "rejected": False}
+
+    def rejected_trial(self, server):
+        """The last aggregate halved the step (or gave the direction up): the
+        evaluated trial failed the Armijo test."""
+        return bool(server.get("rejected", False))
+
+    def fallback_model(self, server, objective):
+        """The last accepted point when the fit ends on a trial that fails the
+        Armijo test (``max_rounds`` reached before the line search judged it)."""
+        if server["theta"] is None or not np.isfinite(objective):
+            return None
+        return None if self._sufficient_decrease(server, objective) else server["theta"]
 
     def may_stop(self, server, tol):
         """The last step was a full step whose predicted decrease is at most
@@ -316,7 +333,7 @@ class FedNewton(FederatedSolver):
 
     def _backtrack(self, server):
         """Halve the step; after ``MAX_HALVINGS`` re-evaluate the accepted point."""
-        out = dict(server)
+        out = dict(server, rejected=True)
         if server["halvings"] + 1 >= MAX_HALVINGS:
             out.update(trial=server["theta"], theta=None, objective=np.inf, halvings=0,
                        step=1.0, grad=None, pairs=[])
