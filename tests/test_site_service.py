@@ -847,3 +847,34 @@ def test_glm_inference_through_services(tmp_path, federation, secure, cov_type):
     finally:
         for server in servers:
             server.stop()
+
+
+# --- the command line's remote form through the services ----------------------------
+def test_skfed_fit_through_site_services(clinic, federation, capsys):
+    from skfed.cli.main import main
+    from skfed.cli.remote import fit_sites
+
+    addresses, frame, site = clinic()
+    certs = federation["certs"]
+    argv = ["fit", "--dataset", "visits", "--target", "target", "--drop", "patient_id",
+            "--categorical", "ward", "--impute", "mean", "--model", "lasso", "--alpha", "0.5",
+            "--tls-ca-file", str(certs.ca.cert), "--tls-cert", str(certs.client.cert),
+            "--tls-key", str(certs.client.key),
+            *(f"--site-service={name}={address}" for name, address in addresses.items())]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "--impute mean" in out and "hospital-c" in out
+    # the same steps on the same rows in this process
+    local = FederatedDataset.from_arrays(frame.drop(columns=["target", "patient_id"]),
+                                         frame["target"].to_numpy(), site)
+    ref = fit_sites(local, target="target", model="lasso", categorical=["ward"],
+                    impute="mean", strength=0.5)
+    printed = [line.split() for line in out.splitlines() if line.strip().startswith("bmi ")]
+    coef = ref.estimator.coef_[ref.feature_names.index("bmi")]  # standardized, 6 digits
+    assert float(printed[0][1]) == pytest.approx(coef, rel=1e-5)
+    # a refusal reaches the command line as an error naming the site and the rule
+    addresses, frame, site = clinic("min_rows = 1000")
+    argv = [a for a in argv if not a.startswith("--site-service")] + [
+        f"--site-service={name}={address}" for name, address in addresses.items()]
+    assert main(argv) == 2
+    assert "min_rows" in capsys.readouterr().err

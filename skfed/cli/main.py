@@ -205,6 +205,12 @@ def _fit_parser(sub):
     remote.add_argument("--site", action="append", default=[], metavar="NAME=PATH",
                         help="a site's worker name and a file on that machine (relative "
                              "paths: under its SKFED_DATA_DIR); repeat for every site")
+    remote.add_argument("--site-service", action="append", default=[],
+                        metavar="NAME=HOST:PORT",
+                        help="a site service (skfed site serve) instead of Dask: the site's "
+                             "name and address; repeat for every site; with --dataset")
+    remote.add_argument("--dataset", metavar="NAME",
+                        help="the dataset's name in the site services' configurations")
     remote.add_argument("--tls-ca-file", metavar="PEM", help="the federation's CA certificate")
     remote.add_argument("--tls-cert", metavar="PEM", help="the analyst's certificate")
     remote.add_argument("--tls-key", metavar="PEM", help="the analyst's private key")
@@ -214,7 +220,7 @@ def _fit_parser(sub):
 def _recover_data_file(args):
     """``--categorical A B data.csv`` (or ``--drop``/``--target`` last): argparse gives the
     file name to the option, which takes several values; give it back to ``data``."""
-    if args.data or args.site_files or args.scheduler or args.site:
+    if args.data or args.site_files or args.scheduler or args.site or args.site_service:
         return
     for option in ("categorical", "drop", "target"):
         values = getattr(args, option)
@@ -233,7 +239,7 @@ def run_fit(args, out=None):
 
     out = sys.stdout if out is None else out
     _recover_data_file(args)
-    if args.scheduler or args.site:
+    if args.scheduler or args.site or args.site_service:
         report = _run_remote_fit(args)
         print(format_text(report), end="", file=out)
         _save(report, args.report, args.output, lambda *a: print(*a, file=out))
@@ -316,6 +322,8 @@ def _run_remote_fit(args):
     from .fit import MODELS, CLIError
     from .remote import fit_remote, parse_sites
 
+    if args.site_service:
+        return _run_service_fit(args)
     if not (args.scheduler and args.site):
         raise CLIError("site-resident data needs both --scheduler ADDRESS and one --site "
                        "NAME=PATH per site.")
@@ -350,6 +358,42 @@ def _run_remote_fit(args):
                       strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
                       impute=args.impute, drop_incomplete=args.drop_incomplete)
+
+
+def _run_service_fit(args):
+    """``skfed fit --site-service NAME=HOST:PORT ... --dataset NAME``: the sites' services
+    run every step under their own policies."""
+    from .fit import MODELS, CLIError
+    from .remote import fit_services, parse_sites
+
+    if args.scheduler or args.site or args.data or args.site_files or args.clients:
+        raise CLIError("--site-service reaches the sites' own services: give no --scheduler, "
+                       "--site, local files or --clients with it.")
+    if not args.dataset:
+        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
+                       "sites' configurations).")
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if not all(tls):
+        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
+                       "TLS with the analyst's certificate).")
+    if len(args.target) != 1:
+        raise CLIError("with --site-service give one --target column.")
+    if args.final or args.test_size == 0:
+        raise CLIError("--final (--test-size 0) is not available with site-resident data yet: "
+                       "every site holds out some of its rows.")
+    _, reg, _ = MODELS[args.model]
+    other = "C" if reg == "alpha" else "alpha"
+    if getattr(args, other) is not None:
+        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    return fit_services(parse_sites(args.site_service), dataset=args.dataset,
+                        target=args.target[0], drop=args.drop, ca_file=args.tls_ca_file,
+                        cert_file=args.tls_cert, key_file=args.tls_key, model=args.model,
+                        categorical=args.categorical, scale=args.scale,
+                        test_size=_test_size(args), random_state=args.random_state,
+                        strength=getattr(args, reg), l1_ratio=args.l1_ratio,
+                        solver=args.solver, max_rounds=args.max_rounds, tol=args.tol,
+                        privacy=_privacy(args), impute=args.impute,
+                        drop_incomplete=args.drop_incomplete)
 
 
 def main(argv=None):

@@ -127,18 +127,20 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
     return float(local.score(numeric_matrix(test), test.y))
 
 
-def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), categorical=(),
-               scale=True, test_size=0.2, random_state=0, client=None, impute=None,
-               drop_incomplete=False, **options):
-    """The ``skfed fit`` report for site-resident files (see the module docstring)."""
-    import distributed
-
-    classifier = MODELS[model][2]
+def _check_remote(model, test_size):
     if not 0 < test_size < 1:
         raise CLIError(f"--test-size must be between 0 and 1; got {test_size}.")
     if model == "lowrank":
-        raise CLIError("--model lowrank is not available with --scheduler yet: give it one "
-                       "CSV with the rows instead.")
+        raise CLIError("--model lowrank is not available with site-resident data yet: give it "
+                       "one CSV with the rows instead.")
+
+
+def fit_remote(sources, *, scheduler, security=None, target, drop=(), client=None, **kwargs):
+    """The ``skfed fit`` report for site-resident files read by Dask workers (see the
+    module docstring); ``kwargs`` as :func:`fit_sites`."""
+    import distributed
+
+    _check_remote(kwargs["model"], kwargs.get("test_size", 0.2))
     own = client is None
     try:
         client = client or distributed.Client(scheduler, security=security, timeout=30)
@@ -151,75 +153,104 @@ def fit_remote(sources, *, scheduler, security=None, target, model, drop=(), cat
                                                  client=client)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
-        features = [str(c) for c in (data.columns or range(data.n_features))]
-        for name in categorical:
-            if name not in features:
-                raise CLIError(f"--categorical {name!r}: the sites have no feature column "
-                               f"{name!r} (it may be the target or dropped); their columns "
-                               f"are {features}.")
-        # every problem of every site's input, counted at the sites, in one error
-        reports = data.map(inspect_site, list(categorical))
-        problems = site_problems(data.sites, reports, list(categorical), impute=impute,
-                                 drop_incomplete=drop_incomplete)
-        if problems:
-            listed = "" if len(problems) == 1 else " (all of them, one per line)"
-            raise CLIError(f"the sites' input has {count(len(problems), 'problem')}{listed}:"
-                           "\n  - " + "\n  - ".join(problems))
-        notes = []
-        if drop_incomplete:
-            data = data.apply(drop_incomplete_site, impute is not None)
-            lost = [r["no_target"] if impute else r["incomplete"] for r in reports]
-            what = "rows without a target" if impute else "incomplete rows (a missing value)"
-            notes.append(f"--drop-incomplete: dropped {count(sum(lost), 'row')} of "
-                         f"{sum(r['rows'] for r in reports)}, the {what}; by site: "
-                         + ", ".join(f"{s} {k}" for s, k in zip(data.sites, lost)))
-        # the imputation statistics from the training rows' per-site summaries; every
-        # site then selects, cleans and imputes its own rows (the saved model's first step)
-        imputer = ColumnImputer(features, list(categorical), impute).fit_sites(
-            data.apply(split_site, test_size, random_state, False))
-        data = data.apply(impute_site, imputer)
-        if impute:
-            filled = sum(sum(c[0] for c in r["columns"].values()) for r in reports)
-            notes.append(f"--impute {impute}: filled the missing feature values (at most "
-                         f"{filled}) at the sites with statistics of the training rows from "
-                         "per-site summaries")
-        names, indicators = features, []
-        encoder = ColumnEncoder(features, list(categorical))
-        if categorical:
-            data, names, indicators, fed_encoder = encode_categorical(
-                data, list(categorical), return_encoder=True)
-            encoder.encoder_ = fed_encoder
-        encoder.feature_names_out_, encoder.indicators_ = list(names), list(indicators)
-        encoder.n_features_in_ = len(features)
-        train = data.apply(split_site, test_size, random_state, False)
-        test = data.apply(split_site, test_size, random_state, True)
-        scaler = None
-        try:
-            if scale:  # the sites' moments of their training rows; each site scales its rows
-                train.map(_check_numeric)
-                scaler = FeatureScaler(indicators=indicators).fit(train)
-                train, test = scaler.transform(train), scaler.transform(test)
-                # the saved Pipeline reads the columns by name in its first step; the
-                # scaler and the model get arrays
-                scaler.__dict__.pop("feature_names_in_", None)
-            est = make_estimator(model, random_state=random_state, **options)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConvergenceWarning)
-                fed = clone(est).fit(train)
-        except ValueError as exc:
-            raise CLIError(str(exc)) from exc
-        fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see above)
-        converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-        for w in caught:  # the others (privacy noise, ...) reach the user
-            if not issubclass(w.category, ConvergenceWarning):
-                warnings.warn(w.message, w.category, stacklevel=2)
-        pooled_fed, per_site = site_scores(fed, test)
-        # each site's own model needs no protection from itself: fitted without privacy=
-        local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
-                         random_state, classifier, scale, indicators)
+        return fit_sites(data, target=target, **kwargs)
     finally:
         if own:
             client.close()
+
+
+def fit_services(sites, *, dataset, target, drop=(), ca_file, cert_file, key_file,
+                 timeout=None, **kwargs):
+    """The ``skfed fit`` report on a dataset that site services serve
+    (``skfed fit --site-service NAME=HOST:PORT ... --dataset NAME``): every step is a
+    site operation or a declared row step, under each site's policy."""
+    from ..sites import SiteRefusal, SiteServiceError, SiteUnavailable
+
+    _check_remote(kwargs["model"], kwargs.get("test_size", 0.2))
+    try:
+        data = FederatedDataset.from_sites(sites, dataset=dataset, target=target, drop=drop,
+                                           ca_file=ca_file, cert_file=cert_file,
+                                           key_file=key_file, timeout=timeout)
+    except (ValueError, OSError, SiteRefusal, SiteServiceError, SiteUnavailable) as exc:
+        raise CLIError(str(exc)) from exc
+    try:
+        return fit_sites(data, target=target, **kwargs)
+    except (SiteRefusal, SiteServiceError, SiteUnavailable) as exc:
+        raise CLIError(str(exc)) from exc
+    finally:
+        data.close()
+
+
+def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
+              random_state=0, impute=None, drop_incomplete=False, **options):
+    """The ``skfed fit`` report on a site-resident :class:`~skfed.FederatedDataset`."""
+    classifier = MODELS[model][2]
+    features = [str(c) for c in (data.columns or range(data.n_features))]
+    for name in categorical:
+        if name not in features:
+            raise CLIError(f"--categorical {name!r}: the sites have no feature column "
+                           f"{name!r} (it may be the target or dropped); their columns "
+                           f"are {features}.")
+    # every problem of every site's input, counted at the sites, in one error
+    reports = data.map(inspect_site, list(categorical))
+    problems = site_problems(data.sites, reports, list(categorical), impute=impute,
+                             drop_incomplete=drop_incomplete)
+    if problems:
+        listed = "" if len(problems) == 1 else " (all of them, one per line)"
+        raise CLIError(f"the sites' input has {count(len(problems), 'problem')}{listed}:"
+                       "\n  - " + "\n  - ".join(problems))
+    notes = []
+    if drop_incomplete:
+        data = data.apply(drop_incomplete_site, impute is not None)
+        lost = [r["no_target"] if impute else r["incomplete"] for r in reports]
+        what = "rows without a target" if impute else "incomplete rows (a missing value)"
+        notes.append(f"--drop-incomplete: dropped {count(sum(lost), 'row')} of "
+                     f"{sum(r['rows'] for r in reports)}, the {what}; by site: "
+                     + ", ".join(f"{s} {k}" for s, k in zip(data.sites, lost)))
+    # the imputation statistics from the training rows' per-site summaries; every
+    # site then selects, cleans and imputes its own rows (the saved model's first step)
+    imputer = ColumnImputer(features, list(categorical), impute).fit_sites(
+        data.apply(split_site, test_size, random_state, False))
+    data = data.apply(impute_site, imputer)
+    if impute:
+        filled = sum(sum(c[0] for c in r["columns"].values()) for r in reports)
+        notes.append(f"--impute {impute}: filled the missing feature values (at most "
+                     f"{filled}) at the sites with statistics of the training rows from "
+                     "per-site summaries")
+    names, indicators = features, []
+    encoder = ColumnEncoder(features, list(categorical))
+    if categorical:
+        data, names, indicators, fed_encoder = encode_categorical(
+            data, list(categorical), return_encoder=True)
+        encoder.encoder_ = fed_encoder
+    encoder.feature_names_out_, encoder.indicators_ = list(names), list(indicators)
+    encoder.n_features_in_ = len(features)
+    train = data.apply(split_site, test_size, random_state, False)
+    test = data.apply(split_site, test_size, random_state, True)
+    scaler = None
+    try:
+        if scale:  # the sites' moments of their training rows; each site scales its rows
+            train.map(_check_numeric)
+            scaler = FeatureScaler(indicators=indicators).fit(train)
+            train, test = scaler.transform(train), scaler.transform(test)
+            # the saved Pipeline reads the columns by name in its first step; the
+            # scaler and the model get arrays
+            scaler.__dict__.pop("feature_names_in_", None)
+        est = make_estimator(model, random_state=random_state, **options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            fed = clone(est).fit(train)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see above)
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    for w in caught:  # the others (privacy noise, ...) reach the user
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn(w.message, w.category, stacklevel=2)
+    pooled_fed, per_site = site_scores(fed, test)
+    # each site's own model needs no protection from itself: fitted without privacy=
+    local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
+                     random_state, classifier, scale, indicators)
     notes += [f"site {s!r} holds one class only: it has no local-only model."
               for s, v in zip(data.sites, local) if classifier and np.isnan(v)]
     notes.append("pooled model: not fitted (the rows never leave their sites); the federated "

@@ -40,9 +40,10 @@ def allowed_classes():
     """``{qualified name: class}`` of the objects a message may carry.
 
     The classes of skfed's solvers, datafits, penalties, layouts and local
-    solvers, and the small value classes they hold. Built once, from skfed's
-    own modules only: a class the installed skfed does not define can never
-    be named by a message.
+    solvers, and the small value classes they hold, and the three
+    scikit-learn transformers skfed's fitted transformers hold. Built once,
+    from the installed code: a class not on it can never be named by a
+    message.
     """
     global _ALLOWED
     if _ALLOWED is None:
@@ -53,12 +54,13 @@ def allowed_classes():
         from ..privacy import dp_rounds, secure_aggregation, secure_rounds
 
         from ..base import FederatedLinearModel
+        from ..cli.inputs import ColumnEncoder, ColumnImputer
         from ..cli.scaling import FeatureScaler
         from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
 
         from ..linear_model._inference import Family
 
-        classes = [Family, FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, FeatureScaler,
+        classes = [ColumnEncoder, ColumnImputer, Family, FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, FeatureScaler,
                    Targets,
                    layout.Layout, problem.FederatedProblem,
                    schedule.LocalSchedule, quadratic_model.DenseModel,
@@ -79,6 +81,12 @@ def allowed_classes():
                     classes.append(cls)
         _ALLOWED = {f"{c.__module__}.{c.__qualname__}": c for c in classes
                     if c.__module__.startswith("skfed.")}
+        # the scikit-learn transformers skfed's own transformers hold when fitted
+        from sklearn.impute import SimpleImputer
+        from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+        _ALLOWED.update({f"{c.__module__}.{c.__qualname__}": c
+                         for c in (OneHotEncoder, SimpleImputer, StandardScaler)})
     return _ALLOWED
 
 
@@ -158,8 +166,8 @@ def encode(value):
                                    "pickle.")
             return {"$oa": [walk(x) for x in items], "shape": list(v.shape)}
         if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
-            dtype = np.dtype(v)  # a transformer's dtype= parameter
-            if dtype.kind not in _ARRAY_KINDS:
+            dtype = np.dtype(v)  # a transformer's dtype= parameter (object: a descriptor only)
+            if dtype.kind not in _ARRAY_KINDS + "O":
                 raise MessageError(f"dtype {dtype} cannot travel.")
             return {"$dtype": dtype.str, "type": not isinstance(v, np.dtype)}
         if isinstance(v, type) and v in (float, int, bool, str):
@@ -251,7 +259,7 @@ def decode(data):
                     raise MessageError("malformed dtype.")
                 return builtin[node["$dtype"]]
             dtype = np.dtype(str(node["$dtype"]))
-            if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
+            if dtype.kind not in _ARRAY_KINDS + "O" or (dtype.hasobject and dtype.kind != "O"):
                 raise MessageError("malformed dtype.")
             return dtype.type if node.get("type") else dtype
         if "$oa" in node:

@@ -430,6 +430,12 @@ class SiteHost:
         site, (family, lower, strict) = self._stats_args(args, record, "a target check", 3)
         return check_target_range(site, str(family), float(lower), bool(strict))
 
+    def _op_data_inspect(self, analyst, args, record):
+        from ..cli.inputs import inspect_site
+
+        site, (categorical,) = self._stats_args(args, record, "an inspection", 1)
+        return inspect_site(site, [str(c) for c in categorical])
+
     def _op_data_check(self, analyst, args, record):
         site, _ = self._rows(args, record, "a check")
         numeric_matrix(site)

@@ -77,6 +77,9 @@ OPERATIONS = {op.name: op for op in [
               ">= min_level_count rows) the numbers of events and censorings, per group", None),
     Operation("data.check_target", "nothing (the target is checked to be in the family's "
               "range; an error gives the number of values outside it)", None),
+    Operation("data.inspect", "per column the numbers of missing, non-numeric and non-finite "
+              "values, and the numbers of rows without a target or incomplete (no value)",
+              None),
     Operation("data.check", "nothing (the site's features are checked to be numeric and "
               "finite; an error names the column)", None),
     Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
@@ -88,7 +91,7 @@ OPERATIONS = {op.name: op for op in [
 
 def _cli_functions():
     """The command line's site functions (imported late: the CLI imports the estimators)."""
-    from ..cli import remote, scaling
+    from ..cli import inputs, remote, scaling
     from ..preprocessing._summaries import _transform_site
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
@@ -96,7 +99,7 @@ def _cli_functions():
     from ..stats import _site as stats
     from ..linear_model import _glm, _inference
 
-    operations = {remote._check_numeric: "data.check",
+    operations = {remote._check_numeric: "data.check", inputs.inspect_site: "data.inspect",
                   remote.local_only_score: "evaluate.local_baseline",
                   stats.site_describe: "stats.describe",
                   stats.site_count_below: "stats.count_below",
@@ -110,7 +113,8 @@ def _cli_functions():
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)
     steps = {holdout_rows, reorder_columns, _transform_site, remote.split_site,
-             remote._columns, remote._one_hot_site, scaling._standardize_site}
+             remote._columns, remote._one_hot_site, scaling._standardize_site,
+             inputs._site_columns, inputs.impute_site, inputs.drop_incomplete_site}
     return operations, steps
 
 

@@ -40,7 +40,7 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "data.check", "evaluate.local_baseline", "stats.describe",
                       "stats.count_below", "stats.crosstab", "stats.event_table",
                       "fit.inference", "fit.inference_null", "fit.inference_dispersion",
-                      "data.check_target")
+                      "data.check_target", "data.inspect")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

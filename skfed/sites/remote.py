@@ -50,7 +50,8 @@ def _arguments(op, args):
     """A site function's positional arguments as the operation's named ones."""
     if op in ("dataset.describe", "fit.feature_mean", "data.check"):
         return {}
-    if op.startswith(("stats.", "fit.inference")) or op == "data.check_target":
+    if op.startswith(("stats.", "fit.inference")) or op in ("data.check_target",
+                                                            "data.inspect"):
         # their positional arguments, as they are
         return {"args": list(args)}
     if op == "evaluate.local_baseline":
