@@ -24,7 +24,15 @@ MODELS = {
     "logistic": ("FedLogisticRegression", "C", True),
     "svm": ("FedLinearSVC", "C", True),
     "lowrank": ("FedLowRank", "alpha", False),
+    # generalized linear models (--summary: their regression table)
+    "linear": ("FedLinearRegression", None, False),
+    "ridge": ("FedRidge", "alpha", False),
+    "poisson": ("FedPoissonRegressor", "alpha", False),
+    "gamma": ("FedGammaRegressor", "alpha", False),
+    "tweedie": ("FedTweedieRegressor", "alpha", False),
 }
+#: the models with a regression table (``--summary``)
+GLM_MODELS = ("linear", "ridge", "poisson", "gamma", "tweedie", "logistic")
 #: fewest rows a site needs: some to train on and some to evaluate on
 MIN_SITE_ROWS = 5
 #: most classes ``--model logistic/svm`` accepts: more is likely a continuous target
@@ -232,19 +240,27 @@ def holdout_split(sites, test_size, random_state):
 
 
 def make_estimator(model, *, strength=None, l1_ratio=None, solver="auto", max_rounds=1000,
-                   tol=1e-6, random_state=0, privacy=None):
-    """The estimator ``--model`` names, with the options given."""
+                   tol=1e-6, random_state=0, privacy=None, cov_type=None):
+    """The estimator ``--model`` names, with the options given (``cov_type``: the
+    regression table's standard errors, for the models of :data:`GLM_MODELS`)."""
     import skfed
 
     name, reg, _ = MODELS[model]
     params = {"solver": solver, "max_rounds": max_rounds, "tol": tol,
               "random_state": random_state, "privacy": privacy}
     if strength is not None:
+        if reg is None:
+            raise CLIError(f"--model {model} has no penalty: give neither --alpha nor --C.")
         params[reg] = strength
     if l1_ratio is not None:
         if model not in ("elasticnet", "logistic"):
             raise CLIError(f"--l1-ratio applies to elasticnet and logistic, not {model}.")
         params["l1_ratio"] = l1_ratio
+    if cov_type is not None:
+        if model not in GLM_MODELS:
+            raise CLIError(f"--cov-type is for the models with a regression table "
+                           f"({', '.join(GLM_MODELS)}), not {model}.")
+        params["cov_type"] = cov_type
     return getattr(skfed, name)(**params)
 
 
@@ -293,6 +309,7 @@ class FitReport:
     test: np.ndarray     # held-out rows
     scaler: object = None  # the FeatureScaler fitted on the training rows; None: --no-scale
     preprocess: list = field(default_factory=list)  # (name, step) before the scaler
+    summary: object = None  # the regression table on the original columns (--summary)
 
     @property
     def held_out(self):
@@ -485,8 +502,11 @@ def penalty_text(report):
     """The regularization the fit used, defaults included: ``alpha=0.1`` or
     ``C=1, l1_ratio=0``."""
     params = report.estimator.get_params()
-    names = [MODELS[report.model][1]] + [k for k in ("l1_ratio", "penalty", "loss")
-                                         if k in params and params[k] != "deprecated"]
+    reg = MODELS[report.model][1]
+    names = ([reg] if reg else []) + [k for k in ("l1_ratio", "penalty", "loss")
+                                      if k in params and params[k] != "deprecated"]
+    if not names:
+        return "no penalty"
     return ", ".join(f"{k}={params[k]:g}" if isinstance(params[k], float)
                      else f"{k}={params[k]}" for k in names)
 
@@ -530,6 +550,70 @@ def _held_out_lines(report, lines):
         lines.append(f"  note: {note}")
 
 
+def regression_table(report, alpha=0.05):
+    """The fitted model's regression table on the **original** columns (``--summary``).
+
+    The model is fitted on standardized columns (unless ``--no-scale``); its
+    estimates and their covariance are mapped back linearly: ``b_j / s_j`` and
+    ``b_0 - sum_j b_j m_j / s_j``, with ``cov = A C A'`` for that map ``A``.
+    Returns a DataFrame: estimate, standard error, z, p-value and interval
+    (and the exponentiated estimate and interval for a log or logit link).
+    """
+    import pandas as pd
+    from scipy import stats
+
+    est, scaler = report.estimator, report.scaler
+    try:
+        params, cov = np.asarray(est.params_, dtype=float), np.asarray(est.cov_params_)
+        link = est._result("family").link
+    except (AttributeError, ValueError) as exc:  # InferenceError is both
+        raise CLIError(f"--summary: {exc}") from None
+    names = ["(intercept)", *report.feature_names] if est.fit_intercept else list(
+        report.feature_names)
+    if scaler is not None:  # back to the original columns
+        p, k = len(params), int(est.fit_intercept)
+        A = np.eye(p)
+        A[k:, k:] = np.diag(1.0 / scaler.scale_)
+        if k:
+            A[0, 1:] = -scaler.mean_ / scaler.scale_
+        params, cov = A @ params, A @ cov @ A.T
+    se = np.sqrt(np.diag(cov))
+    q = stats.norm.ppf(1 - alpha / 2)
+    z = params / se
+    table = pd.DataFrame({"coef": params, "std err": se, "z": z,
+                          "P>|z|": 2 * stats.norm.sf(np.abs(z)),
+                          f"[{alpha / 2:g}": params - q * se, f"{1 - alpha / 2:g}]": params + q * se},
+                         index=names)
+    if link in ("log", "logit"):  # rate ratios (log link), odds ratios (logit)
+        table["exp(coef)"] = np.exp(params)
+        table[f"exp [{alpha / 2:g}"] = np.exp(params - q * se)
+        table[f"exp {1 - alpha / 2:g}]"] = np.exp(params + q * se)
+    return table
+
+
+def summary_lines(report):
+    """The text of the regression table (``--summary``)."""
+    est = report.estimator
+    cov = getattr(est, "cov_type", "nonrobust")
+    what = {"nonrobust": "model-based", "HC0": "robust (HC0)", "HC1": "robust (HC1)",
+            "cluster": "cluster-robust with the sites as clusters"}.get(cov, cov)
+    table = report.summary
+    ratio = {"log": "; exp(coef): rate ratios", "logit": "; exp(coef): odds ratios"}.get(
+        est._result("family").link, "")
+    lines = [f"regression table on the original columns: standard errors {what}, Wald "
+             f"intervals{ratio}; every number from the sites' sums"]
+    width = max(12, max(len(str(n)) for n in table.index) + 2)
+    lines.append(f"  {'':<{width}}" + "".join(f"{c:>14}" for c in table.columns))
+    for name, row in table.iterrows():
+        lines.append(f"  {str(name):<{width}}" + "".join(f"{v:>#14.5g}" for v in row))
+    for attr, label in (("deviance_", "deviance"), ("loglike_", "log-likelihood"),
+                        ("aic_", "AIC"), ("bic_", "BIC")):
+        value = getattr(est, attr, None)
+        if value is not None:
+            lines.append(f"  {label}: {value:.6g}")
+    return lines
+
+
 def format_text(report):
     """The terminal report."""
     est, lines = report.estimator, []
@@ -557,6 +641,9 @@ def format_text(report):
     name, *intercept = intercept_row(report)
     lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in intercept))
     lines.append("")
+    if report.summary is not None:
+        lines.extend(summary_lines(report))
+        lines.append("")
     if not report.held_out:
         lines.append(f"no held-out score: --test-size 0 fits on every row (training rows by "
                      "site: " + ", ".join(f"{r[0]} {r[1]}" for r in report.site_rows)

@@ -10,8 +10,7 @@ import numpy as np
 from .._messages import count
 from ..history import integer_round_ticks
 from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
-    privacy_lines, \
-    scaling_text, traffic
+    privacy_lines, scaling_text, summary_lines, traffic
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
@@ -125,6 +124,14 @@ def write_html_report(report, path):
         "(coef / sd; intercept - sum(coef * mean / sd)).</p>",
         _table(["feature"] + coefficient_headers(report), coef_rows,
                row_class=lambda r: "zero" if r[0] != "(intercept)" and not any(r[1:]) else ""),
+    ]
+    if report.summary is not None:  # --summary
+        table = report.summary
+        parts += ["<h2>Regression table (original columns)</h2>",
+                  f"<p>{html.escape(summary_lines(report)[0])}</p>",
+                  _table(["", *table.columns],
+                         [(str(name), *row) for name, row in table.iterrows()])]
+    parts += [
         "<h2>Convergence and traffic</h2>",
         f'<img alt="convergence" src="data:image/png;base64,'
         f'{base64.b64encode(png).decode()}">',

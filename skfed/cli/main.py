@@ -135,6 +135,14 @@ def _fit_parser(sub):
     fit.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
     fit.add_argument("--model", required=True, choices=sorted(MODELS))
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
+    fit.add_argument("--summary", action="store_true",
+                     help="the regression table on the original columns: estimates, standard "
+                          "errors, z, p-values, 95%% intervals, rate or odds ratios (models "
+                          "linear, ridge, poisson, gamma, tweedie, logistic; unpenalized: "
+                          "--alpha 0, or --C inf)")
+    fit.add_argument("--cov-type", choices=["nonrobust", "HC0", "HC1", "cluster"],
+                     help="the regression table's standard errors: model-based (default), "
+                          "robust sandwich, or cluster-robust with the sites as clusters")
     fit.add_argument("--alpha", type=float, help="penalty strength (lasso, elasticnet, "
                                                  "lowrank), on the standardized coefficients "
                                                  "unless --no-scale")
@@ -240,16 +248,14 @@ def run_fit(args, out=None):
     out = sys.stdout if out is None else out
     _recover_data_file(args)
     if args.scheduler or args.site or args.site_service:
-        report = _run_remote_fit(args)
+        report = _with_summary(_run_remote_fit(args), args)
         print(format_text(report), end="", file=out)
         _save(report, args.report, args.output, lambda *a: print(*a, file=out))
         return report
     if bool(args.data) == bool(args.site_files):
         raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv B.csv ...")
-    _, reg, classifier = MODELS[args.model]
-    other = "C" if reg == "alpha" else "alpha"
-    if getattr(args, other) is not None:
-        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    _, _, classifier = MODELS[args.model]
+    reg = _check_strength(args)
     test_size = _test_size(args)
     table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
     target = args.target[0] if len(args.target) == 1 else args.target
@@ -276,11 +282,13 @@ def run_fit(args, out=None):
             X, Y, sites, model=args.model, test_size=test_size, test=test,
             random_state=args.random_state, feature_names=list(encoder.feature_names_out_),
             output_names=args.target, scale=args.scale, indicators=encoder.indicators_,
-            strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
+            strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
             max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
-            preprocess=[("impute", imputer), ("encode", encoder)], notes=notes)
+            preprocess=[("impute", imputer), ("encode", encoder)], notes=notes,
+            cov_type=args.cov_type)
     except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
         raise CLIError(str(exc)) from exc
+    _with_summary(report, args)
     print(format_text(report), end="", file=out)
     _save(report, args.report, args.output, lambda *a: print(*a, file=out))
     return report
@@ -336,10 +344,7 @@ def _run_remote_fit(args):
         raise CLIError("--final (--test-size 0) is not available with --scheduler yet: "
                        "every site holds out some of its rows; use the local form for the "
                        "final model.")
-    _, reg, _ = MODELS[args.model]
-    other = "C" if reg == "alpha" else "alpha"
-    if getattr(args, other) is not None:
-        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    reg = _check_strength(args)
     security = None
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
     if any(tls):
@@ -355,9 +360,36 @@ def _run_remote_fit(args):
                       target=args.target[0], model=args.model, drop=args.drop,
                       categorical=args.categorical, scale=args.scale, test_size=_test_size(args),
                       random_state=args.random_state,
-                      strength=getattr(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
+                      strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
-                      impute=args.impute, drop_incomplete=args.drop_incomplete)
+                      impute=args.impute, drop_incomplete=args.drop_incomplete,
+                      cov_type=args.cov_type)
+
+
+def _check_strength(args):
+    """The model's penalty option (``alpha`` or ``C``; ``None``: the model has none), after
+    refusing the other one."""
+    from .fit import MODELS, CLIError
+
+    reg = MODELS[args.model][1]
+    for other in ("alpha", "C"):
+        if other != reg and getattr(args, other) is not None:
+            takes = f"takes --{reg}" if reg else "has no penalty"
+            raise CLIError(f"--model {args.model} {takes}, not --{other}.")
+    return reg
+
+
+def _strength(args, reg):
+    return getattr(args, reg) if reg else None
+
+
+def _with_summary(report, args):
+    """``--summary``: the regression table on the original columns."""
+    from .fit import regression_table
+
+    if getattr(args, "summary", False):
+        report.summary = regression_table(report)
+    return report
 
 
 def _run_service_fit(args):
@@ -381,19 +413,16 @@ def _run_service_fit(args):
     if args.final or args.test_size == 0:
         raise CLIError("--final (--test-size 0) is not available with site-resident data yet: "
                        "every site holds out some of its rows.")
-    _, reg, _ = MODELS[args.model]
-    other = "C" if reg == "alpha" else "alpha"
-    if getattr(args, other) is not None:
-        raise CLIError(f"--model {args.model} takes --{reg}, not --{other}.")
+    reg = _check_strength(args)
     return fit_services(parse_sites(args.site_service), dataset=args.dataset,
                         target=args.target[0], drop=args.drop, ca_file=args.tls_ca_file,
                         cert_file=args.tls_cert, key_file=args.tls_key, model=args.model,
                         categorical=args.categorical, scale=args.scale,
                         test_size=_test_size(args), random_state=args.random_state,
-                        strength=getattr(args, reg), l1_ratio=args.l1_ratio,
+                        strength=_strength(args, reg), l1_ratio=args.l1_ratio,
                         solver=args.solver, max_rounds=args.max_rounds, tol=args.tol,
                         privacy=_privacy(args), impute=args.impute,
-                        drop_incomplete=args.drop_incomplete)
+                        drop_incomplete=args.drop_incomplete, cov_type=args.cov_type)
 
 
 def main(argv=None):
