@@ -878,3 +878,29 @@ def test_skfed_fit_through_site_services(clinic, federation, capsys):
         f"--site-service={name}={address}" for name, address in addresses.items()]
     assert main(argv) == 2
     assert "min_rows" in capsys.readouterr().err
+
+
+def test_losses_rule_and_a_parquet_dataset(one_site, tmp_path, federation):
+    conn, folder = one_site('losses = ["Quadratic"]')
+    FedLasso(alpha=1.0).fit(_dataset(conn))
+    frame = load_diabetes(as_frame=True).frame.iloc[:120]
+    frame = frame.assign(high=(frame["target"] > 140).astype(int))
+    conn, _ = one_site('losses = ["Quadratic"]', frame=frame)
+    with pytest.raises(SiteRefusal, match="Logistic loss are not allowed") as info:
+        FedLogisticRegression().fit(_dataset(conn, target="high", drop=["target"]))
+    assert info.value.rule == "losses"
+    # a Parquet file serves the same rows as its CSV
+    pytest.importorskip("pyarrow")
+    pd.read_csv(folder / "visits.csv").to_parquet(tmp_path / "visits.parquet")
+    path = site_config(tmp_path / "pq", "hospital-a", certs=federation["certs"],
+                       datasets={"visits": (str(tmp_path / "visits.parquet"), None)})
+    server = SiteServer(load_config(path)).start()
+    try:
+        pq = SiteConnection("hospital-a", f"127.0.0.1:{server.port}",
+                            **_tls(federation["certs"]))
+        np.testing.assert_allclose(FedLasso(alpha=1.0).fit(_dataset(pq)).coef_,
+                                   FedLasso(alpha=1.0).fit(_dataset(conn, target="target",
+                                                                    drop=["high"])).coef_,
+                                   rtol=1e-12)
+    finally:
+        server.stop()

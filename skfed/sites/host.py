@@ -235,6 +235,13 @@ class SiteHost:
 
         site, n = self._rows(args, record, "a fit")
         datafit, layout, targets = args.get("datafit"), args.get("layout"), args.get("targets")
+        from ..datafits import Datafit
+
+        if not isinstance(datafit, Datafit):
+            raise _Refusal("message", "fit.open needs one of skfed's losses")
+        if self.policy.losses is not None and type(datafit).__name__ not in self.policy.losses:
+            raise _Refusal("losses", f"models with the {type(datafit).__name__} loss are not "
+                                     "allowed at this site")
         size = int(getattr(layout, "size", 0))
         if size > self.policy.max_parameters_per_row * n:
             raise _Refusal("max_parameters_per_row", f"a model of {size} parameters on "

@@ -77,6 +77,11 @@ class Policy:
         The named operations served.
     solvers : tuple of str or None
         Solver names allowed in a fit (``None``: all of skfed's).
+    losses : tuple of str or None
+        The models allowed, by their loss (``"Quadratic"`` for least squares,
+        Lasso and ridge; ``"Logistic"``, ``"Multinomial"``, ``"Hinge"``,
+        ``"SquaredHinge"``, ``"Poisson"``, ``"Gamma"``, ``"Tweedie"``);
+        ``None``: all.
     min_rows : int
         No reply is computed from fewer rows (rows with positive weight).
     min_level_count : int
@@ -111,6 +116,7 @@ class Policy:
     analysts: tuple = None
     operations: tuple = DEFAULT_OPERATIONS
     solvers: tuple = None
+    losses: tuple = None
     min_rows: int = 10
     min_level_count: int = 5
     max_parameters_per_row: float = DEFAULT_MAX_PARAMETERS_PER_ROW
@@ -168,7 +174,7 @@ def parse_policy(raw):
     """A :class:`Policy` from the ``[policy]`` table (unknown keys are refused)."""
     from . import operations
 
-    known = {"analysts", "operations", "solvers", "min_rows", "min_level_count",
+    known = {"analysts", "operations", "solvers", "losses", "min_rows", "min_level_count",
              "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
              "min_noise_multiplier", "allow_exact_quantiles"}
     unknown = sorted(set(raw) - known)
@@ -192,9 +198,20 @@ def parse_policy(raw):
         if bad:
             raise ValueError(f"[policy] solvers names {bad[0]!r}; skfed's solvers are "
                              f"{sorted(SOLVERS)}.")
+    losses = _strings(raw.get("losses"), "[policy] losses")
+    if losses is not None:
+        from .. import datafits
+
+        known_losses = sorted(n for n, c in vars(datafits).items()
+                              if isinstance(c, type) and issubclass(c, datafits.Datafit)
+                              and c is not datafits.Datafit)
+        bad = [x for x in losses if x not in known_losses]
+        if bad:
+            raise ValueError(f"[policy] losses names {bad[0]!r}; skfed's losses are "
+                             f"{known_losses}.")
     return Policy(
         analysts=_strings(raw.get("analysts"), "[policy] analysts"), operations=ops,
-        solvers=solvers,
+        solvers=solvers, losses=losses,
         min_rows=_number(raw, "min_rows", 10, integer=True, minimum=1),
         min_level_count=_number(raw, "min_level_count", 5, integer=True, minimum=1),
         max_parameters_per_row=_number(raw, "max_parameters_per_row",
