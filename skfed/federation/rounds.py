@@ -67,6 +67,17 @@ class _Monitor:
             loss, grad, traffic = sums
             return (*self.evaluate_sums(theta, loss, grad), traffic)
         problem, N = self.problem, self.problem.n_clients
+        # sites an executor reports lost for good (a site service that stopped answering,
+        # under a solver that goes on without it): the objective of the sites left
+        lost = set(getattr(self.executor, "lost", ()))
+        if lost:
+            alive = [j for j in range(N) if j not in lost]
+            results = self.executor.map(client_monitor, [(j, (theta,)) for j in alive])
+            weights = problem.weights[alive] / problem.weights[alive].sum()
+            loss = float(weights @ np.array([v for v, _ in results]))
+            grad = sum(a * g for a, (_, g) in zip(weights, results))
+            traffic = len(alive) * (theta.nbytes + theta.nbytes + 8)
+            return (*self.evaluate_sums(theta, loss, grad), traffic)
         results = self.executor.map(client_monitor, [(j, (theta,)) for j in range(N)])
         traffic = N * (theta.nbytes + theta.nbytes + 8)
         return (*self.evaluate(theta, results), traffic)

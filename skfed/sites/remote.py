@@ -182,14 +182,19 @@ class SiteServiceExecutor(Executor):
     sent with a client's first step), as under secure aggregation: a warm
     start resumes from the model. A site that does not answer within its
     connection's timeout is a failed client: solvers that allow partial
-    participation go on without it, the others stop naming it. A refusal by
-    a site's policy stops the fit at once, naming the site and the rule.
+    participation go on without it (the rounds and the monitor then cover the
+    sites left, and ``history_.dropped`` says which site was lost when), the
+    others stop naming it. A refusal by a site's policy stops the fit at once,
+    naming the site and the rule.
     """
 
     keeps_states_at_sites = True
 
     def _start(self):
         self._sent_state, self._solver_sent = set(), {}
+        #: sites that stopped answering during a round: left out of the next rounds and of
+        #: the monitor (the round loop stops the fit instead for a solver needing everyone)
+        self.lost = set()
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.clients))))
 
     def _submit(self, j, op, args):
@@ -219,8 +224,12 @@ class SiteServiceExecutor(Executor):
         # update of its attributes); otherwise only its digest
         blob = np.frombuffer(encode(solver), dtype=np.uint8)
         digest = hashlib.sha256(blob).hexdigest()
-        futures = []
+        futures, failures = [], {}
         for j, message, seed in jobs:
+            if j in self.lost:  # not asked again: it did not answer within the timeout
+                failures[j] = ClientFailure(error=f"site {self.labels[j]!r} was lost in an "
+                                                  "earlier round", worker=self.labels[j])
+                continue
             args = {"solver_digest": digest, "message": message, "seed": int(seed),
                     "client": int(j)}
             if self._solver_sent.get(j) != digest:
@@ -228,7 +237,7 @@ class SiteServiceExecutor(Executor):
             if j not in self._sent_state:
                 args["state"] = self._states[j]
             futures.append((j, self._submit(j, "fit.step", args)))
-        replies, failures = {}, {}
+        replies = {}
         for j, future in futures:
             try:
                 replies[j] = future.result()
@@ -237,6 +246,10 @@ class SiteServiceExecutor(Executor):
             except SiteRefusal:
                 raise
             except Exception as exc:
+                from . import SiteUnavailable
+
+                if isinstance(exc, SiteUnavailable):
+                    self.lost.add(j)
                 failures[j] = ClientFailure(error=str(exc), worker=self.labels[j])
         return replies, failures
 
