@@ -10,7 +10,8 @@ import numpy as np
 from .._messages import count
 from ..history import integer_round_ticks
 from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
-    privacy_lines, scaling_text, summary_lines, traffic
+    privacy_lines, scaling_text, traffic
+from .summary import summary_lines
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }

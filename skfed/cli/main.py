@@ -327,7 +327,7 @@ def _privacy(args):
 
 def _run_remote_fit(args):
     """``skfed fit --scheduler ... --site NAME=PATH ...``: rows read at the sites."""
-    from .fit import MODELS, CLIError
+    from .fit import CLIError
     from .remote import fit_remote, parse_sites
 
     if args.site_service:
@@ -385,7 +385,7 @@ def _strength(args, reg):
 
 def _with_summary(report, args):
     """``--summary``: the regression table on the original columns."""
-    from .fit import regression_table
+    from .summary import regression_table
 
     if getattr(args, "summary", False):
         report.summary = regression_table(report)
@@ -395,7 +395,7 @@ def _with_summary(report, args):
 def _run_service_fit(args):
     """``skfed fit --site-service NAME=HOST:PORT ... --dataset NAME``: the sites' services
     run every step under their own policies."""
-    from .fit import MODELS, CLIError
+    from .fit import CLIError
     from .remote import fit_services, parse_sites
 
     if args.scheduler or args.site or args.data or args.site_files or args.clients:

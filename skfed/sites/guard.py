@@ -26,6 +26,8 @@ against; a site service therefore does not take the server's word for it:
 
 import numpy as np
 
+from .policy import Refused
+
 _DOMAIN = b"skfed secure aggregation key v1"
 
 
@@ -34,14 +36,6 @@ def key_payload(session, party, site, public_key, weight_sum):
     site = site.encode()
     return b"|".join([_DOMAIN, bytes(session), str(int(party)).encode(), site,
                       bytes(public_key), float(weight_sum).hex().encode()])
-
-
-class Refused(Exception):
-    """A check failed; ``rule`` names the policy rule."""
-
-    def __init__(self, rule, detail):
-        super().__init__(detail)
-        self.rule, self.detail = rule, detail
 
 
 class SecureAggregationGuard:

@@ -18,13 +18,14 @@ import threading
 
 import numpy as np
 
-from ..data.site import SiteData, SiteError, numeric_matrix
+from ..data.site import SiteError
 from ..data.sources import describe, split_table, read_table
 from ..solvers.base import message_nbytes
 from .audit import AuditLog
 from .codec import MessageError, decode, encode
+from .data_operations import DataOperations, _transformer
 from .operations import OPERATIONS
-from .policy import PolicyError
+from .policy import PolicyError, Refused
 
 
 _LOG = logging.getLogger("skfed.site")
@@ -42,7 +43,7 @@ class _Session:
         self.solver = None  # (digest, solver) of the last solver received
 
 
-class SiteHost:
+class SiteHost(DataOperations):
     """Runs named operations on this site's declared datasets under its policy.
 
     Parameters
@@ -72,19 +73,19 @@ class SiteHost:
             try:
                 message = decode(request)
             except MessageError as exc:
-                raise _Refusal("message", f"the request is not a skfed message ({exc})")
+                raise Refused("message", f"the request is not a skfed message ({exc})")
             if not isinstance(message, dict) or not isinstance(message.get("op"), str):
-                raise _Refusal("message", "the request names no operation")
+                raise Refused("message", "the request names no operation")
             op, args = message["op"], message.get("args") or {}
             record["operation"] = op[:64]
             if op not in OPERATIONS:
-                raise _Refusal("operations", f"{op[:64]!r} is not a site operation")
+                raise Refused("operations", f"{op[:64]!r} is not a site operation")
             self._check_analyst(analyst, op)
             value = getattr(self, "_op_" + op.replace(".", "_"))(analyst, args, record)
             reply = encode({"ok": value})
             record.update(outcome="ok", bytes=len(reply))
             return reply
-        except _Refusal as exc:
+        except Refused as exc:
             error = PolicyError(self.name, exc.rule, exc.detail)
             record.update(outcome="refused", rule=exc.rule, reason=exc.detail)
             return encode({"error": {"kind": "policy", "rule": exc.rule, "message": str(error)}})
@@ -108,12 +109,12 @@ class SiteHost:
     def _check_analyst(self, analyst, op):
         allowed = self.policy.analysts
         if allowed is not None and analyst not in allowed:
-            raise _Refusal("analysts", f"analyst {analyst!r} is not allowed at this site")
+            raise Refused("analysts", f"analyst {analyst!r} is not allowed at this site")
         if op not in self.policy.operations:
-            raise _Refusal("operations", f"operation {op!r} is not served by this site")
+            raise Refused("operations", f"operation {op!r} is not served by this site")
         allowed_ops = self.policy.access.get(analyst, {}).get("operations")
         if allowed_ops is not None and op not in allowed_ops:
-            raise _Refusal("access", f"analyst {analyst!r} may not use operation {op!r} here")
+            raise Refused("access", f"analyst {analyst!r} may not use operation {op!r} here")
 
     def _rows(self, args, record, what):
         """The request's rows (its dataset reference) and their count with positive
@@ -126,7 +127,7 @@ class SiteHost:
 
     def _check_rows(self, n_rows, what):
         if n_rows < self.policy.min_rows:
-            raise _Refusal("min_rows", f"{what} would be computed from fewer than "
+            raise Refused("min_rows", f"{what} would be computed from fewer than "
                                        f"{self.policy.min_rows} rows")
 
     # -- datasets ------------------------------------------------------------
@@ -134,15 +135,15 @@ class SiteHost:
         """The rows of a dataset reference ``{"name", "target", "drop", "sample_weight"}``,
         restricted to the columns the site allows."""
         if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
-            raise _Refusal("datasets", "the request names no dataset")
+            raise Refused("datasets", "the request names no dataset")
         name = ref["name"]
         record["dataset"] = name[:64]
         conf = self.config.datasets.get(name)
         if conf is None:
-            raise _Refusal("datasets", f"no dataset {name[:64]!r} is served here")
+            raise Refused("datasets", f"no dataset {name[:64]!r} is served here")
         allowed = self.policy.access.get(record["analyst"], {}).get("datasets")
         if allowed is not None and name not in allowed:
-            raise _Refusal("access", f"analyst {record['analyst']!r} may not use dataset "
+            raise Refused("access", f"analyst {record['analyst']!r} may not use dataset "
                                      f"{name!r} here")
         table = self._table(conf)
         target, weight = ref.get("target"), ref.get("sample_weight")
@@ -152,7 +153,7 @@ class SiteHost:
         for role, col in [*(("target", t) for t in targets), ("sample-weight", weight),
                           ("offset", offset)]:
             if col is not None and (not isinstance(col, str) or col not in table.columns):
-                raise _Refusal("columns", f"no usable {role} column {str(col)[:64]!r} in "
+                raise Refused("columns", f"no usable {role} column {str(col)[:64]!r} in "
                                           f"dataset {name!r}")
         drop = [c for c in drop if c in table.columns]
         site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop,
@@ -167,9 +168,9 @@ class SiteHost:
                 test_size, seed = float(holdout["test_size"]), int(holdout["seed"])
                 part = holdout["part"]
             except (KeyError, TypeError, ValueError):
-                raise _Refusal("message", "a malformed holdout") from None
+                raise Refused("message", "a malformed holdout") from None
             if part not in ("train", "test") or not 0 < test_size < 1:
-                raise _Refusal("message", "a malformed holdout")
+                raise Refused("message", "a malformed holdout")
             site = holdout_rows(site, test_size, seed, part == "test")
         record["columns"] = list(site.columns() or ()) + [t for t in targets if t is not None]
         return site
@@ -181,12 +182,12 @@ class SiteHost:
         fn, args = (step.get("fn"), step.get("args") or []) if isinstance(step, dict) else (
             None, None)
         if fn not in registry()[1] or not isinstance(args, list):
-            raise _Refusal("message", "a row step that is not one of skfed's declared steps")
+            raise Refused("message", "a row step that is not one of skfed's declared steps")
         if fn is _transform_site:  # only a fitted transformer's transform
             _transformer({"estimator": args[0] if args else None, "validate": None},
                          check_validate=False)
             if args[1:] != ["transform"]:
-                raise _Refusal("message", "a transformer step runs transform only")
+                raise Refused("message", "a transformer step runs transform only")
         return fn(site, *args)
 
     def _table(self, conf):
@@ -208,7 +209,7 @@ class SiteHost:
         handle = args.get("session")
         session = self._sessions.get(handle) if isinstance(handle, str) else None
         if session is None or session.owner != analyst:  # another's session looks absent
-            raise _Refusal("sessions", "no such fit session for this analyst")
+            raise Refused("sessions", "no such fit session for this analyst")
         return session
 
     # -- the operations ------------------------------------------------------
@@ -222,11 +223,11 @@ class SiteHost:
         site, n = self._rows(args, record, "the summary")
         task = args.get("task")
         if task not in ("none", "regression", "classification"):
-            raise _Refusal("message", "unknown task")
+            raise Refused("message", "unknown task")
         summary = site_summary(site, task)
         counts = summary.get("class_counts")
         if counts is not None and np.min(counts) < self.policy.min_level_count:
-            raise _Refusal("min_level_count", "a class of the target has fewer than "
+            raise Refused("min_level_count", "a class of the target has fewer than "
                                               f"{self.policy.min_level_count} rows here")
         return summary
 
@@ -238,13 +239,13 @@ class SiteHost:
         from ..datafits import Datafit
 
         if not isinstance(datafit, Datafit):
-            raise _Refusal("message", "fit.open needs one of skfed's losses")
+            raise Refused("message", "fit.open needs one of skfed's losses")
         if self.policy.losses is not None and type(datafit).__name__ not in self.policy.losses:
-            raise _Refusal("losses", f"models with the {type(datafit).__name__} loss are not "
+            raise Refused("losses", f"models with the {type(datafit).__name__} loss are not "
                                      "allowed at this site")
         size = int(getattr(layout, "size", 0))
         if size > self.policy.max_parameters_per_row * n:
-            raise _Refusal("max_parameters_per_row", f"a model of {size} parameters on "
+            raise Refused("max_parameters_per_row", f"a model of {size} parameters on "
                            f"{n} rows exceeds {self.policy.max_parameters_per_row} parameters "
                            "per row (its second moments would reveal rows)")
         objective = client_objective(site, datafit, layout, targets)
@@ -291,7 +292,7 @@ class SiteHost:
         session = self._on_session(analyst, args, record)
         solver = self._solver(session, args)
         if not isinstance(solver, FederatedSolver):
-            raise _Refusal("message", "fit.step needs one of skfed's solvers")
+            raise Refused("message", "fit.step needs one of skfed's solvers")
         self._check_solver(solver)
         client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
         message = args.get("message")
@@ -316,66 +317,63 @@ class SiteHost:
         blob, digest = args.get("solver"), args.get("solver_digest")
         if isinstance(blob, np.ndarray) and blob.dtype == np.uint8:
             if hashlib.sha256(blob).hexdigest() != digest:
-                raise _Refusal("message", "the solver does not match its digest")
+                raise Refused("message", "the solver does not match its digest")
             try:
                 session.solver = (digest, decode(blob.tobytes()))
             except MessageError as exc:
-                raise _Refusal("message", f"the solver is not a skfed message ({exc})")
+                raise Refused("message", f"the solver is not a skfed message ({exc})")
         if session.solver is None or session.solver[0] != digest:
-            raise _Refusal("message", "a step names a solver this session has not received")
+            raise Refused("message", "a step names a solver this session has not received")
         return session.solver[1]
 
     def _guard(self, session, solver, message, state, analyst, record):
         """The site's checks of a masked (or noisy) step; returns the message to run."""
         if not _masked(solver):
             return message
-        from .guard import PrivateRounds, Refused, SecureAggregationGuard
+        from .guard import PrivateRounds, SecureAggregationGuard
 
         if not isinstance(message, dict):
-            raise _Refusal("message", "a masked step needs a message")
+            raise Refused("message", "a masked step needs a message")
         if session.guard is None:
             config = self.config
             session.guard = SecureAggregationGuard(
                 self.name, config.cert.read_bytes(), config.key.read_bytes(),
                 config.ca.read_bytes(), self.policy.min_sites)
         kind = message.get("kind")
-        try:
-            if kind == "key-list":
-                session.guard.verify_key_list(message, state["party"].public_key())
-            elif kind in ("round", "remask", "monitor"):
-                parties = session.guard.check_round(message, _private(solver))
-                if _private(solver) and kind == "round":
-                    if session.private is None:
-                        session.private = PrivateRounds()
+        if kind == "key-list":
+            session.guard.verify_key_list(message, state["party"].public_key())
+        elif kind in ("round", "remask", "monitor"):
+            parties = session.guard.check_round(message, _private(solver))
+            if _private(solver) and kind == "round":
+                if session.private is None:
+                    session.private = PrivateRounds()
 
-                    def charge(epsilon, delta, rounds):
-                        ok = self.ledger.charge(session.dataset, epsilon, delta,
-                                                analyst=analyst, rounds=rounds)
-                        if ok:
-                            record["epsilon"] = float(epsilon)
-                        return ok
+                def charge(epsilon, delta, rounds):
+                    ok = self.ledger.charge(session.dataset, epsilon, delta,
+                                            analyst=analyst, rounds=rounds)
+                    if ok:
+                        record["epsilon"] = float(epsilon)
+                    return ok
 
-                    message = session.private.prepare(solver, message, parties,
-                                                      policy=self.policy, charge=charge)
-            elif kind == "sums":  # an inference pass, masked
-                session.guard.check_sums(message)
-            elif kind != "keys":
-                raise Refused("message", f"unknown masked step {str(kind)[:32]!r}")
-        except Refused as exc:
-            raise _Refusal(exc.rule, exc.detail) from None
+                message = session.private.prepare(solver, message, parties,
+                                                  policy=self.policy, charge=charge)
+        elif kind == "sums":  # an inference pass, masked
+            session.guard.check_sums(message)
+        elif kind != "keys":
+            raise Refused("message", f"unknown masked step {str(kind)[:32]!r}")
         return message
 
     def _check_solver(self, solver):
         inner = getattr(solver, "solver", solver)  # under a privacy wrapper: the solver in it
         allowed = self.policy.solvers
         if allowed is not None and inner.name not in allowed:
-            raise _Refusal("solvers", f"solver {inner.name!r} is not allowed at this site")
+            raise Refused("solvers", f"solver {inner.name!r} is not allowed at this site")
         if "secure_aggregation" in self.policy.require and inner is solver:
-            raise _Refusal("require", "this site requires secure aggregation and the step "
+            raise Refused("require", "this site requires secure aggregation and the step "
                                       "is not masked")
         if "differential_privacy" in self.policy.require and not getattr(
                 solver, "differentially_private", False):
-            raise _Refusal("require", "this site requires differential privacy and the "
+            raise Refused("require", "this site requires differential privacy and the "
                                       "step adds no noise")
 
     def _op_fit_close(self, analyst, args, record):
@@ -384,192 +382,6 @@ class SiteHost:
             self._sessions.pop(args["session"], None)
         session.states.clear()
         return True
-
-    def _op_preprocess_schema(self, analyst, args, record):
-        from ..preprocessing._summaries import _template_site
-
-        site, _ = self._rows(args, record, "a schema")
-        estimator, validate = _transformer(args)
-        template = _template_site(site, estimator, validate)
-        if hasattr(template, "dtypes"):
-            return {"columns": [str(c) for c in template.columns],
-                    "dtypes": [str(t) for t in template.dtypes]}
-        return {"columns": None, "dtypes": [template.dtype.str], "width": template.shape[1]}
-
-    def _op_preprocess_summary(self, analyst, args, record):
-        from ..preprocessing import _summaries
-
-        site, n = self._rows(args, record, "a preprocessing summary")
-        estimator, validate = _transformer(args)
-        fn, fn_args = args.get("summary"), args.get("args") or ()
-        exact = (_summaries.range_summary, _summaries.count_below_summary)
-        if fn in exact and not self.policy.allow_exact_quantiles:
-            raise _Refusal("allow_exact_quantiles", "the exact federated median releases "
-                           "single rows' values (the site's extremes and the values next to "
-                           "each threshold); use strategy='mean' or 'most_frequent'")
-        if fn not in vars(_summaries).values() or not getattr(fn, "__name__", "").endswith(
-                "_summary"):
-            raise _Refusal("message", "not a preprocessing summary")
-        if fn in (_summaries.categories_summary, _summaries.value_counts_summary):
-            self._check_levels(validate(estimator, site.X), args, fn_args)
-        return _summaries._summarize_site(site, estimator, validate,
-                                          bool(args.get("weighted")), fn, tuple(fn_args))
-
-    def _check_levels(self, X, args, fn_args):
-        """No level (category, or value counted for a mode) held by too few rows."""
-        from ..preprocessing._summaries import encoder_columns
-
-        names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
-        for i, column in enumerate(encoder_columns(X)):
-            column = np.asarray(column, dtype=object)
-            present = np.array([v is not None and v == v for v in column], dtype=bool)
-            if fn_args:  # value counts leave the missing marker out
-                present &= np.array([not _same(v, fn_args[-1]) for v in column], dtype=bool)
-            _, counts = np.unique(column[present].astype(str), return_counts=True)
-            if counts.size and counts.min() < self.policy.min_level_count:
-                where = repr(names[i]) if names else f"{i}"
-                raise _Refusal("min_level_count", f"a level of column {where} is held by "
-                               f"fewer than {self.policy.min_level_count} rows here")
-
-    def _op_data_check_target(self, analyst, args, record):
-        from ..linear_model._glm import check_target_range
-
-        site, (family, lower, strict) = self._stats_args(args, record, "a target check", 3)
-        return check_target_range(site, str(family), float(lower), bool(strict))
-
-    def _op_data_inspect(self, analyst, args, record):
-        from ..cli.inputs import inspect_site
-
-        site, (categorical,) = self._stats_args(args, record, "an inspection", 1)
-        return inspect_site(site, [str(c) for c in categorical])
-
-    def _op_data_check(self, analyst, args, record):
-        site, _ = self._rows(args, record, "a check")
-        numeric_matrix(site)
-        return None
-
-    def _op_evaluate_local_baseline(self, analyst, args, record):
-        from ..base import FederatedLinearModel
-        from ..cli.remote import local_only_score
-
-        site, n = self._rows(args, record, "a local baseline")
-        estimator = args.get("estimator")
-        if not isinstance(estimator, FederatedLinearModel):
-            raise _Refusal("message", "the local baseline needs one of skfed's estimators")
-        return local_only_score(site, estimator, float(args.get("test_size")),
-                                int(args.get("seed")), bool(args.get("classifier")),
-                                bool(args.get("scale")), tuple(args.get("indicators") or ()))
-
-    # -- inference at the fitted model (the session's objective) ----------------------
-    def _inference(self, fn, analyst, args, record):
-        session = self._on_session(analyst, args, record)
-        values = args.get("args")
-        if not isinstance(values, list):
-            raise _Refusal("message", "an inference pass takes its arguments as a list")
-        return fn(session.objective, *values)
-
-    def _op_fit_inference(self, analyst, args, record):
-        from ..linear_model._inference import client_inference_terms
-
-        return self._inference(client_inference_terms, analyst, args, record)
-
-    def _op_fit_inference_null(self, analyst, args, record):
-        from ..linear_model._inference import client_null_terms
-
-        return self._inference(client_null_terms, analyst, args, record)
-
-    def _op_fit_inference_dispersion(self, analyst, args, record):
-        from ..linear_model._inference import client_tweedie_log_c
-
-        return self._inference(client_tweedie_log_c, analyst, args, record)
-
-    # -- descriptive and survival statistics (skfed.stats), under the same rules --
-    def _stats_args(self, args, record, what, n_args):
-        site, _ = self._rows(args, record, what)
-        values = args.get("args")
-        if not isinstance(values, list) or len(values) != n_args:
-            raise _Refusal("message", f"{what} takes {n_args} arguments")
-        return site, values
-
-    def _op_stats_describe(self, analyst, args, record):
-        from ..stats._site import site_describe
-
-        site, (columns, by, quantiles, min_count) = self._stats_args(args, record,
-                                                                     "a description", 4)
-        out = site_describe(site, columns, by, quantiles, min_count)
-        for key, cell in out["cells"].items():
-            counts = list(cell.get("levels", {}).values()) + [cell.get("count", 0)]
-            if any(0 < c < self.policy.min_level_count for c in counts):
-                raise _Refusal("min_level_count", f"a cell of column {str(key[1])!r} is held "
-                               f"by fewer than {self.policy.min_level_count} rows here")
-            if not self.policy.allow_exact_quantiles and "quantiles" in cell:
-                # single rows' values: the site's extremes and its own quantiles
-                cell.update(min=np.nan, max=np.nan,
-                            quantiles=np.full(len(cell["quantiles"]), np.nan))
-        return out
-
-    def _op_stats_count_below(self, analyst, args, record):
-        from ..stats._site import site_count_below
-
-        site, values = self._stats_args(args, record, "a quantile step", 3)
-        if not self.policy.allow_exact_quantiles:
-            raise _Refusal("allow_exact_quantiles", "exact quantiles release single rows' "
-                           "values (the values next to each threshold)")
-        return site_count_below(site, *values)
-
-    def _op_stats_crosstab(self, analyst, args, record):
-        from ..stats._site import site_crosstab
-
-        site, values = self._stats_args(args, record, "a cross-tabulation", 2)
-        out = site_crosstab(site, *values)
-        if any(0 < c < self.policy.min_level_count for c in out.values()):
-            raise _Refusal("min_level_count", "a cell of the table is held by fewer than "
-                                              f"{self.policy.min_level_count} rows here")
-        return out
-
-    def _op_stats_event_table(self, analyst, args, record):
-        from ..stats._site import site_event_table
-
-        site, (time, event, group, min_count) = self._stats_args(args, record,
-                                                                 "an event table", 4)
-        # the site's small-count rule: times coarsened until each bin holds enough rows
-        floor = self.policy.min_level_count
-        return site_event_table(site, time, event, group,
-                                max(int(min_count or 0), floor) if floor > 1 else min_count)
-
-    def _op_evaluate_score(self, analyst, args, record):
-        from ..data.site import site_score_terms
-
-        site, n = self._rows(args, record, "a score")
-        return site_score_terms(site, _LinearModel.from_message(args.get("model")))
-
-
-class _Refusal(Exception):
-    def __init__(self, rule, detail):
-        super().__init__(detail)
-        self.rule, self.detail = rule, detail
-
-
-def _transformer(args, check_validate=True):
-    """The transformer and its row check, as the analyst named them (allow-listed)."""
-    from ..cli.scaling import FeatureScaler
-    from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
-    from .codec import allowed_functions
-
-    estimator, validate = args.get("estimator"), args.get("validate")
-    if not isinstance(estimator, (FedOneHotEncoder, FedSimpleImputer, FedStandardScaler,
-                                  FeatureScaler)):
-        raise _Refusal("message", "a preprocessing operation needs one of skfed's transformers")
-    if check_validate and validate not in allowed_functions().values():
-        raise _Refusal("message", "not one of skfed's row checks")
-    return estimator, validate
-
-
-def _same(value, missing):
-    if isinstance(missing, float) and missing != missing:
-        return value != value
-    return value == missing
-
 
 def _masked(solver):
     from ..privacy.secure_rounds import SecureAggregationSolver
@@ -589,44 +401,5 @@ def _vector(value, session, features=False):
     """A broadcast vector checked: floats, of the model's size (or the features')."""
     size = session.objective.X.shape[1] if features else session.objective.layout.size
     if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != (size,):
-        raise _Refusal("message", f"expected a float vector of {size} parameters")
+        raise Refused("message", f"expected a float vector of {size} parameters")
     return value
-
-
-class _LinearModel:
-    """A linear model's arrays, rebuilt at the site for an aggregate score.
-
-    The analyst sends ``coef``, ``intercept`` and, for a classifier,
-    ``classes``; the site computes predictions on its rows and releases
-    only the score's sums (:func:`~skfed.data.site.site_score_terms`).
-    """
-
-    def __init__(self, coef, intercept, classes):
-        self.coef_, self.intercept_, self.classes_ = coef, intercept, classes
-
-    @classmethod
-    def from_message(cls, model):
-        if not isinstance(model, dict):
-            raise _Refusal("message", "evaluate.score needs a model")
-        coef = np.asarray(model.get("coef"), dtype=np.float64)
-        intercept = np.asarray(model.get("intercept", 0.0), dtype=np.float64)
-        classes = model.get("classes")
-        if classes is not None and not isinstance(classes, np.ndarray):
-            raise _Refusal("message", "classes must be an array")
-        return cls(coef, intercept, classes)
-
-    def __sklearn_tags__(self):
-        from sklearn.utils import Tags, TargetTags
-
-        kind = "regressor" if self.classes_ is None else "classifier"
-        return Tags(estimator_type=kind, target_tags=TargetTags(required=True))
-
-    def predict(self, X):
-        X = numeric_matrix(SiteData(None, X))
-        scores = X @ np.atleast_2d(self.coef_).T + self.intercept_
-        if self.classes_ is None:
-            return scores.ravel() if np.ndim(self.coef_) == 1 else scores
-        if scores.shape[1] == 1:
-            return self.classes_[(scores[:, 0] > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
-

@@ -47,6 +47,15 @@ DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
 REQUIREMENTS = ("secure_aggregation", "differential_privacy")
 
 
+class Refused(Exception):
+    """Raised inside the site when a request breaks a rule; ``rule`` names it (the
+    host turns it into a :class:`PolicyError` reply and an audit line)."""
+
+    def __init__(self, rule, detail):
+        super().__init__(detail)
+        self.rule, self.detail = rule, detail
+
+
 class PolicyError(PermissionError):
     """A request the site's policy refuses: names the rule and the site."""
 

@@ -1,0 +1,235 @@
+"""The site operations on a dataset's rows that are not a fit's rounds.
+
+Input checks, the federated preprocessing, descriptive and survival
+statistics, aggregate evaluation and the inference passes at a fitted model:
+each runs skfed's own site function on the rows a dataset reference names,
+after :class:`~skfed.sites.host.SiteHost` has checked who asks and the
+policy's row counts, and checks what the reply would release
+(``min_level_count``, ``allow_exact_quantiles``). A mixin of the host.
+"""
+
+import numpy as np
+
+from ..data.site import SiteData, numeric_matrix
+from .policy import Refused
+
+
+class DataOperations:
+    """The host's dataset-level operations (see the module docstring)."""
+
+    def _op_preprocess_schema(self, analyst, args, record):
+        from ..preprocessing._summaries import _template_site
+
+        site, _ = self._rows(args, record, "a schema")
+        estimator, validate = _transformer(args)
+        template = _template_site(site, estimator, validate)
+        if hasattr(template, "dtypes"):
+            return {"columns": [str(c) for c in template.columns],
+                    "dtypes": [str(t) for t in template.dtypes]}
+        return {"columns": None, "dtypes": [template.dtype.str], "width": template.shape[1]}
+
+    def _op_preprocess_summary(self, analyst, args, record):
+        from ..preprocessing import _summaries
+
+        site, n = self._rows(args, record, "a preprocessing summary")
+        estimator, validate = _transformer(args)
+        fn, fn_args = args.get("summary"), args.get("args") or ()
+        exact = (_summaries.range_summary, _summaries.count_below_summary)
+        if fn in exact and not self.policy.allow_exact_quantiles:
+            raise Refused("allow_exact_quantiles", "the exact federated median releases "
+                           "single rows' values (the site's extremes and the values next to "
+                           "each threshold); use strategy='mean' or 'most_frequent'")
+        if fn not in vars(_summaries).values() or not getattr(fn, "__name__", "").endswith(
+                "_summary"):
+            raise Refused("message", "not a preprocessing summary")
+        if fn in (_summaries.categories_summary, _summaries.value_counts_summary):
+            self._check_levels(validate(estimator, site.X), args, fn_args)
+        return _summaries._summarize_site(site, estimator, validate,
+                                          bool(args.get("weighted")), fn, tuple(fn_args))
+
+    def _check_levels(self, X, args, fn_args):
+        """No level (category, or value counted for a mode) held by too few rows."""
+        from ..preprocessing._summaries import encoder_columns
+
+        names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+        for i, column in enumerate(encoder_columns(X)):
+            column = np.asarray(column, dtype=object)
+            present = np.array([v is not None and v == v for v in column], dtype=bool)
+            if fn_args:  # value counts leave the missing marker out
+                present &= np.array([not _same(v, fn_args[-1]) for v in column], dtype=bool)
+            _, counts = np.unique(column[present].astype(str), return_counts=True)
+            if counts.size and counts.min() < self.policy.min_level_count:
+                where = repr(names[i]) if names else f"{i}"
+                raise Refused("min_level_count", f"a level of column {where} is held by "
+                               f"fewer than {self.policy.min_level_count} rows here")
+
+    def _op_data_check_target(self, analyst, args, record):
+        from ..linear_model._glm import check_target_range
+
+        site, (family, lower, strict) = self._stats_args(args, record, "a target check", 3)
+        return check_target_range(site, str(family), float(lower), bool(strict))
+
+    def _op_data_inspect(self, analyst, args, record):
+        from ..cli.inputs import inspect_site
+
+        site, (categorical,) = self._stats_args(args, record, "an inspection", 1)
+        return inspect_site(site, [str(c) for c in categorical])
+
+    def _op_data_check(self, analyst, args, record):
+        site, _ = self._rows(args, record, "a check")
+        numeric_matrix(site)
+        return None
+
+    def _op_evaluate_local_baseline(self, analyst, args, record):
+        from ..base import FederatedLinearModel
+        from ..cli.remote import local_only_score
+
+        site, n = self._rows(args, record, "a local baseline")
+        estimator = args.get("estimator")
+        if not isinstance(estimator, FederatedLinearModel):
+            raise Refused("message", "the local baseline needs one of skfed's estimators")
+        return local_only_score(site, estimator, float(args.get("test_size")),
+                                int(args.get("seed")), bool(args.get("classifier")),
+                                bool(args.get("scale")), tuple(args.get("indicators") or ()))
+
+    # -- inference at the fitted model (the session's objective) ----------------------
+    def _inference(self, fn, analyst, args, record):
+        session = self._on_session(analyst, args, record)
+        values = args.get("args")
+        if not isinstance(values, list):
+            raise Refused("message", "an inference pass takes its arguments as a list")
+        return fn(session.objective, *values)
+
+    def _op_fit_inference(self, analyst, args, record):
+        from ..linear_model._inference import client_inference_terms
+
+        return self._inference(client_inference_terms, analyst, args, record)
+
+    def _op_fit_inference_null(self, analyst, args, record):
+        from ..linear_model._inference import client_null_terms
+
+        return self._inference(client_null_terms, analyst, args, record)
+
+    def _op_fit_inference_dispersion(self, analyst, args, record):
+        from ..linear_model._inference import client_tweedie_log_c
+
+        return self._inference(client_tweedie_log_c, analyst, args, record)
+
+    # -- descriptive and survival statistics (skfed.stats), under the same rules --
+    def _stats_args(self, args, record, what, n_args):
+        site, _ = self._rows(args, record, what)
+        values = args.get("args")
+        if not isinstance(values, list) or len(values) != n_args:
+            raise Refused("message", f"{what} takes {n_args} arguments")
+        return site, values
+
+    def _op_stats_describe(self, analyst, args, record):
+        from ..stats._site import site_describe
+
+        site, (columns, by, quantiles, min_count) = self._stats_args(args, record,
+                                                                     "a description", 4)
+        out = site_describe(site, columns, by, quantiles, min_count)
+        for key, cell in out["cells"].items():
+            counts = list(cell.get("levels", {}).values()) + [cell.get("count", 0)]
+            if any(0 < c < self.policy.min_level_count for c in counts):
+                raise Refused("min_level_count", f"a cell of column {str(key[1])!r} is held "
+                               f"by fewer than {self.policy.min_level_count} rows here")
+            if not self.policy.allow_exact_quantiles and "quantiles" in cell:
+                # single rows' values: the site's extremes and its own quantiles
+                cell.update(min=np.nan, max=np.nan,
+                            quantiles=np.full(len(cell["quantiles"]), np.nan))
+        return out
+
+    def _op_stats_count_below(self, analyst, args, record):
+        from ..stats._site import site_count_below
+
+        site, values = self._stats_args(args, record, "a quantile step", 3)
+        if not self.policy.allow_exact_quantiles:
+            raise Refused("allow_exact_quantiles", "exact quantiles release single rows' "
+                           "values (the values next to each threshold)")
+        return site_count_below(site, *values)
+
+    def _op_stats_crosstab(self, analyst, args, record):
+        from ..stats._site import site_crosstab
+
+        site, values = self._stats_args(args, record, "a cross-tabulation", 2)
+        out = site_crosstab(site, *values)
+        if any(0 < c < self.policy.min_level_count for c in out.values()):
+            raise Refused("min_level_count", "a cell of the table is held by fewer than "
+                                              f"{self.policy.min_level_count} rows here")
+        return out
+
+    def _op_stats_event_table(self, analyst, args, record):
+        from ..stats._site import site_event_table
+
+        site, (time, event, group, min_count) = self._stats_args(args, record,
+                                                                 "an event table", 4)
+        # the site's small-count rule: times coarsened until each bin holds enough rows
+        floor = self.policy.min_level_count
+        return site_event_table(site, time, event, group,
+                                max(int(min_count or 0), floor) if floor > 1 else min_count)
+
+    def _op_evaluate_score(self, analyst, args, record):
+        from ..data.site import site_score_terms
+
+        site, n = self._rows(args, record, "a score")
+        return site_score_terms(site, _LinearModel.from_message(args.get("model")))
+
+
+def _transformer(args, check_validate=True):
+    """The transformer and its row check, as the analyst named them (allow-listed)."""
+    from ..cli.scaling import FeatureScaler
+    from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
+    from .codec import allowed_functions
+
+    estimator, validate = args.get("estimator"), args.get("validate")
+    if not isinstance(estimator, (FedOneHotEncoder, FedSimpleImputer, FedStandardScaler,
+                                  FeatureScaler)):
+        raise Refused("message", "a preprocessing operation needs one of skfed's transformers")
+    if check_validate and validate not in allowed_functions().values():
+        raise Refused("message", "not one of skfed's row checks")
+    return estimator, validate
+
+
+def _same(value, missing):
+    if isinstance(missing, float) and missing != missing:
+        return value != value
+    return value == missing
+
+
+class _LinearModel:
+    """A linear model's arrays, rebuilt at the site for an aggregate score.
+
+    The analyst sends ``coef``, ``intercept`` and, for a classifier,
+    ``classes``; the site computes predictions on its rows and releases
+    only the score's sums (:func:`~skfed.data.site.site_score_terms`).
+    """
+
+    def __init__(self, coef, intercept, classes):
+        self.coef_, self.intercept_, self.classes_ = coef, intercept, classes
+
+    @classmethod
+    def from_message(cls, model):
+        if not isinstance(model, dict):
+            raise Refused("message", "evaluate.score needs a model")
+        coef = np.asarray(model.get("coef"), dtype=np.float64)
+        intercept = np.asarray(model.get("intercept", 0.0), dtype=np.float64)
+        classes = model.get("classes")
+        if classes is not None and not isinstance(classes, np.ndarray):
+            raise Refused("message", "classes must be an array")
+        return cls(coef, intercept, classes)
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, TargetTags
+
+        kind = "regressor" if self.classes_ is None else "classifier"
+        return Tags(estimator_type=kind, target_tags=TargetTags(required=True))
+
+    def predict(self, X):
+        X = numeric_matrix(SiteData(None, X))
+        scores = X @ np.atleast_2d(self.coef_).T + self.intercept_
+        if self.classes_ is None:
+            return scores.ravel() if np.ndim(self.coef_) == 1 else scores
+        if scores.shape[1] == 1:
+            return self.classes_[(scores[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
