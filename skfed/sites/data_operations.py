@@ -169,6 +169,22 @@ class DataOperations:
         return site_event_table(site, time, event, group,
                                 max(int(min_count or 0), floor) if floor > 1 else min_count)
 
+    def _op_evaluate_response_sums(self, analyst, args, record):
+        from ..linear_model._glm import site_response_sums
+
+        site, _ = self._rows(args, record, "a GLM score")
+        return site_response_sums(site)
+
+    def _op_evaluate_deviances(self, analyst, args, record):
+        from ..linear_model._glm import site_deviances
+        from ..linear_model._inference import Family
+
+        site, _ = self._rows(args, record, "a GLM score")
+        model = args.get("model")
+        if not isinstance(model, dict) or not isinstance(model.get("family"), Family):
+            raise Refused("message", "a GLM score needs a model with its family")
+        return site_deviances(site, _GLMModel.from_message(model), float(args.get("ybar")))
+
     def _op_evaluate_score(self, analyst, args, record):
         from ..data.site import site_score_terms
 
@@ -233,3 +249,25 @@ class _LinearModel:
         if scores.shape[1] == 1:
             return self.classes_[(scores[:, 0] > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+
+class _GLMModel(_LinearModel):
+    """A GLM's arrays and family, rebuilt at the site for its deviance (D^2 score)."""
+
+    @classmethod
+    def from_message(cls, model):
+        out = super().from_message(model)
+        out.family_ = model["family"]
+        return out
+
+    def _inference_family(self):
+        return self.family_
+
+    def predict(self, X, offset=None):
+        eta = numeric_matrix(SiteData(None, X)) @ self.coef_.ravel() + float(
+            np.ravel(self.intercept_)[0])
+        if offset is not None:
+            eta = eta + offset
+        link = self.family_.link
+        return np.exp(eta) if link == "log" else (
+            1.0 / (1.0 + np.exp(-eta)) if link == "logit" else eta)

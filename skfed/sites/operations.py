@@ -75,6 +75,10 @@ OPERATIONS = {op.name: op for op in [
               None),
     Operation("stats.event_table", "per time (coarsened until every bin holds "
               ">= min_level_count rows) the numbers of events and censorings, per group", None),
+    Operation("evaluate.response_sums", "two numbers: the sum of weights and of weighted "
+              "targets (the mean response of a GLM score's null model)", None),
+    Operation("evaluate.deviances", "two numbers: the weighted deviance of a GLM's predictions "
+              "and of a constant (its D^2 score)", None),
     Operation("data.check_target", "nothing (the target is checked to be in the family's "
               "range; an error gives the number of values outside it)", None),
     Operation("data.inspect", "per column the numbers of missing, non-numeric and non-finite "
@@ -106,6 +110,8 @@ def _cli_functions():
                   stats.site_crosstab: "stats.crosstab",
                   stats.site_event_table: "stats.event_table",
                   _glm.check_target_range: "data.check_target",
+                  _glm.site_response_sums: "evaluate.response_sums",
+                  _glm.site_deviances: "evaluate.deviances",
                   _inference.client_inference_terms: "fit.inference",
                   _inference.client_null_terms: "fit.inference_null",
                   _inference.client_tweedie_log_c: "fit.inference_dispersion"}

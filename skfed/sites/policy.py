@@ -40,7 +40,8 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "data.check", "evaluate.local_baseline", "stats.describe",
                       "stats.count_below", "stats.crosstab", "stats.event_table",
                       "fit.inference", "fit.inference_null", "fit.inference_dispersion",
-                      "data.check_target", "data.inspect")
+                      "data.check_target", "data.inspect", "evaluate.response_sums",
+                      "evaluate.deviances")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

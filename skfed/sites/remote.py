@@ -48,8 +48,13 @@ def model_message(estimator):
 
 def _arguments(op, args):
     """A site function's positional arguments as the operation's named ones."""
-    if op in ("dataset.describe", "fit.feature_mean", "data.check"):
+    if op in ("dataset.describe", "fit.feature_mean", "data.check",
+              "evaluate.response_sums"):
         return {}
+    if op == "evaluate.deviances":
+        estimator, ybar = args
+        return {"model": dict(model_message(estimator),
+                              family=estimator._inference_family()), "ybar": float(ybar)}
     if op.startswith(("stats.", "fit.inference")) or op in ("data.check_target",
                                                             "data.inspect"):
         # their positional arguments, as they are
