@@ -12,11 +12,13 @@ from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinear
                            FedTweedieRegressor, likelihood_ratio_test)
 from ._support import support_matrix
 from .low_rank import FedLowRank
+from .survival import FedCoxPH
 from .svm import FedLinearSVC, FedSVM
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
            "FedLowRank", "FedPoissonRegressor", "FedGammaRegressor", "FedTweedieRegressor",
-           "FedLinearRegression", "FedRidge", "likelihood_ratio_test", "FederatedDataset", "support_matrix", "ConvergenceHistory",
+           "FedLinearRegression", "FedRidge", "FedCoxPH", "likelihood_ratio_test",
+           "FederatedDataset", "support_matrix", "ConvergenceHistory",
            "__version__"]

@@ -220,15 +220,18 @@ class FederatedLinearModel(BaseEstimator):
         self._setup_bytes = sum(message_nbytes(s) for s in summaries)
         return summaries
 
-    def _fit_federated(self, dataset, *, datafit, penalty, layout, targets=Targets()):
+    def _fit_federated(self, dataset, *, datafit, penalty, layout, targets=Targets(),
+                       solver=None):
         """Run the federated fit on ``dataset``; returns the flat solution ``theta``.
 
         Each site builds its client objective where its rows are (encoding
         its target with ``targets``); only the solver's messages and the
-        monitoring pass leave it.
+        monitoring pass leave it. ``solver``: one the estimator built for
+        this fit (else ``self.solver``).
         """
         labels = dataset.labels
-        solver = resolve_solver(self.solver, self.participation, datafit, penalty)
+        solver = resolve_solver(self.solver if solver is None else solver, self.participation,
+                                datafit, penalty)
         weighting, choice = self.client_weighting, None
         auto_dp = getattr(self.privacy, "auto_solver", None)
         if auto_dp is not None and isinstance(self.solver, str) and \

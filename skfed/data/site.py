@@ -182,6 +182,9 @@ def site_summary(site, task):
     y = np.asarray(site.y)
     if y.shape[0] != n:
         raise SiteError(site.site, f"{n} rows but {y.shape[0]} targets.")
+    if task == "survival":
+        out.update(survival_summary(site.site, y, sw))
+        return out
     if task == "classification":
         if y.ndim != 1:
             raise SiteError(site.site, f"class labels must be 1-D; got shape {y.shape}.")
@@ -202,6 +205,38 @@ def site_summary(site, task):
     return out
 
 
+def survival_summary(site, y, sw):
+    """A survival target's checks at a site, and its counts per stratum.
+
+    ``y`` holds (event, time[, stratum code]) per row. Returns ``n_events``,
+    the stratum codes present and each one's numbers of rows and events
+    (counts only; the server refuses a stratum of one row and, when each site
+    is its own stratum, a site without events)."""
+    try:
+        y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+    except (TypeError, ValueError):
+        raise SiteError(site, "the survival target is not numeric (event, time).") from None
+    if y.shape[1] not in (2, 3):
+        raise SiteError(site, f"a survival target has two columns (event, time); got "
+                              f"{y.shape[1]}.")
+    event, time = y[:, 0], y[:, 1]
+    if np.isnan(time).any():
+        raise SiteError(site, f"{int(np.isnan(time).sum())} missing time(s); drop those rows "
+                              "or impute them before fitting.")
+    if not np.all(np.isfinite(time)) or np.any(time < 0):
+        raise SiteError(site, f"{int(np.sum(~np.isfinite(time) | (time < 0)))} negative or "
+                              "infinite time(s): follow-up times are durations >= 0.")
+    if not np.all(np.isin(event, (0.0, 1.0))):
+        bad = sorted(set(np.unique(event[~np.isin(event, (0.0, 1.0))]).tolist()))[:3]
+        raise SiteError(site, f"the event indicator must be 0/1 (or False/True); it has "
+                              f"{show(bad)}.")
+    codes = y[:, 2] if y.shape[1] > 2 else np.zeros(len(y))
+    levels, index = np.unique(codes, return_inverse=True)
+    return {"n_events": int(np.sum(event > 0)), "strata": levels,
+            "stratum_rows": np.bincount(index, minlength=levels.size),
+            "stratum_events": np.bincount(index, weights=event > 0, minlength=levels.size)}
+
+
 @dataclass(frozen=True)
 class Targets:
     """How a site encodes its target for the loss (sent to the sites once).
@@ -214,9 +249,20 @@ class Targets:
     kind: str = "continuous"
     classes: object = None
     class_weight: object = None
+    #: ``kind="survival"``: cut points of a coarsened time axis (each time becomes
+    #: the index of its interval ``(c_{k-1}, c_k]``), or ``None`` (exact times)
+    time_grid: object = None
 
     def encode(self, y, sw):
         y = np.asarray(y)
+        if self.kind == "survival":  # (event, time[, stratum]) -> time, event, stratum
+            y = y.astype(np.float64).reshape(len(y), -1)
+            time = y[:, 1]
+            if self.time_grid is not None:
+                time = np.searchsorted(np.asarray(self.time_grid, dtype=float), time,
+                                       side="left").astype(np.float64)
+            stratum = y[:, 2] if y.shape[1] > 2 else np.zeros(len(y))
+            return np.column_stack([time, y[:, 0], stratum]), sw
         if self.kind == "continuous":
             Y = y.astype(np.float64)
             return (Y.reshape(-1, 1) if Y.ndim == 1 else Y), sw

@@ -148,6 +148,9 @@ class ClientObjective:
         X, Y, sw = self._rows(rows)
         total = self.weight_sum if rows is None else float(np.sum(sw))
         Z = self.raw(theta, X, rows)
+        if hasattr(self.datafit, "design_terms"):  # a loss coupling the rows (Cox)
+            value, grad, _ = self.datafit.design_terms(X, Z, Y, sw, hessian=False)
+            return (value / total if with_value else None), grad / total
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total
         grad = np.empty(self.layout.size)
@@ -173,6 +176,9 @@ class ClientObjective:
         X, Y, sw = self._rows(rows)
         total = self.weight_sum if rows is None else float(np.sum(sw))
         Z = self.raw(theta, X, rows)
+        if hasattr(self.datafit, "design_terms"):  # a loss coupling the rows (Cox)
+            value, grad, H = self.datafit.design_terms(X, Z, Y, sw, hessian=True)
+            return (value / total if with_value else None), grad / total, H / total
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total
         grad = np.empty(self.layout.size)

@@ -1,0 +1,109 @@
+"""Newton's method on a Cox model whose baseline hazard is shared across sites.
+
+The partial likelihood of a shared baseline does not split into one term per
+site: every risk set holds rows of several sites. What does split are the
+**risk-set sums** at the pooled event times (:func:`~skfed.datafits.cox.
+risk_set_sums`): each site sends its own, the server adds them and computes
+the pooled loss, gradient and Hessian (:func:`~skfed.datafits.cox.cox_terms`),
+then takes :class:`~skfed.solvers.newton.FedNewton`'s globalized step.
+
+What a site discloses each round: at each broadcast event time, the sums of
+``w exp(x'b)``, ``w exp(x'b) x`` and ``w exp(x'b) x x'`` over its rows at risk
+and over its events there, and its numbers of events and their weights. With
+a time at which one site has a single event, the event sums are that row's
+covariates: the exact shared baseline is for sites that accept it; a
+coarsened time grid (``FedCoxPH(time_grid=...)``) groups times so that each
+sum covers several rows.
+"""
+
+import numpy as np
+
+from ..datafits.cox import cox_terms, risk_set_sums
+from .newton import FedNewton, pack_upper
+
+
+def client_risk_set_sums(client, theta, grid, order):
+    """At a site: its risk-set sums at the broadcast event times (see module)."""
+    eta = client.raw(theta)[:, 0]
+    return risk_set_sums(client.X, eta, client.Y, client.sample_weight, grid, order=order)
+
+
+def add_sums(replies):
+    """The sites' risk-set sums, added field by field."""
+    return {k: sum(np.asarray(r[k], dtype=float) for r in replies) for k in replies[0]}
+
+
+class RiskSetNewton(FedNewton):
+    """Federated Newton for a Cox model with a baseline hazard shared across sites.
+
+    Parameters
+    ----------
+    grid : dict, default=None
+        ``{stratum code: increasing event times}``: the pooled event times
+        (or the intervals of a coarsened time grid) at which the sites send
+        their risk-set sums. Public: it is broadcast with the model.
+    subproblem_tol, max_subproblem_iter :
+        As :class:`FedNewton` (the L1 sub-problem).
+
+    Notes
+    -----
+    Each round costs every site ``K (2 + 2p + p (p + 1))`` floats for ``K``
+    event times and ``p`` coefficients. The monitor reads the pooled loss
+    and gradient from the same sums (no extra pass). Full participation
+    only; the Hessian is always the exact one.
+    """
+
+    name = "newton-risk-sets"
+
+    def __init__(self, grid=None, *, subproblem_tol="auto", max_subproblem_iter=10000):
+        self.grid = grid
+        self.subproblem_tol = subproblem_tol
+        self.max_subproblem_iter = max_subproblem_iter
+        self.hessian = "full"
+        self.max_message_bytes = 2 ** 62  # always the exact Hessian
+        self.memory = 20
+
+    def check_problem(self, problem, participation):
+        if not hasattr(problem.datafit, "design_terms") or self.grid is None:
+            raise ValueError("RiskSetNewton fits a Cox model (FedCoxPH) on the grid of its "
+                             "pooled event times; use FedNewton for other losses.")
+        super().check_problem(problem, participation)
+
+    def setup(self, problem, participation=1.0):
+        super().setup(problem, participation)
+        K = sum(len(t) for t in self.grid.values())
+        p = problem.layout.size
+        self.message_bytes_ = 8 * (K * (4 + 2 * p + p * (p + 1)) + p + 1)
+        return self
+
+    def _pooled(self, sums, order):
+        W = float(self.problem_.weight_total)
+        value, grad, H = cox_terms(sums, self.problem_.datafit.ties, order=order)
+        return value / W, None if grad is None else grad / W, None if H is None else H / W
+
+    def client_update(self, client, state, message, rng):
+        return client_risk_set_sums(client, message["theta"], self.grid, 2), state
+
+    def summed_fields(self, server):
+        return {k: "sum" for k in ("s0", "t0", "d", "w", "lin", "s1", "t1", "ex", "s2", "t2")}
+
+    def aggregate_sums(self, server, sums, participants):
+        value, grad, H = self._pooled(sums, 2)
+        return super().aggregate_sums(
+            server, {"value": value, "grad": grad, "hessian": pack_upper(H)}, participants)
+
+    def monitor_sums_in_replies(self, replies, weights):
+        value, grad, _ = self._pooled(add_sums(replies), 1)
+        return value, grad
+
+    def monitor_sums(self, executor, theta):
+        """The pooled loss and gradient at ``theta`` from a pass of risk-set sums
+        (the round loop's monitor; ``(loss, gradient, bytes)``)."""
+        N = self.problem_.n_clients
+        replies = executor.map(client_risk_set_sums, [(j, (theta, self.grid, 1))
+                                                      for j in range(N)])
+        value, grad, _ = self._pooled(add_sums(replies), 1)
+        from .base import message_nbytes
+
+        traffic = sum(message_nbytes(r) for r in replies) + N * theta.nbytes
+        return value, grad, traffic

@@ -1,0 +1,15 @@
+"""Federated survival regression: Cox proportional hazards over sites.
+
+:class:`FedCoxPH` fits Cox's model on rows held by several sites: each site
+its own baseline hazard (``strata="site"``: only gradients and Hessians
+leave it) or one baseline shared by all (risk-set sums at the pooled event
+times, or on a coarsened time grid). Its target is scikit-survival's
+structured array of (event, time) (:func:`survival_target`). Kaplan-Meier
+and the log-rank test are in :mod:`skfed.stats`. See ``docs/survival.md``.
+"""
+
+from ._concordance import concordance_index
+from ._cox import FedCoxPH
+from ._target import survival_target
+
+__all__ = ["FedCoxPH", "concordance_index", "survival_target"]

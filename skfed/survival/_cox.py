@@ -1,0 +1,746 @@
+"""Federated Cox proportional hazards regression."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import stats
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._docstrings import FIT_ATTRS_DOC
+from ..base import FederatedLinearModel, fit_all_or_nothing
+from ..data import FederatedDataset
+from ..data.site import Targets
+from ..datafits.cox import CoxPartialLikelihood, baseline_increments, cox_terms
+from ..executors import EXECUTORS, Executor
+from ..federation.clients import describe_label
+from ..federation.layout import Layout
+from ..linear_model._inference import InferenceError, _symmetric_inverse, site_sums
+from ..penalties import ElasticNet
+from ..privacy.secure_rounds import SecureAggregation
+from ..solvers.newton import FedNewton, unpack_upper
+from ..solvers.risk_sets import RiskSetNewton, add_sums, client_risk_set_sums
+from ._concordance import concordance_counts, concordance_index, index_from_counts
+from ._site import (client_cox_baseline, client_cox_inference, client_cox_residual_meat,
+                    site_event_times)
+from ._target import split_survival
+
+COV_TYPES = ("nonrobust", "robust", "cluster")
+
+
+def _strata_spec(strata):
+    """``(by_site, column)`` from the ``strata`` parameter."""
+    items = strata if isinstance(strata, (list, tuple)) else [] if strata is None else [strata]
+    by_site = any(isinstance(s, str) and s == "site" for s in items)
+    columns = [s for s in items if not (isinstance(s, str) and s == "site")]
+    if len(columns) > 1:
+        raise ValueError(f"strata takes at most one column (besides 'site'); got {strata!r}. "
+                         "Combine the columns into one (e.g. their product as a string).")
+    return by_site, (columns[0] if columns else None)
+
+
+class FedCoxPH(FederatedLinearModel):
+    """Federated Cox proportional hazards regression (the pooled partial likelihood).
+
+    Minimizes ``-(1/W) log PL(beta) + alpha (l1_ratio ||beta||_1 + (1 - l1_ratio)
+    / 2 ||beta||^2)``, with ``W`` the sum of the sample weights and ``PL`` the
+    partial likelihood with Breslow's or Efron's handling of tied times
+    (lifelines' weighted Efron), by federated Newton's method: a handful of
+    rounds. With ``alpha=0`` the fit is lifelines' ``CoxPHFitter`` on the
+    pooled rows, with its standard errors.
+
+    Parameters
+    ----------
+    alpha : float, default=0.0
+        Penalty strength (>= 0). lifelines' ``penalizer`` penalizes the
+        coefficients of the *standardized* covariates, ``n`` (rows) times:
+        its ``penalizer=a`` is ``alpha = a n / W`` on covariates standardized
+        first (``skfed.preprocessing.FedStandardScaler``; lifelines uses the
+        sample standard deviation).
+    l1_ratio : float in [0, 1], default=0.0
+        The L1 share of the penalty (the elastic net); with an L1 part the
+        Newton step solves an L1 sub-problem (exact zeros in ``coef_``).
+    ties : {"efron", "breslow"}, default="efron"
+        Tied event times: Efron's approximation (lifelines, R's default) or
+        Breslow's (statsmodels' and scikit-survival's default).
+    strata : None, "site", str, int or list, default=None
+        ``None``: one baseline hazard shared by all sites. ``"site"``: each
+        site its own baseline; the partial likelihood then separates by site,
+        so each site sends only its gradient and Hessian and no event time
+        leaves it. A column (a DataFrame column name, or an index of ``X``'s
+        columns): one baseline per level of the column, shared across sites;
+        the column is not a covariate. ``["site", column]``: both.
+    time_grid : None, array-like or int, default=None
+        ``None``: exact event times. A shared baseline then needs, each
+        round, every site's risk-set sums at the pooled distinct event times
+        (the event times leave the sites; see Notes). Cut points ``c_1 <
+        ... < c_m``: each time is replaced by its interval ``(c_{k-1},
+        c_k]`` before the fit, which is then the exact Cox fit of the
+        grouped times (ties in an interval handled by ``ties``); only
+        interval indices leave a site. An int ``k``: ``k`` intervals cut at
+        the quantiles of the pooled event times (from the sites' event
+        tables, coarsened at a site service to its ``min_level_count``).
+    cov_type : {"nonrobust", "robust", "cluster"}, default="nonrobust"
+        ``"nonrobust"``: the inverse observed information (lifelines'
+        default). ``"robust"``: the sandwich from the rows' score residuals
+        (lifelines' ``robust=True``). ``"cluster"``: the sandwich with the
+        sites as clusters (lifelines' ``cluster_col`` with the site; no
+        small-sample correction, as lifelines).
+    solver : "auto", "newton" or FedNewton, default="auto"
+        Newton's method. For a shared baseline the rounds carry risk-set
+        sums (:class:`~skfed.solvers.risk_sets.RiskSetNewton`); with
+        ``strata="site"`` each site's gradient and Hessian
+        (:class:`~skfed.solvers.FedNewton`).
+    max_rounds : int, default=50
+    tol : float, default=1e-8
+        Stop when the proximal-gradient mapping's norm is ``tol`` times its
+        value at zero and Newton's predicted decrease is below ``tol**2``
+        times the objective.
+    monitor_every : int, default=1
+        As the other estimators (Newton's replies carry the monitor).
+    privacy : SecureAggregation or None, default=None
+        Secure aggregation of the sites' replies; with ``strata="site"``
+        only (the risk-set sums of a shared baseline are sent in the clear).
+    executor : {"sequential", "threads", "loky", "dask"} or Executor, default="sequential"
+    n_jobs : int or None, default=None
+    random_state : int, RandomState or None, default=None
+    verbose : int, default=0
+    warm_start : bool, default=False
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_covariates,)
+        Log hazard ratios.
+    hazard_ratios_ : ndarray of shape (n_covariates,)
+    bse_, tvalues_, pvalues_ : ndarray of shape (n_covariates,)
+        Standard errors (``cov_type``), z statistics and two-sided p-values
+        (unpenalized fits only: reading them after a penalized fit raises
+        an error saying why).
+    cov_params_ : ndarray of shape (n_covariates, n_covariates)
+    loglike_, loglike_null_ : float
+        The log partial likelihood at the fit and at ``coef_ = 0``
+        (lifelines' ``log_likelihood_`` and its null model's).
+    baseline_times_ : dict
+        ``{stratum: times}`` of Breslow's baseline hazard (the pooled event
+        times, or the grid's interval ends), when it was estimated.
+    baseline_cumulative_hazard_ : dict
+        ``{stratum: cumulative hazard at baseline_times_}`` (covariates 0).
+    strata_ : list
+        The strata labels: sites (``strata="site"``), column levels, or
+        ``(site, level)`` pairs; ``[None]`` without strata.
+    n_events_ : int
+""" + FIT_ATTRS_DOC + """
+    See Also
+    --------
+    skfed.stats.kaplan_meier, skfed.stats.logrank_test
+
+    Notes
+    -----
+    *What leaves a site.* With ``strata="site"``: per round its gradient
+    and Hessian (``p + p (p + 1) / 2`` numbers), and after the fit its
+    information and score sums. With a shared baseline: per round, at each
+    pooled event time (or grid interval), its sums of ``w exp(x'b)``, of
+    ``w exp(x'b) x`` and of ``w exp(x'b) x x'`` over the rows at risk and
+    over its events there, and its event counts: the pooled event times are
+    public, and a time at which a site has one event gives away that row's
+    covariates in the event sums. A time grid whose intervals each hold
+    several events at every site avoids that; its error against the exact
+    fit is measured in ``benchmarks/bench_cox.py`` and ``docs/survival.md``.
+
+    References
+    ----------
+    D. R. Cox, "Regression models and life-tables", J. R. Stat. Soc. B 34, 1972.
+
+    B. Efron, "The efficiency of Cox's likelihood function for censored
+    data", J. Am. Stat. Assoc. 72, 1977.
+
+    D. Y. Lin and L. J. Wei, "The robust inference for the Cox proportional
+    hazards model", J. Am. Stat. Assoc. 84, 1989.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skfed.survival import FedCoxPH, survival_target
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2))
+    >>> time = rng.exponential(np.exp(-X @ [0.5, -0.3]))
+    >>> event = rng.random(300) < 0.8
+    >>> site = np.repeat(["a", "b", "c"], 100)
+    >>> cox = FedCoxPH().fit(X, survival_target(event, time), clients=site)
+    >>> cox.n_iter_ < 10
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+        "ties": [StrOptions({"efron", "breslow"})],
+        "strata": [None, str, Integral, list, tuple],
+        "time_grid": [None, "array-like", Interval(Integral, 2, None, closed="left")],
+        "cov_type": [StrOptions(set(COV_TYPES))],
+        "solver": [StrOptions({"auto", "newton"}), FedNewton],
+        "max_rounds": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "monitor_every": [Interval(Integral, 1, None, closed="left")],
+        "privacy": [SecureAggregation, None],
+        "executor": [StrOptions(set(EXECUTORS)), Executor],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+    # the Cox model has no intercept, every site takes part in every Newton round,
+    # and each site weighs its share of the (weighted) rows: the pooled likelihood
+    fit_intercept = False
+    participation = 1.0
+    client_weighting = "samples"
+
+    def __init__(self, alpha=0.0, *, l1_ratio=0.0, ties="efron", strata=None, time_grid=None,
+                 cov_type="nonrobust", solver="auto", max_rounds=50, tol=1e-8,
+                 monitor_every=1, privacy=None, executor="sequential", n_jobs=None,
+                 random_state=None, verbose=0, warm_start=False):
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.ties = ties
+        self.strata = strata
+        self.time_grid = time_grid
+        self.cov_type = cov_type
+        self.solver = solver
+        self.max_rounds = max_rounds
+        self.tol = tol
+        self.monitor_every = monitor_every
+        self.privacy = privacy
+        self.executor = executor
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # -- data --------------------------------------------------------------------
+    def _split_strata(self, X, column, fitting):
+        """``(X without the strata column, the column's values or None)``."""
+        if column is None:
+            return X, None
+        if hasattr(X, "columns"):
+            if column not in X.columns:
+                raise ValueError(f"strata column {column!r} is not a column of X; it has "
+                                 f"{list(map(str, X.columns))[:10]}.")
+            return X.drop(columns=[column]), np.asarray(X[column])
+        if isinstance(column, str) or not isinstance(column, Integral):
+            raise ValueError(f"strata={column!r} names a column, but X has no column names; "
+                             "pass a DataFrame or the column's index.")
+        X = np.asarray(X) if not hasattr(X, "shape") else X
+        width = X.shape[1]
+        if not -width <= column < width:
+            raise ValueError(f"strata column index {column} is out of range for X with "
+                             f"{width} columns.")
+        keep = [k for k in range(width) if k != column % width]
+        return X[:, keep], np.asarray(X[:, column % width])
+
+    def _stratum_codes(self, values, fitting):
+        if fitting:
+            missing = np.array([v is None or v != v for v in values], dtype=bool)
+            if missing.any():
+                raise ValueError(f"the strata column has {int(missing.sum())} missing "
+                                 "value(s); drop those rows or give them a level.")
+            self.strata_levels_ = np.unique(values.astype(str) if values.dtype == object
+                                            else values)
+        levels = self.strata_levels_
+        vals = values.astype(str) if levels.dtype.kind in "UO" else values
+        codes = np.searchsorted(levels, vals)
+        bad = (codes >= len(levels)) | (levels[np.minimum(codes, len(levels) - 1)] != vals)
+        if bad.any():
+            raise ValueError(f"strata level(s) {sorted(set(map(str, vals[bad])))[:3]} were not "
+                             "seen in fit.")
+        return codes.astype(float)
+
+    # -- fit ---------------------------------------------------------------------
+    @fit_all_or_nothing
+    def fit(self, X, y=None, clients=None, sample_weight=None):
+        """Fit the Cox model on rows held by several sites.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features) or FederatedDataset
+            Covariates (and the strata column, if ``strata`` names one). A
+            :class:`~skfed.data.FederatedDataset` carries its survival target
+            (built with ``target=[event_column, time_column]``).
+        y : structured array of shape (n_samples,)
+            (event, time) per row: :func:`~skfed.survival.survival_target`
+            or scikit-survival's ``Surv.from_arrays``.
+        clients : array-like of shape (n_samples,), default=None
+            The site holding each row; ``None``: one site.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Case weights (lifelines' ``weights_col``).
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        by_site, column = _strata_spec(self.strata)
+        if self.privacy is not None and not by_site:
+            raise ValueError("FedCoxPH with privacy= needs strata='site': the risk-set sums "
+                             "of a baseline shared across sites are not aggregated securely "
+                             "yet (each site's sums at each event time would be sent in the "
+                             "clear).")
+        if isinstance(X, FederatedDataset):
+            if column is not None:
+                raise ValueError("strata on a column is for in-memory rows; with a "
+                                 "FederatedDataset use strata=None or 'site'.")
+            dataset = self._dataset(X, y, clients, sample_weight, validate=None)
+        else:
+            if y is None:
+                raise ValueError("FedCoxPH.fit needs y: a survival target of (event, time) "
+                                 "(skfed.survival.survival_target(event, time)).")
+            X, strata_values = self._split_strata(X, column, fitting=True)
+            event, time = split_survival(y)
+            target = np.column_stack([event, time])
+            if strata_values is not None:
+                if len(strata_values) != len(time):
+                    raise ValueError(f"y has {len(time)} rows but X has {len(strata_values)}.")
+                target = np.column_stack([target, self._stratum_codes(strata_values, True)])
+            dataset = self._dataset(
+                X, target, clients, sample_weight,
+                validate=lambda X, y: (validate_data(self, X, dtype=np.float64), y))
+        summaries = self._site_setup(dataset, "survival")
+        self._check_counts(dataset, summaries, by_site)
+        self.n_events_ = int(sum(s["n_events"] for s in summaries))
+
+        cuts = self._cut_points(dataset)
+        self.time_grid_ = cuts
+        grid = None if by_site else self._pooled_grid(dataset, cuts)
+        self._fit_grid = grid
+        layout = Layout(n_outputs=1, n_features=self.n_features_in_, fit_intercept=False)
+        penalty = ElasticNet(self.alpha, self.l1_ratio) if self.alpha > 0 else None
+        solver = None
+        if grid is not None:
+            kw = {} if not isinstance(self.solver, FedNewton) else {
+                "subproblem_tol": self.solver.subproblem_tol,
+                "max_subproblem_iter": self.solver.max_subproblem_iter}
+            solver = RiskSetNewton(grid, **kw)
+        elif self.solver == "auto":
+            solver = "newton"
+        self._by_site = by_site
+        theta = self._fit_federated(dataset, datafit=CoxPartialLikelihood(self.ties),
+                                    penalty=penalty, layout=layout,
+                                    targets=Targets("survival", time_grid=cuts), solver=solver)
+        self.coef_ = layout.coef(theta)[0].copy()
+        self.hazard_ratios_ = np.exp(self.coef_)
+        return self
+
+    def _check_counts(self, dataset, summaries, by_site):
+        pooled = {}
+        for label, s in zip(dataset.sites, summaries):
+            if by_site and s["n_events"] == 0:
+                raise ValueError(f"client {describe_label(label)} has no events: with "
+                                 "strata='site' its rows carry no information about the "
+                                 "coefficients (its own baseline absorbs them); drop the "
+                                 "site, or use a baseline shared across sites (strata=None).")
+            for code, rows, events in zip(s["strata"], s["stratum_rows"], s["stratum_events"]):
+                key = (label, float(code)) if by_site else float(code)
+                r, e = pooled.get(key, (0, 0))
+                pooled[key] = (r + int(rows), e + int(events))
+        for key, (rows, events) in pooled.items():
+            if rows < 2:
+                where = self._stratum_label(key)
+                raise ValueError(f"stratum {where} has one row: a stratum needs at least two "
+                                 "(its own baseline hazard absorbs a lone row); merge it with "
+                                 "another level or drop it.")
+        if not any(e for _, e in pooled.values()):
+            raise ValueError("no events in the data: every row is censored, so the partial "
+                             "likelihood is constant.")
+
+    def _stratum_label(self, key):
+        if isinstance(key, tuple):
+            site, code = key
+            level = "" if not hasattr(self, "strata_levels_") else \
+                f", level {self.strata_levels_[int(code)]!r}"
+            return f"(site {describe_label(site)}{level})"
+        if hasattr(self, "strata_levels_"):
+            return repr(self.strata_levels_[int(key)])
+        return "(all rows)"
+
+    def _cut_points(self, dataset):
+        grid = self.time_grid
+        if grid is None:
+            return None
+        if isinstance(grid, Integral):
+            tables = dataset.map(site_event_times, None, None)
+            times = np.concatenate([t["times"] for t in tables])
+            counts = np.concatenate([t["events"] for t in tables])
+            order = np.argsort(times, kind="stable")
+            cum = np.cumsum(counts[order]) / counts.sum()
+            qs = np.arange(1, int(grid)) / int(grid)
+            cuts = np.unique(times[order][np.searchsorted(cum, qs - 1e-12)])
+            return cuts
+        cuts = np.asarray(grid, dtype=float)
+        if cuts.ndim != 1 or cuts.size == 0 or not np.all(np.isfinite(cuts)) or \
+                np.any(np.diff(cuts) <= 0):
+            raise ValueError("time_grid must be increasing finite cut points (or an int, the "
+                             "number of intervals).")
+        return cuts
+
+    def _pooled_grid(self, dataset, cuts):
+        """The pooled event times (or grid intervals) per stratum: the union of
+        the sites' (public from now on: broadcast every round)."""
+        tables = dataset.map(site_event_times, cuts, None)
+        grid = {}
+        for t in tables:
+            for code, time in zip(t["strata"], t["times"]):
+                grid.setdefault(float(code), set()).add(float(time))
+        return {code: np.array(sorted(times)) for code, times in grid.items()}
+
+    # -- the pass at the optimum (called by _fit_federated while the sites are open)
+    def _final_pass(self, executor, problem, solver, theta):
+        self._inference, self._inference_why = None, None
+        self._baseline = None
+        N = problem.n_clients
+        scale = 1.0 / max(float(problem.weight_total), 1.0)
+        traffic = rounds = 0
+        p = problem.layout.n_coef
+        if self._by_site:
+            terms, traffic = site_sums(executor, solver, client_cox_inference,
+                                       (theta, self.cov_type), N, scale)
+            rounds = 1
+            information = unpack_upper(np.asarray(terms["information"]), p)
+            loglike, loglike_null = float(terms["loglike"]), float(terms["loglike_null"])
+            meat = None if self.cov_type == "nonrobust" else unpack_upper(
+                np.asarray(terms["meat"]), p)
+            if self.time_grid_ is not None and self.privacy is None:
+                replies = executor.map(client_cox_baseline, [(j, (theta,)) for j in range(N)])
+                self._baseline = {"by_site": True, "replies": replies}
+                rounds += 1
+        else:
+            grid = self._fit_grid
+            replies = executor.map(client_risk_set_sums, [(j, (theta, grid, 2))
+                                                          for j in range(N)])
+            sums = add_sums(replies)
+            value, _, information = cox_terms(sums, self.ties)
+            null_replies = executor.map(client_risk_set_sums,
+                                        [(j, (np.zeros_like(theta), grid, 0)) for j in range(N)])
+            loglike, loglike_null = -value, -cox_terms(add_sums(null_replies), self.ties, 0)[0]
+            h, xbar = baseline_increments(sums)
+            self._baseline = {"by_site": False, "grid": grid, "hazard": h}
+            rounds = 2
+            from ..solvers.base import message_nbytes
+
+            traffic = sum(message_nbytes(r) for r in replies + null_replies)
+            meat = None
+            if self.cov_type != "nonrobust":
+                meats = executor.map(client_cox_residual_meat,
+                                     [(j, (theta, grid, h, xbar, self.cov_type))
+                                      for j in range(N)])
+                meat = unpack_upper(sum(np.asarray(m["meat"]) for m in meats), p)
+                traffic += sum(message_nbytes(m) for m in meats)
+                rounds += 1
+        self._inference_cost = (traffic, rounds)
+        names = self._covariate_names(p)
+        why = None
+        if self.alpha > 0:
+            why = (f"alpha={self.alpha:g} penalizes the coefficients, and Wald standard errors, "
+                   "p-values and intervals are not valid for a penalized fit; refit with "
+                   "alpha=0 for inference")
+        cov = None
+        if why is None:
+            inverse, why = _symmetric_inverse(information, names)
+            if inverse is not None:
+                cov = inverse if meat is None else inverse @ meat @ inverse
+        self._inference = {"loglike": loglike, "loglike_null": loglike_null, "cov": cov,
+                           "names": names}
+        self._inference_why = why
+
+    def _covariate_names(self, p):
+        if hasattr(self, "feature_names_in_"):
+            return [str(c) for c in self.feature_names_in_]
+        return [f"x{k}" for k in range(p)]
+
+    # -- fitted results ----------------------------------------------------------
+    def _cov(self):
+        check_is_fitted(self)
+        info = getattr(self, "_inference", None)
+        if info is None or info["cov"] is None:
+            why = getattr(self, "_inference_why", None) or "no inference for this fit"
+            raise InferenceError(f"FedCoxPH: no standard errors for this fit: "
+                                 f"{why.rstrip('.')}.")
+        return info["cov"]
+
+    @property
+    def cov_params_(self):
+        """Covariance of ``coef_`` (``cov_type``)."""
+        return self._cov()
+
+    @property
+    def bse_(self):
+        """Standard errors of ``coef_``."""
+        return np.sqrt(np.diag(self._cov()))
+
+    @property
+    def tvalues_(self):
+        """z statistics ``coef_ / bse_``."""
+        return self.coef_ / self.bse_
+
+    @property
+    def pvalues_(self):
+        """Two-sided p-values of the z statistics."""
+        return 2 * stats.norm.sf(np.abs(self.tvalues_))
+
+    @property
+    def loglike_(self):
+        """The log partial likelihood at the fit."""
+        check_is_fitted(self)
+        return self._inference["loglike"]
+
+    @property
+    def loglike_null_(self):
+        """The log partial likelihood at ``coef_ = 0``."""
+        check_is_fitted(self)
+        return self._inference["loglike_null"]
+
+    @property
+    def param_names_(self):
+        """Covariate names (``feature_names_in_`` or ``x0, x1, ...``)."""
+        check_is_fitted(self)
+        return list(self._inference["names"])
+
+    def conf_int(self, alpha=0.05):
+        """Wald intervals of the coefficients: ``(n_covariates, 2)``.
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+            One minus the confidence level.
+
+        Returns
+        -------
+        intervals : ndarray of shape (n_covariates, 2)
+        """
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1); got {alpha!r}.")
+        q = stats.norm.ppf(1 - alpha / 2)
+        se = self.bse_
+        return np.column_stack([self.coef_ - q * se, self.coef_ + q * se])
+
+    def summary(self, alpha=0.05):
+        """The regression table with hazard ratios (lifelines' ``summary`` columns).
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+            One minus the confidence level of the intervals.
+
+        Returns
+        -------
+        table : pandas.DataFrame or dict
+            Rows: covariates. Columns ``coef``, ``exp(coef)``, ``se(coef)``,
+            the intervals of ``coef`` and of ``exp(coef)``, ``z`` and ``p``.
+        """
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+        columns = {"coef": self.coef_, "exp(coef)": self.hazard_ratios_, "se(coef)": self.bse_,
+                   f"coef lower {level}": ci[:, 0], f"coef upper {level}": ci[:, 1],
+                   f"exp(coef) lower {level}": np.exp(ci[:, 0]),
+                   f"exp(coef) upper {level}": np.exp(ci[:, 1]),
+                   "z": self.tvalues_, "p": self.pvalues_}
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            return {"index": self.param_names_, **columns}
+        return pd.DataFrame(columns, index=pd.Index(self.param_names_, name="covariate"))
+
+    # -- baseline and predictions -------------------------------------------------
+    @property
+    def strata_(self):
+        """The strata's labels (see the class docstring)."""
+        check_is_fitted(self)
+        return list(self._baselines())
+
+    def _time_of(self, values):
+        """Times of the fit's time axis: interval indices on a grid -> interval ends."""
+        if self.time_grid_ is None:
+            return np.asarray(values, dtype=float)
+        ends = np.append(self.time_grid_, np.inf)
+        return ends[np.asarray(values, dtype=int)]
+
+    def _baselines(self):
+        """``{stratum label: (times, cumulative hazard)}``, or an error saying why none."""
+        check_is_fitted(self)
+        base = getattr(self, "_baseline", None)
+        if base is None:
+            raise InferenceError(
+                "FedCoxPH: no baseline hazard for this fit: with strata='site' each site's "
+                "baseline is at its own event times, which do not leave it; pass time_grid= "
+                "(cut points) to have the sites report it on the grid (and fit on it)"
+                + (", without privacy=" if self.privacy is not None else "") + ".")
+        levels = getattr(self, "strata_levels_", None)
+
+        def label(code):
+            return None if levels is None else levels[int(code)].item() \
+                if isinstance(levels[int(code)], np.generic) else levels[int(code)]
+        out = {}
+        if base["by_site"]:
+            for site, reply in zip(self.clients_, base["replies"]):
+                for code in np.unique(reply["strata"]):
+                    rows = reply["strata"] == code
+                    key = site if levels is None else (site, label(code))
+                    out[key] = (self._time_of(reply["times"][rows]),
+                                np.cumsum(reply["hazard"][rows]))
+            return out
+        start = 0
+        for code in sorted(base["grid"]):
+            times = base["grid"][code]
+            h = base["hazard"][start:start + len(times)]
+            out[label(code)] = (self._time_of(times), np.cumsum(h))
+            start += len(times)
+        return out
+
+    @property
+    def baseline_times_(self):
+        """``{stratum: times}`` of the baseline hazard."""
+        return {k: t for k, (t, _) in self._baselines().items()}
+
+    @property
+    def baseline_cumulative_hazard_(self):
+        """``{stratum: Breslow's cumulative baseline hazard at baseline_times_}``."""
+        return {k: H for k, (_, H) in self._baselines().items()}
+
+    def predict(self, X):
+        """Risk scores: the linear predictor ``X @ coef_`` (log partial hazard).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Covariates (a strata column, if any, is ignored).
+
+        Returns
+        -------
+        risk : ndarray of shape (n_samples,)
+            Higher means an earlier expected event.
+        """
+        check_is_fitted(self)
+        _, column = _strata_spec(self.strata)
+        if column is not None and self._has_strata_column(X):
+            X, _ = self._split_strata(X, column, fitting=False)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return np.asarray(X @ self.coef_).ravel()
+
+    def _has_strata_column(self, X):
+        _, column = _strata_spec(self.strata)
+        if hasattr(X, "columns"):
+            return column in X.columns
+        return np.shape(X)[1] == self.n_features_in_ + 1
+
+    def predict_cumulative_hazard(self, X, times=None, strata=None):
+        """Each row's cumulative hazard ``exp(x'b) H0(t)`` at ``times``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        times : array-like of shape (n_times,), default=None
+            Default: the baseline's times (all strata's, merged).
+        strata : array-like of shape (n_samples,), default=None
+            Each row's stratum when the model has several: the site (with
+            ``strata="site"``) or the level of the strata column (read from
+            ``X`` when it holds the column).
+
+        Returns
+        -------
+        cumulative_hazard : ndarray of shape (n_samples, n_times)
+        """
+        baselines = self._baselines()
+        risk = np.exp(self.predict(X))
+        keys = self._row_strata(X, strata, len(risk), baselines)
+        if times is None:
+            times = np.unique(np.concatenate([t for t, _ in baselines.values()]))
+        times = np.asarray(times, dtype=float)
+        out = np.empty((len(risk), times.size))
+        for key in set(keys):
+            t, H = baselines[key]
+            idx = np.searchsorted(t, times, side="right") - 1
+            H0 = np.where(idx >= 0, H[np.maximum(idx, 0)], 0.0)
+            rows = np.array([k == key for k in keys])
+            out[rows] = risk[rows, None] * H0[None, :]
+        return out
+
+    def predict_survival_function(self, X, times=None, strata=None):
+        """Each row's survival probability ``exp(-exp(x'b) H0(t))`` at ``times``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        times : array-like of shape (n_times,), default=None
+        strata : array-like of shape (n_samples,), default=None
+            See :meth:`predict_cumulative_hazard`.
+
+        Returns
+        -------
+        survival : ndarray of shape (n_samples, n_times)
+        """
+        return np.exp(-self.predict_cumulative_hazard(X, times, strata))
+
+    def _row_strata(self, X, strata, n, baselines):
+        by_site, column = _strata_spec(self.strata)
+        if not by_site and column is None:
+            return [None] * n
+        levels = None
+        if column is not None:
+            if self._has_strata_column(X):
+                _, values = self._split_strata(X, column, fitting=False)
+                codes = self._stratum_codes(values, False)
+                levels = [self.strata_levels_[int(c)] for c in codes]
+                levels = [v.item() if isinstance(v, np.generic) else v for v in levels]
+            elif not by_site and strata is not None:
+                levels = list(np.asarray(strata).tolist())
+        if by_site or levels is None:
+            if strata is None:
+                raise ValueError("this model has one baseline per stratum: pass strata= (each "
+                                 "row's " + ("site" if by_site else "level") + ").")
+            strata = list(np.asarray(strata, dtype=object))
+            if len(strata) != n:
+                raise ValueError(f"strata has {len(strata)} entries but X has {n} rows.")
+        if by_site:
+            sites = [s.item() if isinstance(s, np.generic) else s for s in strata]
+            keys = sites if column is None else list(zip(sites, levels))
+        else:
+            keys = levels
+        unknown = sorted({str(k) for k in keys if k not in baselines})
+        if unknown:
+            raise ValueError(f"unknown stratum {unknown[:3]}; the fitted strata are "
+                             f"{list(map(str, baselines))[:10]}.")
+        return keys
+
+    # -- scoring -----------------------------------------------------------------
+    def score(self, X, y=None, sample_weight=None):
+        """Harrell's concordance index of :meth:`predict` on ``(X, y)``.
+
+        On arrays: every comparable pair (scikit-survival's
+        ``concordance_index_censored``; what ``GridSearchCV`` maximizes). On
+        a :class:`~skfed.data.FederatedDataset`: the pairs within each site
+        (see :func:`~skfed.survival.concordance_index`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or FederatedDataset
+        y : structured array of shape (n_samples,), default=None
+        sample_weight : None
+            Not supported (Harrell's index counts pairs).
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        if sample_weight is not None:
+            raise ValueError("FedCoxPH.score counts pairs (Harrell's concordance); it takes "
+                             "no sample_weight.")
+        if isinstance(X, FederatedDataset):
+            return concordance_index(self, X)["pooled"]
+        event, time = split_survival(y)
+        return index_from_counts(concordance_counts(event > 0, time, self.predict(X)))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.single_output = False
+        tags.input_tags.sparse = False
+        return tags
