@@ -110,8 +110,10 @@ def allowed_functions():
         from ..linear_model import _inference
 
         # the inference passes a masked "sums" step names (skfed.sites.guard checks them)
+        from ..survival._site import client_cox_inference
+
         functions += [_inference.client_inference_terms, _inference.client_null_terms,
-                      _inference.client_tweedie_log_c]
+                      _inference.client_tweedie_log_c, client_cox_inference]
         _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
     return _FUNCTIONS
 

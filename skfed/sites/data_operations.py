@@ -169,6 +169,87 @@ class DataOperations:
         return site_event_table(site, time, event, group,
                                 max(int(min_count or 0), floor) if floor > 1 else min_count)
 
+    # -- survival (skfed.survival.FedCoxPH) ---------------------------------------
+    def _op_survival_event_times(self, analyst, args, record):
+        from ..survival._site import site_event_times
+
+        site, (time_grid, min_count) = self._stats_args(args, record, "event times", 2)
+        floor = self.policy.min_level_count
+        if not self.policy.allow_event_times:
+            if time_grid is None and min_count is None:
+                raise Refused("allow_event_times", "a Cox baseline shared across sites at "
+                               "exact event times makes the sites' event times public (and "
+                               "the sums at a time with one event are that row's covariates); "
+                               "fit on a time grid (time_grid=) or with strata='site'")
+            if min_count is not None:
+                min_count = max(int(min_count), floor)
+        out = site_event_times(site, None if time_grid is None else
+                               np.asarray(time_grid, dtype=float), min_count)
+        if not self.policy.allow_event_times and np.any(out["events"] < floor):
+            raise Refused("min_level_count", f"an interval of the time grid holds fewer than "
+                                              f"{floor} events here; use wider intervals")
+        return out
+
+    def _check_risk_sets(self, Y, grid):
+        """Without ``allow_event_times``: every grid time's events at this site, and the
+        rows leaving its risk set after it, number 0 or at least ``min_level_count``
+        (differences of the risk-set sums are sums over those rows)."""
+        if self.policy.allow_event_times:
+            return
+        floor = self.policy.min_level_count
+        if not isinstance(grid, dict):
+            raise Refused("message", "a grid of event times is {stratum: times}")
+        time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
+        for code, times in grid.items():
+            times = np.asarray(times, dtype=float)
+            rows = stratum == float(code)
+            k = np.searchsorted(times, time[rows], side="right") - 1
+            inside = k >= 0
+            leaving = np.bincount(k[inside], minlength=times.size)
+            events = np.bincount(k[inside & event[rows] & (time[rows] == times[np.maximum(k, 0)])],
+                                 minlength=times.size)
+            for what, counts in (("events", events), ("rows leaving the risk set", leaving)):
+                if np.any((counts > 0) & (counts < floor)):
+                    raise Refused("min_level_count", f"a time of the grid has fewer than "
+                                  f"{floor} {what} here (its sums would describe single "
+                                  "rows); use a coarser time_grid")
+
+    def _op_fit_risk_sets(self, analyst, args, record):
+        from ..solvers.risk_sets import client_risk_set_sums
+
+        session = self._on_session(analyst, args, record)
+        values = args.get("args")
+        if not isinstance(values, list) or len(values) != 3:
+            raise Refused("message", "risk-set sums take (theta, grid, order)")
+        theta, grid, order = values
+        self._check_risk_sets(session.objective.Y, grid)
+        return client_risk_set_sums(session.objective, np.asarray(theta, dtype=float), grid,
+                                    int(order))
+
+    def _op_fit_cox_inference(self, analyst, args, record):
+        from ..survival._site import client_cox_inference
+
+        return self._inference(client_cox_inference, analyst, args, record)
+
+    def _op_fit_cox_baseline(self, analyst, args, record):
+        from ..datafits.cox import event_grid
+        from ..survival._site import client_cox_baseline
+
+        session = self._on_session(analyst, args, record)
+        self._check_risk_sets(session.objective.Y, event_grid(session.objective.Y))
+        return self._inference(client_cox_baseline, analyst, args, record)
+
+    def _op_fit_cox_residuals(self, analyst, args, record):
+        from ..survival._site import client_cox_residual_meat
+
+        return self._inference(client_cox_residual_meat, analyst, args, record)
+
+    def _op_evaluate_concordance(self, analyst, args, record):
+        from ..survival._site import site_concordance
+
+        site, (coef,) = self._stats_args(args, record, "a concordance index", 1)
+        return site_concordance(site, np.asarray(coef, dtype=float))
+
     def _op_evaluate_response_sums(self, analyst, args, record):
         from ..linear_model._glm import site_response_sums
 

@@ -166,9 +166,11 @@ class SecureAggregationGuard:
         taking part, and the public scale (the inverse of the signed total weight)."""
         from ..linear_model import _inference
 
+        from ..survival._site import client_cox_inference
+
         if message.get("fn") not in (_inference.client_inference_terms,
                                      _inference.client_null_terms,
-                                     _inference.client_tweedie_log_c):
+                                     _inference.client_tweedie_log_c, client_cox_inference):
             raise Refused("message", "a masked pass of a function that is not an inference "
                                      "pass")
         if self.weights is None or sorted(int(p) for p in message.get("parties", ())) != sorted(

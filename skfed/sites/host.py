@@ -222,7 +222,7 @@ class SiteHost(DataOperations):
 
         site, n = self._rows(args, record, "the summary")
         task = args.get("task")
-        if task not in ("none", "regression", "classification"):
+        if task not in ("none", "regression", "classification", "survival"):
             raise Refused("message", "unknown task")
         summary = site_summary(site, task)
         counts = summary.get("class_counts")
@@ -294,6 +294,9 @@ class SiteHost(DataOperations):
         if not isinstance(solver, FederatedSolver):
             raise Refused("message", "fit.step needs one of skfed's solvers")
         self._check_solver(solver)
+        grid = getattr(getattr(solver, "solver", solver), "grid", None)
+        if grid is not None:  # a shared Cox baseline: the rounds carry risk-set sums
+            self._check_risk_sets(session.objective.Y, grid)
         client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
         message = args.get("message")
         with session.lock:  # the state of one client advances one round at a time

@@ -90,6 +90,24 @@ OPERATIONS = {op.name: op for op in [
               "the site's own training rows (the local-only baseline of skfed fit)", None),
     Operation("evaluate.score", "four weighted sums per target (regression) or two "
               "(classification): never a prediction", site_score_terms),
+    Operation("survival.event_times", "per stratum, the distinct event times (or the time "
+              "grid's interval indices) with the number of events at each; without "
+              "allow_event_times each must hold >= min_level_count events (times coarsened "
+              "so for the quantiles of time_grid=k)", None),
+    Operation("fit.risk_sets", "at each broadcast event time (a shared Cox baseline): the "
+              "sums of w exp(x'b), w exp(x'b) x and w exp(x'b) x x' over the site's rows at "
+              "risk and over its events there, and its event count and weight; without "
+              "allow_event_times only where each time holds 0 or >= min_level_count events "
+              "and rows leaving the risk set", None, True),
+    Operation("fit.cox_inference", "at the fitted Cox model (each site its own stratum): the "
+              "p x p information, the log partial likelihoods at the fit and at zero, and "
+              "the sandwich's p x p meat", None, True),
+    Operation("fit.cox_baseline", "Breslow's baseline hazard increments at the site's own "
+              "grid intervals (each site its own stratum; only on a time grid)", None, True),
+    Operation("fit.cox_residuals", "the sandwich's p x p meat from the site's score "
+              "residuals at a broadcast baseline", None, True),
+    Operation("evaluate.concordance", "four counts: concordant, discordant, tied and "
+              "comparable pairs of the site's rows (Harrell's concordance)", None),
 ]}
 
 
@@ -102,6 +120,8 @@ def _cli_functions():
 
     from ..stats import _site as stats
     from ..linear_model import _glm, _inference
+    from ..solvers import risk_sets
+    from ..survival import _site as cox_site
 
     operations = {remote._check_numeric: "data.check", inputs.inspect_site: "data.inspect",
                   remote.local_only_score: "evaluate.local_baseline",
@@ -114,7 +134,13 @@ def _cli_functions():
                   _glm.site_deviances: "evaluate.deviances",
                   _inference.client_inference_terms: "fit.inference",
                   _inference.client_null_terms: "fit.inference_null",
-                  _inference.client_tweedie_log_c: "fit.inference_dispersion"}
+                  _inference.client_tweedie_log_c: "fit.inference_dispersion",
+                  cox_site.site_event_times: "survival.event_times",
+                  risk_sets.client_risk_set_sums: "fit.risk_sets",
+                  cox_site.client_cox_inference: "fit.cox_inference",
+                  cox_site.client_cox_baseline: "fit.cox_baseline",
+                  cox_site.client_cox_residual_meat: "fit.cox_residuals",
+                  cox_site.site_concordance: "evaluate.concordance"}
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)

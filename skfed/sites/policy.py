@@ -41,7 +41,9 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "stats.count_below", "stats.crosstab", "stats.event_table",
                       "fit.inference", "fit.inference_null", "fit.inference_dispersion",
                       "data.check_target", "data.inspect", "evaluate.response_sums",
-                      "evaluate.deviances")
+                      "evaluate.deviances", "survival.event_times", "fit.risk_sets",
+                      "fit.cox_inference", "fit.cox_baseline", "fit.cox_residuals",
+                      "evaluate.concordance")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
@@ -117,6 +119,13 @@ class Policy:
         Whether the exact federated median (the imputer's bisection) may run:
         it releases the site's minimum, maximum and the values next to each
         threshold, single rows' values.
+    allow_event_times : bool
+        Whether exact event times may leave the site (a Cox model whose
+        baseline hazard is shared across sites, without a time grid): the
+        pooled event times become public, and the sums at a time with one
+        event are that row's covariates. Without it, only event times or
+        grid intervals holding at least ``min_level_count`` events (and rows
+        leaving the risk set) are used.
     access : dict
         ``[access.<analyst>]`` tables: the datasets and operations one
         analyst may use (narrowing ``operations``; an analyst with no table
@@ -136,6 +145,7 @@ class Policy:
     max_delta: float = 1e-5
     min_noise_multiplier: float = 0.0
     allow_exact_quantiles: bool = False
+    allow_event_times: bool = False
     #: per analyst: {"datasets": (...), "operations": (...)} narrowing the rest
     access: dict = field(default_factory=dict)
 
@@ -186,7 +196,7 @@ def parse_policy(raw):
 
     known = {"analysts", "operations", "solvers", "losses", "min_rows", "min_level_count",
              "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
-             "min_noise_multiplier", "allow_exact_quantiles"}
+             "min_noise_multiplier", "allow_exact_quantiles", "allow_event_times"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"[policy] has an unknown key {unknown[0]!r}; known keys: "
@@ -232,7 +242,8 @@ def parse_policy(raw):
         max_delta=_number(raw, "max_delta", 1e-5, integer=False, minimum=0),
         min_noise_multiplier=_number(raw, "min_noise_multiplier", 0.0, integer=False,
                                      minimum=0),
-        allow_exact_quantiles=_boolean(raw, "allow_exact_quantiles", False))
+        allow_exact_quantiles=_boolean(raw, "allow_exact_quantiles", False),
+        allow_event_times=_boolean(raw, "allow_event_times", False))
 
 
 def _parse_access(raw, datasets, policy):

@@ -55,8 +55,8 @@ def _arguments(op, args):
         estimator, ybar = args
         return {"model": dict(model_message(estimator),
                               family=estimator._inference_family()), "ybar": float(ybar)}
-    if op.startswith(("stats.", "fit.inference")) or op in ("data.check_target",
-                                                            "data.inspect"):
+    if op.startswith(("stats.", "fit.inference", "fit.cox", "survival.")) or op in (
+            "data.check_target", "data.inspect", "fit.risk_sets", "evaluate.concordance"):
         # their positional arguments, as they are
         return {"args": list(args)}
     if op == "evaluate.local_baseline":

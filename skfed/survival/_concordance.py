@@ -65,7 +65,7 @@ def concordance_index(estimator, data):
     """
     from ._site import site_concordance
 
-    terms = data.map(site_concordance, estimator)
+    terms = data.map(site_concordance, np.asarray(estimator.coef_, dtype=float))
     total = {k: sum(t[k] for t in terms) for k in terms[0]}
     return {"pooled": index_from_counts(total),
             "per_site": {s: index_from_counts(t) for s, t in zip(data.sites, terms)},

@@ -366,7 +366,7 @@ class FedCoxPH(FederatedLinearModel):
         if grid is None:
             return None
         if isinstance(grid, Integral):
-            tables = dataset.map(site_event_times, None, None)
+            tables = dataset.map(site_event_times, None, 1)  # a site may coarsen them
             times = np.concatenate([t["times"] for t in tables])
             counts = np.concatenate([t["events"] for t in tables])
             order = np.argsort(times, kind="stable")

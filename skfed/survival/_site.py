@@ -96,20 +96,16 @@ def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
     return {"meat": pack_upper(np.outer(s, s) if cov_type == "cluster" else r.T @ r)}
 
 
-def site_concordance(site, estimator):
-    """Harrell's concordance counts of the model's risk scores on the site's rows:
-    concordant, discordant and tied-risk pairs, and comparable pairs (four
-    numbers)."""
+def site_concordance(site, coef):
+    """Harrell's concordance counts of the risk scores ``X @ coef`` on the site's
+    rows: concordant, discordant, tied-risk and comparable pairs (four numbers)."""
+    from ..data.site import numeric_matrix
     from ._concordance import concordance_counts
 
     y = np.asarray(site.y, dtype=float).reshape(site.n_samples, -1)
-    risk = estimator.predict(_covariates(site, estimator))
-    counts = concordance_counts(y[:, 0] > 0, y[:, 1], risk)
-    return {k: float(v) for k, v in counts.items()}
-
-
-def _covariates(site, estimator):
-    from ..data.site import numeric_matrix
-
     X = numeric_matrix(site)
-    return site.X if hasattr(site.X, "columns") else X
+    coef = np.asarray(coef, dtype=float)
+    if coef.shape != (X.shape[1],):
+        raise SiteError(site.site, f"{X.shape[1]} covariates here, {coef.size} coefficients.")
+    counts = concordance_counts(y[:, 0] > 0, y[:, 1], np.asarray(X @ coef).ravel())
+    return {k: float(v) for k, v in counts.items()}
