@@ -7,7 +7,6 @@ from scipy import stats
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._docstrings import FIT_ATTRS_DOC
 from ..base import FederatedLinearModel, fit_all_or_nothing
 from ..data import FederatedDataset
 from ..data.site import Targets
@@ -129,7 +128,21 @@ class FedCoxPH(FederatedLinearModel):
         The strata labels: sites (``strata="site"``), column levels, or
         ``(site, level)`` pairs; ``[None]`` without strata.
     n_events_ : int
-""" + FIT_ATTRS_DOC + """
+    n_iter_ : int
+        Newton rounds run.
+    objective_ : float
+        The final objective (mean loss plus penalty).
+    history_ : ConvergenceHistory
+        Per-round objective, stationarity and bytes; ``inference_bytes``
+        and ``inference_rounds`` for the pass at the optimum.
+    solver_ : FederatedSolver
+    clients_ : ndarray
+    n_clients_ : int
+    n_features_in_ : int
+        Covariates (the strata column excluded).
+    feature_names_in_ : ndarray of str
+        Defined when ``X`` has feature names.
+
     See Also
     --------
     skfed.stats.kaplan_meier, skfed.stats.logrank_test
