@@ -220,7 +220,8 @@ def harrell_c(time, event, risk):
 
 def coarsen(time, cuts):
     """Each time replaced by the index k of the bin (c_{k-1}, c_k] that holds it."""
-    return np.searchsorted(np.asarray(cuts, float), np.asarray(time, float), side="left").astype(float)
+    cuts, time = np.asarray(cuts, float), np.asarray(time, float)
+    return np.searchsorted(cuts, time, side="left").astype(float)
 
 
 def standardize(X):
