@@ -205,6 +205,18 @@ def site_summary(site, task):
     return out
 
 
+def survival_array(y):
+    """A survival target as floats of shape ``(n, 2 or 3)``: event, time[, stratum code].
+
+    A structured array (scikit-survival's ``Surv``: event field first, then
+    time) is unpacked; a plain array is taken as its columns."""
+    y = np.asarray(y)
+    if y.dtype.names is not None:
+        return np.column_stack([np.asarray(y[name], dtype=np.float64)
+                                for name in y.dtype.names])
+    return np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+
+
 def survival_summary(site, y, sw):
     """A survival target's checks at a site, and its counts per stratum.
 
@@ -213,7 +225,7 @@ def survival_summary(site, y, sw):
     (counts only; the server refuses a stratum of one row and, when each site
     is its own stratum, a site without events)."""
     try:
-        y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        y = survival_array(y)
     except (TypeError, ValueError):
         raise SiteError(site, "the survival target is not numeric (event, time).") from None
     if y.shape[1] not in (2, 3):
@@ -256,7 +268,7 @@ class Targets:
     def encode(self, y, sw):
         y = np.asarray(y)
         if self.kind == "survival":  # (event, time[, stratum]) -> time, event, stratum
-            y = y.astype(np.float64).reshape(len(y), -1)
+            y = survival_array(y)
             time = y[:, 1]
             if self.time_grid is not None:
                 time = np.searchsorted(np.asarray(self.time_grid, dtype=float), time,

@@ -236,7 +236,22 @@ class DataOperations:
         from ..survival._site import client_cox_baseline
 
         session = self._on_session(analyst, args, record)
-        self._check_risk_sets(session.objective.Y, event_grid(session.objective.Y))
+        values = args.get("args")
+        if not isinstance(values, list) or len(values) != 2:
+            raise Refused("message", "a baseline takes (theta, cut points)")
+        Y = session.objective.Y
+        if values[1] is None:  # at the site's own event times
+            self._check_risk_sets(Y, event_grid(Y))
+        elif not self.policy.allow_event_times:  # only at the cut points: per interval
+            cuts = np.asarray(values[1], dtype=float)
+            for code in np.unique(Y[:, 2]):
+                rows = Y[:, 2] == code
+                k = np.searchsorted(cuts, Y[rows, 0], side="left")
+                for counts in (np.bincount(k[Y[rows, 1] > 0]), np.bincount(k)):
+                    if np.any((counts > 0) & (counts < self.policy.min_level_count)):
+                        raise Refused("min_level_count", "an interval of the time grid holds "
+                                      f"fewer than {self.policy.min_level_count} events or "
+                                      "rows here; use wider intervals")
         return self._inference(client_cox_baseline, analyst, args, record)
 
     def _op_fit_cox_residuals(self, analyst, args, record):

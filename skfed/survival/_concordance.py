@@ -39,16 +39,55 @@ def index_from_counts(counts):
     return (counts["concordant"] + 0.5 * counts["tied_risk"]) / counts["comparable"]
 
 
+#: bins per axis of the histograms that count the pairs of rows at two sites
+N_BINS = 128
+
+
+def _edges(total, prefix):
+    """Bin edges at the normal quantiles of the pooled moments (no row's value)."""
+    from scipy.stats import norm
+
+    n = total["n"]
+    mean = total[f"{prefix}_sum"] / n
+    sd = np.sqrt(max(total[f"{prefix}_sq"] / n - mean * mean, 0.0))
+    if not sd > 0:
+        return np.array([mean])
+    return mean + sd * norm.ppf(np.arange(1, N_BINS) / N_BINS)
+
+
+def _cross_site_pairs(histograms):
+    """Pairs of an event at one site and a row at another, from the sites' histograms
+    over (time bin, risk bin): ``(concordant, discordant, same risk bin, same time bin)``.
+
+    A later time bin makes a pair comparable, the same time bin leaves it
+    undecided; within comparable pairs a lower risk bin is concordant, the
+    same risk bin undecided."""
+    rows_total = sum(h["rows"] for h in histograms)
+    out = np.zeros(4)
+    for h in histograms:
+        E, N = h["events"], rows_total - h["rows"]  # the other sites' rows
+        later = np.cumsum(N[::-1], axis=0)[::-1]  # rows in time bins >= a ...
+        later = np.vstack([later[1:], np.zeros((1, N.shape[1]))])  # ... strictly after a
+        below = np.cumsum(later, axis=1) - later  # and in a lower risk bin
+        above = later.sum(axis=1, keepdims=True) - below - later
+        out += [np.sum(E * below), np.sum(E * above), np.sum(E * later),
+                np.sum(E * N.sum(axis=1, keepdims=True))]
+    return out
+
+
 def concordance_index(estimator, data):
     """Harrell's concordance index of a fitted :class:`FedCoxPH` on a federated dataset.
 
-    Each site counts the concordant, discordant, tied and comparable pairs
-    among its own rows (four numbers; :func:`~skfed.survival._site.site_concordance`)
-    and the server adds them. Pairs of rows at two different sites are not
-    compared: that would need one site's times and risk scores at the
-    other. So ``"pooled"`` is the concordance over the pairs within sites
-    (with one site, exactly the pooled index; with several, an estimate of
-    it from a subset of the pairs: ``"exact"`` says which).
+    No row leaves a site. Each site counts the concordant, discordant, tied
+    and comparable pairs among its own rows (exact), and sends the
+    histograms of its rows and of its events over a grid of (log time,
+    risk score) bins whose edges come from pooled moments. The server
+    counts the pairs of rows at two different sites from the histograms:
+    exactly, except the pairs that share a time bin or a risk bin, which
+    give the bounds ``"lower"`` and ``"upper"`` (all of them discordant, or
+    all concordant). ``"pooled"`` counts the pairs sharing a risk bin as
+    ties and half of those sharing a time bin as comparable. With one site
+    everything is exact.
 
     Parameters
     ----------
@@ -60,13 +99,29 @@ def concordance_index(estimator, data):
     Returns
     -------
     result : dict
-        ``"pooled"`` (float), ``"per_site"`` (``{site: float}``), ``"exact"``
-        (bool: one site), ``"comparable_pairs"`` (int).
+        ``"pooled"``, ``"lower"``, ``"upper"`` (floats), ``"per_site"``
+        (``{site: float}``, exact), ``"exact"`` (bool).
     """
     from ._site import site_concordance
 
-    terms = data.map(site_concordance, np.asarray(estimator.coef_, dtype=float))
-    total = {k: sum(t[k] for t in terms) for k in terms[0]}
-    return {"pooled": index_from_counts(total),
-            "per_site": {s: index_from_counts(t) for s, t in zip(data.sites, terms)},
-            "exact": len(terms) == 1, "comparable_pairs": int(total["comparable"])}
+    coef = np.asarray(estimator.coef_, dtype=float)
+    terms = data.map(site_concordance, coef)
+    keys = ("concordant", "discordant", "tied_risk", "comparable")
+    within = {k: sum(t[k] for t in terms) for k in keys}
+    per_site = {s: index_from_counts(t) for s, t in zip(data.sites, terms)}
+    if len(terms) == 1:
+        c = index_from_counts(within)
+        return {"pooled": c, "lower": c, "upper": c, "per_site": per_site, "exact": True}
+    moments = {k: sum(t[k] for t in terms) for k in ("n", "risk_sum", "risk_sq", "time_sum",
+                                                     "time_sq")}
+    edges = {"time": _edges(moments, "time"), "risk": _edges(moments, "risk")}
+    histograms = data.map(site_concordance, coef, edges)
+    conc, disc, same_risk, same_time = _cross_site_pairs(histograms)
+    sure_conc = within["concordant"] + 0.5 * within["tied_risk"] + conc
+    sure = within["comparable"] + conc + disc
+    undecided = same_risk + same_time
+    pooled = (sure_conc + 0.5 * same_risk + 0.25 * same_time) / (sure + same_risk
+                                                                 + 0.5 * same_time)
+    return {"pooled": float(pooled), "lower": float(sure_conc / (sure + undecided)),
+            "upper": float((sure_conc + undecided) / (sure + undecided)),
+            "per_site": per_site, "exact": False}

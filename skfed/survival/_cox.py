@@ -79,10 +79,15 @@ class FedCoxPH(FederatedLinearModel):
         interval indices leave a site. An int ``k``: ``k`` intervals cut at
         the quantiles of the pooled event times (from the sites' event
         tables, coarsened at a site service to its ``min_level_count``).
+        With ``strata="site"`` the fit stays exact (no risk set crosses a
+        site) and the grid is only where each site reports its baseline
+        hazard (else at its own event times).
     cov_type : {"nonrobust", "robust", "cluster"}, default="nonrobust"
         ``"nonrobust"``: the inverse observed information (lifelines'
         default). ``"robust"``: the sandwich from the rows' score residuals
-        (lifelines' ``robust=True``). ``"cluster"``: the sandwich with the
+        (lifelines' ``robust=True``; at tied times the residuals see whole
+        risk sets, as statsmodels' ``PHReg``, where lifelines breaks ties by
+        row order). ``"cluster"``: the sandwich with the
         sites as clusters (lifelines' ``cluster_col`` with the site; no
         small-sample correction, as lifelines).
     solver : "auto", "newton" or FedNewton, default="auto"
@@ -112,9 +117,11 @@ class FedCoxPH(FederatedLinearModel):
         Log hazard ratios.
     hazard_ratios_ : ndarray of shape (n_covariates,)
     bse_, tvalues_, pvalues_ : ndarray of shape (n_covariates,)
-        Standard errors (``cov_type``), z statistics and two-sided p-values
-        (unpenalized fits only: reading them after a penalized fit raises
-        an error saying why).
+        Standard errors (``cov_type``), z statistics and two-sided p-values.
+        After a ridge fit (``alpha > 0``, ``l1_ratio=0``) they are
+        lifelines': from the penalized information (the estimate is shrunk
+        toward zero, so they describe its spread, not its error); with an
+        L1 part there are none (reading them raises an error saying why).
     cov_params_ : ndarray of shape (n_covariates, n_covariates)
     loglike_, loglike_null_ : float
         The log partial likelihood at the fit and at ``coef_ = 0``
@@ -335,9 +342,11 @@ class FedCoxPH(FederatedLinearModel):
         elif self.solver == "auto":
             solver = "newton"
         self._by_site = by_site
+        # each site its own baseline: the fit is exact, the grid only places the baselines
+        targets = Targets("survival", time_grid=None if by_site else cuts)
         theta = self._fit_federated(dataset, datafit=CoxPartialLikelihood(self.ties),
-                                    penalty=penalty, layout=layout,
-                                    targets=Targets("survival", time_grid=cuts), solver=solver)
+                                    penalty=penalty, layout=layout, targets=targets,
+                                    solver=solver)
         self.coef_ = layout.coef(theta)[0].copy()
         self.hazard_ratios_ = np.exp(self.coef_)
         return self
@@ -406,8 +415,10 @@ class FedCoxPH(FederatedLinearModel):
 
     # -- the pass at the optimum (called by _fit_federated while the sites are open)
     def _final_pass(self, executor, problem, solver, theta):
+        from ..sites import SiteRefusal
+
         self._inference, self._inference_why = None, None
-        self._baseline = None
+        self._baseline = self._baseline_why = None
         N = problem.n_clients
         scale = 1.0 / max(float(problem.weight_total), 1.0)
         traffic = rounds = 0
@@ -420,10 +431,14 @@ class FedCoxPH(FederatedLinearModel):
             loglike, loglike_null = float(terms["loglike"]), float(terms["loglike_null"])
             meat = None if self.cov_type == "nonrobust" else unpack_upper(
                 np.asarray(terms["meat"]), p)
-            if self.time_grid_ is not None and self.privacy is None:
-                replies = executor.map(client_cox_baseline, [(j, (theta,)) for j in range(N)])
-                self._baseline = {"by_site": True, "replies": replies}
-                rounds += 1
+            if self.privacy is None:  # each site's own: no sum to mask
+                try:
+                    replies = executor.map(client_cox_baseline, [(j, (theta, self.time_grid_))
+                                                                 for j in range(N)])
+                    self._baseline = {"by_site": True, "replies": replies}
+                    rounds += 1
+                except SiteRefusal as refusal:  # the fit stands; predictions say why not
+                    self._baseline_why = str(refusal)
         else:
             grid = self._fit_grid
             replies = executor.map(client_risk_set_sums, [(j, (theta, grid, 2))
@@ -450,10 +465,14 @@ class FedCoxPH(FederatedLinearModel):
         self._inference_cost = (traffic, rounds)
         names = self._covariate_names(p)
         why = None
-        if self.alpha > 0:
-            why = (f"alpha={self.alpha:g} penalizes the coefficients, and Wald standard errors, "
-                   "p-values and intervals are not valid for a penalized fit; refit with "
-                   "alpha=0 for inference")
+        if self.alpha > 0 and self.l1_ratio > 0:
+            why = (f"the L1 part of the penalty (l1_ratio={self.l1_ratio:g}) has no second "
+                   "derivative at the zeros it makes, so there is no information matrix; "
+                   "refit with l1_ratio=0 (ridge) or alpha=0 for standard errors")
+        elif self.alpha > 0:
+            # lifelines' standard errors of a penalized fit: the inverse of the
+            # penalized information (the ridge adds W alpha on the diagonal)
+            information = information + float(problem.weight_total) * self.alpha * np.eye(p)
         cov = None
         if why is None:
             inverse, why = _symmetric_inverse(information, names)
@@ -580,11 +599,10 @@ class FedCoxPH(FederatedLinearModel):
         check_is_fitted(self)
         base = getattr(self, "_baseline", None)
         if base is None:
-            raise InferenceError(
-                "FedCoxPH: no baseline hazard for this fit: with strata='site' each site's "
-                "baseline is at its own event times, which do not leave it; pass time_grid= "
-                "(cut points) to have the sites report it on the grid (and fit on it)"
-                + (", without privacy=" if self.privacy is not None else "") + ".")
+            why = getattr(self, "_baseline_why", None) or (
+                "under secure aggregation each site's own baseline (strata='site') is not "
+                "sent: it is not a sum over sites")
+            raise InferenceError(f"FedCoxPH: no baseline hazard for this fit: {why}")
         levels = getattr(self, "strata_levels_", None)
 
         def label(code):
@@ -596,8 +614,7 @@ class FedCoxPH(FederatedLinearModel):
                 for code in np.unique(reply["strata"]):
                     rows = reply["strata"] == code
                     key = site if levels is None else (site, label(code))
-                    out[key] = (self._time_of(reply["times"][rows]),
-                                np.cumsum(reply["hazard"][rows]))
+                    out[key] = (reply["times"][rows], reply["cumhaz"][rows])
             return out
         start = 0
         for code in sorted(base["grid"]):
@@ -609,13 +626,16 @@ class FedCoxPH(FederatedLinearModel):
 
     @property
     def baseline_times_(self):
-        """``{stratum: times}`` of the baseline hazard."""
-        return {k: t for k, (t, _) in self._baselines().items()}
+        """The times of the baseline hazard: an array, or ``{stratum: times}``."""
+        out = {k: t for k, (t, _) in self._baselines().items()}
+        return out[None] if list(out) == [None] else out
 
     @property
     def baseline_cumulative_hazard_(self):
-        """``{stratum: Breslow's cumulative baseline hazard at baseline_times_}``."""
-        return {k: H for k, (_, H) in self._baselines().items()}
+        """Breslow's cumulative baseline hazard at ``baseline_times_`` (covariates 0):
+        an array, or ``{stratum: array}``."""
+        out = {k: H for k, (_, H) in self._baselines().items()}
+        return out[None] if list(out) == [None] else out
 
     def predict(self, X):
         """Risk scores: the linear predictor ``X @ coef_`` (log partial hazard).

@@ -8,7 +8,7 @@ returns counts or sums, never a row; each is a named site operation
 
 import numpy as np
 
-from ..data.site import SiteError, Targets
+from ..data.site import SiteError, Targets, survival_array
 from ..datafits.cox import (baseline_increments, cox_terms, event_grid, risk_set_sums,
                             score_residuals)
 from ..solvers.newton import pack_upper
@@ -25,7 +25,7 @@ def site_event_times(site, time_grid, min_count):
     ``time_grid=k``). Returns ``{"strata", "times", "events"}``: the stratum
     code of each entry, its time and its number of events.
     """
-    y = np.asarray(site.y, dtype=float).reshape(site.n_samples, -1)
+    y = survival_array(site.y)
     Y, _ = Targets("survival", time_grid=time_grid).encode(y, site.weights())
     strata, times, events = [], [], []
     for code in np.unique(Y[:, 2]):
@@ -70,18 +70,29 @@ def client_cox_inference(client, theta, cov_type):
     return out
 
 
-def client_cox_baseline(client, theta):
-    """At a site whose rows are their own strata: Breslow's baseline hazard
-    increments at its own event times (on a coarsened grid: its intervals)."""
+def client_cox_baseline(client, theta, cuts):
+    """At a site whose rows are their own strata: Breslow's cumulative baseline
+    hazard per stratum, at its own event times (``cuts=None``) or only at the
+    grid's cut points."""
     Y = client.Y
     grid = event_grid(Y)
     sums = risk_set_sums(client.X, client.raw(theta)[:, 0], Y, client.sample_weight, grid,
                          order=0)
     h, _ = baseline_increments(sums)
-    strata = np.concatenate([[s] * len(grid[s]) for s in sorted(grid)]) if grid else []
-    times = np.concatenate([grid[s] for s in sorted(grid)]) if grid else []
+    strata, times, cumhaz = [], [], []
+    start = 0
+    for code in sorted(grid):
+        t = grid[code]
+        H = np.cumsum(h[start:start + len(t)])
+        start += len(t)
+        if cuts is not None:  # the step function at the cut points only
+            k = np.searchsorted(t, cuts, side="right") - 1
+            t, H = np.asarray(cuts, dtype=float), np.where(k >= 0, H[np.maximum(k, 0)], 0.0)
+        strata += [code] * len(t)
+        times += list(t)
+        cumhaz += list(H)
     return {"strata": np.asarray(strata, dtype=float), "times": np.asarray(times, dtype=float),
-            "hazard": h}
+            "cumhaz": np.asarray(cumhaz, dtype=float)}
 
 
 def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
@@ -96,16 +107,38 @@ def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
     return {"meat": pack_upper(np.outer(s, s) if cov_type == "cluster" else r.T @ r)}
 
 
-def site_concordance(site, coef):
-    """Harrell's concordance counts of the risk scores ``X @ coef`` on the site's
-    rows: concordant, discordant, tied-risk and comparable pairs (four numbers)."""
+def site_concordance(site, coef, edges=None):
+    """Harrell's concordance counts of the risk scores ``X @ coef`` on the site's rows.
+
+    Returns the counts of concordant, discordant, tied-risk and comparable
+    pairs among its own rows, and the moments of its risk scores and log
+    follow-up times (``n``, sums and sums of squares). With ``edges`` (bin
+    edges ``{"time": ..., "risk": ...}``, public), also the histograms of
+    its rows and of its events over (time bin, risk bin): what the server
+    needs to count the pairs of rows at two different sites, to within the
+    pairs that share a bin.
+    """
     from ..data.site import numeric_matrix
     from ._concordance import concordance_counts
 
-    y = np.asarray(site.y, dtype=float).reshape(site.n_samples, -1)
+    y = survival_array(site.y)
     X = numeric_matrix(site)
     coef = np.asarray(coef, dtype=float)
     if coef.shape != (X.shape[1],):
         raise SiteError(site.site, f"{X.shape[1]} covariates here, {coef.size} coefficients.")
-    counts = concordance_counts(y[:, 0] > 0, y[:, 1], np.asarray(X @ coef).ravel())
-    return {k: float(v) for k, v in counts.items()}
+    event, time = y[:, 0] > 0, y[:, 1]
+    risk = np.asarray(X @ coef).ravel()
+    out = {k: float(v) for k, v in concordance_counts(event, time, risk).items()}
+    lt = np.log1p(time)
+    out.update(n=float(len(risk)), risk_sum=float(risk.sum()), risk_sq=float(risk @ risk),
+               time_sum=float(lt.sum()), time_sq=float(lt @ lt))
+    if edges is not None:
+        a = np.searchsorted(np.asarray(edges["time"], dtype=float), lt, side="right")
+        b = np.searchsorted(np.asarray(edges["risk"], dtype=float), risk, side="right")
+        shape = (len(edges["time"]) + 1, len(edges["risk"]) + 1)
+        rows = np.zeros(shape)
+        np.add.at(rows, (a, b), 1.0)
+        events = np.zeros(shape)
+        np.add.at(events, (a[event], b[event]), 1.0)
+        out.update(rows=rows, events=events)
+    return out
