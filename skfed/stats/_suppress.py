@@ -150,7 +150,8 @@ def hide_summary(summary, by, min_count, site):
         records.append({"stratum": stratum, "column": column, "cell": cell, "reason": reason})
 
     if by is not None:
-        n_mask, n_reasons = suppress(with_margins([sizes[g] for g in strata]), min_count,
+        n_mask, n_reasons = suppress(with_margins(np.array([sizes[g] for g in strata],
+                                                           dtype=np.int64)), min_count,
                                      axis_names=["strata"], site=site)
     else:
         n_mask = np.array([0 < sizes[None] < min_count])
@@ -172,9 +173,12 @@ def hide_summary(summary, by, min_count, site):
                 return x["missing" if name == MISSING else name]
             return x["levels"].get(name, 0)
 
-        inner = np.array([[count(cells[g, c], name) for name in names] for g in strata]
-                         if by is not None else
-                         [count(cells[None, c], name) for name in names], dtype=np.int64)
+        if by is not None:
+            inner = np.zeros((len(strata), len(names)), dtype=np.int64)
+            for j, g in enumerate(strata):
+                inner[j] = [count(cells[g, c], name) for name in names]
+        else:
+            inner = np.array([count(cells[None, c], name) for name in names], dtype=np.int64)
         table = with_margins(inner)
         seed = np.zeros(table.shape, dtype=bool)
         seed[..., -1] = n_mask
