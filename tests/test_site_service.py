@@ -809,16 +809,33 @@ def test_statistics_through_services(clinic, federation):
                                        drop=["patient_id"], **_tls(federation["certs"]))
     local = FederatedDataset.from_arrays(frame.drop(columns=["patient_id"]),
                                          frame["target"].to_numpy(), site)
-    # counts, means and standard deviations: the in-process numbers
-    remote = stats.describe(data, columns=["bmi", "bp", "ward"], quantiles=())
-    ref = stats.describe(local, columns=["bmi", "bp", "ward"], quantiles=())
+    # counts, means and standard deviations: the in-process numbers; the sites hide their
+    # counts below 30 (bmi's missing counts here) as the in-process path does
+    columns = ["bmi", "bp", "ward"]
+    remote = stats.describe(data, columns=columns, quantiles=(), min_level_count=30)
+    ref = stats.describe(local, columns=columns, quantiles=(), min_level_count=30)
     pd.testing.assert_frame_equal(remote.table, ref.table, rtol=1e-12, atol=1e-15)
-    with pytest.raises(SiteRefusal, match="fewer than 30 rows") as info:
-        stats.crosstab(data, "ward", "event")  # a (ward, event) cell of a site is small
-    assert info.value.rule == "min_level_count"
+    pd.testing.assert_frame_equal(remote.suppressed, ref.suppressed)
+    assert remote.note == ref.note and remote.mask.to_numpy().any()
+    # an analyst's smaller threshold: the site applies its own
+    low = stats.describe(data, columns=columns, quantiles=(), min_level_count=5)
+    pd.testing.assert_frame_equal(low.table, ref.table, rtol=1e-12, atol=1e-15)
+    # a (ward, event) cell of a site is small: suppressed there, not refused
+    remote = stats.crosstab(data, "ward", "event", min_level_count=30)
+    ref = stats.crosstab(local, "ward", "event", min_level_count=30)
+    pd.testing.assert_frame_equal(remote.by_site, ref.by_site)
+    pd.testing.assert_frame_equal(remote.suppressed, ref.suppressed)
+    assert remote.note == ref.note and not remote.suppressed.empty
+    assert remote.suppressed.reason.str.contains("fewer than 30 rows at site").any()
     with pytest.raises(SiteRefusal) as info:  # the exact quantiles release single values
-        stats.describe(data, columns=["bmi"])
+        stats.describe(data, columns=["bp"])
     assert info.value.rule == "allow_exact_quantiles"
+    ids = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
+                                      **_tls(federation["certs"]))
+    with pytest.raises(SiteRefusal, match="identifier-like") as info:  # names are values
+        stats.describe(ids, columns=["patient_id"], quantiles=())
+    assert info.value.rule == "min_level_count"
+    ids.close()
     # Kaplan-Meier: each site coarsens its times until every bin holds 30 rows
     data = FederatedDataset.from_sites(addresses, dataset="visits", target=None,
                                        drop=["patient_id"], **_tls(federation["certs"]))

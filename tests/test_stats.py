@@ -231,22 +231,59 @@ def test_describe_suppresses_rare_level_and_its_complement():
     df, site = _table1_data()
     result = describe(df, clients=site, columns=["stage", "age"], min_level_count=5)
     t, mask, record = result.table, result.mask, result.suppressed
-    # the 2 rows of level IV at site b: hidden, and so is the pooled cell (also 2)
+    # the 2 rows of level IV at site b: hidden there, and the pooled cell lacks b's part
     assert np.isnan(t[("all", "b")][("stage", "IV", "count")])
     assert np.isnan(t[("all", "pooled")][("stage", "IV", "count")])
-    primary = record[record.reason.str.startswith("count below")]
-    assert {(r.level, r.site) for r in primary.itertuples()} >= {("IV", "b"), ("IV", "pooled")}
+    why = {(r.level, r.site): r.reason for r in record.itertuples()}
+    assert why["IV", "b"] == "fewer than 5 rows at site 'b'"
+    assert why["IV", "pooled"] == "not pooled: site 'b' suppressed its count"
     # complementary: another cell of site b's stage column is hidden too (else IV = N - rest)
     b_hidden = mask[("all", "b")].loc["stage"]
     assert b_hidden.sum() >= 2
-    assert record.reason.str.startswith("complementary").any()
-    assert "hidden" in result.note
+    assert any(r.startswith("complementary at site 'b'") for r in record.reason)
+    assert "suppressed" in result.note
     # every hidden cell is recorded, every recorded cell is hidden
     assert len(record) == int(mask.to_numpy().sum())
+    # every pooled count shown is pandas' number; a hidden one lacks some site's part
+    for (variable, level, stat), got in t[("all", "pooled")].items():
+        if variable != "stage":
+            continue
+        value = df.stage.isna().sum() if stat == "missing" else (df.stage == level).sum()
+        site_hidden = any(mask[("all", s)][(variable, level, stat)] for s in "abc")
+        assert np.isnan(got) == site_hidden
+        assert np.isnan(got) or got == value
+    # no line (a site's levels with its total; a cell along the sites) has one hidden cell
+    for s in ["a", "b", "c", "pooled"]:
+        assert mask[("all", s)].loc["stage"].sum() != 1
+    for row in mask.index:
+        assert mask.loc[row, "all"].sum() != 1
     # age at the same sites is untouched and equal to pandas
     for s in "abc":
         assert not mask[("all", s)].loc["age"].any()
     assert "suppressed" in result.to_html()
+
+
+def test_suppression_is_done_by_each_site():
+    """The site function hides its own cells; the server only pools what it received."""
+    from skfed.stats._site import site_describe
+
+    df, site = _table1_data()
+    data = FederatedDataset.from_arrays(df, clients=site)
+    replies = data.map(site_describe, ["stage", "dose"], None, (0.5,), 5)
+    b = replies[list(data.sites).index("b")]
+    assert b["cells"][None, "stage"]["levels"]["IV"] is None
+    hidden = {(x["column"], x["cell"]) for x in b["suppressed"]}
+    assert ("stage", "IV") in hidden and len(hidden) >= 2
+    assert all("at site 'b'" in x["reason"] for x in b["suppressed"])
+    # a site whose numeric column has few missing values hides that count and its complement
+    small = df.copy()
+    small.loc[np.flatnonzero(site == "a")[:3], "age"] = np.nan
+    one = describe(small, clients=site, columns=["age"], min_level_count=5)
+    assert one.mask[("all", "a")].loc[("age", "", "missing")]
+    for stat in ["count", "mean", "std", "50%"]:  # the statistics of a hidden count
+        assert one.mask[("all", "a")].loc[("age", "", stat)]
+        assert one.mask[("all", "pooled")].loc[("age", "", stat)]
+    assert not one.mask[("all", "b")].loc["age"].any()
 
 
 def test_suppression_leaves_no_line_with_one_hidden_cell():
@@ -275,14 +312,26 @@ def test_crosstab_and_chi2_equal_pandas_and_scipy():
         per_site = pd.crosstab(df.stage[site == s], df.sex[site == s])
         got = result.by_site.loc[s].iloc[:-1, :-1].loc[per_site.index]
         np.testing.assert_array_equal(got.to_numpy(), per_site.to_numpy())
-    # with suppression: the rare level's cells are hidden, the chi-square is unchanged
+    # with suppression at the sites: the rare level's cells are hidden, with complements
+    # (the missing values are a level of each site's table), and the shown cells are
+    # pandas' numbers; the chi-square test needs every pooled cell: not computed
     hidden = crosstab(df, "stage", "sex", clients=site, min_level_count=5)
     assert hidden.table.loc["IV"].isna().any()
-    assert hidden.chi2 == result.chi2
+    assert np.isnan(hidden.chi2) and "not computed" in hidden.note
     shown = hidden.table.notna().to_numpy()
-    assert shown.sum() >= 6
+    assert shown.sum() >= 3
     np.testing.assert_array_equal(hidden.table.to_numpy()[shown], expected.to_numpy()[shown])
-    assert (hidden.mask.to_numpy().sum(axis=1) != 1).all()
+    for s in ["a", "b", "c", "pooled"]:  # no line of a site's table has one hidden cell
+        m = hidden.mask.loc[s].to_numpy()
+        assert (m.sum(axis=0) != 1).all() and (m.sum(axis=1) != 1).all()
+    assert hidden.suppressed.reason.str.contains("fewer than 5 rows at site 'b'").any()
+    # without missing values and rare levels: the test on the suppressed table is scipy's
+    full = df.dropna(subset=["stage"])
+    keep = (full.stage != "IV").to_numpy()
+    clean = crosstab(full[keep], "stage", "sex", clients=site[df.stage.notna()][keep])
+    assert clean.suppressed.empty
+    ref = chi2_contingency(pd.crosstab(full.stage[keep], full.sex[keep]), correction=False)
+    np.testing.assert_allclose([clean.chi2, clean.p_value], ref[:2], rtol=1e-12)
 
 
 def test_describe_and_crosstab_bad_input():

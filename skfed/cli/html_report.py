@@ -144,3 +144,75 @@ def write_html_report(report, path):
     ]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(parts))
+
+
+def _marked(cell):
+    """A Table 1 cell: its text, a suppressed one with its footnote's number."""
+    text, note = cell
+    if note is None:
+        return f"<td>{html.escape(text)}</td>"
+    return (f'<td class="hidden">{html.escape(text)}<sup><a href="#note-{note}">{note}</a>'
+            "</sup></td>")
+
+
+def _grid_table(header_lines, rows):
+    """A table of text cells: ``header_lines`` ``(label, [texts])``, ``rows``
+    ``(label, depth, [cells])``."""
+    out = ["<table>"]
+    for label, texts in header_lines:
+        out.append(f"<tr><th>{html.escape(label)}</th>"
+                   + "".join(f"<th>{html.escape(t)}</th>" for t in texts) + "</tr>")
+    for label, depth, cells in rows:
+        style = f' style="padding-left: {0.7 + 1.5 * depth}em"' if depth else ""
+        out.append(f'<tr><td class="name"{style}>{html.escape(label)}</td>'
+                   + "".join(_marked(c) for c in cells) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def write_table1_html(report, path):
+    """Write ``skfed describe --html``: Table 1, the cross-tables with their chi-square
+    tests, the sites and their row counts, the suppression rule and every suppressed
+    cell's footnote, in one self-contained file."""
+    from .describe import Footnotes, chi2_text, crosstab_grid, grid, group_labels, rule_text
+
+    headers, rows, reasons = grid(report)
+    header_lines = []
+    if report.by:
+        header_lines.append((f"by {report.by}", group_labels(headers)))
+    header_lines.append(("", [str(s) for _, s in headers]))
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        "<title>skfed describe: Table 1</title>",
+        f"<style>{_STYLE} td.hidden {{ color: #b00020; }} sup a {{ color: inherit; }}"
+        "</style></head><body>",
+        "<h1>Table 1</h1>",
+        f"<p>{html.escape(report.source)}.</p>",
+        "<h2>Sites</h2>",
+        _table(["site", "rows"], list(zip(report.sites, report.rows))
+               + [("all sites", int(sum(report.rows)))]),
+        "<h2>Descriptive statistics" + ("" if report.per_site else " (pooled)") + "</h2>",
+        "<p>Numeric columns: mean (SD) and median [Q1, Q3] of the non-missing values; "
+        "categories: n (% of the rows of the column's group and site).</p>",
+        _grid_table(header_lines, rows),
+    ]
+    notes = Footnotes()
+    notes.reasons = list(reasons)
+    for row, col, ct in report.crosstabs:
+        parts.append(f"<h2>Cross-table {html.escape(row)} &times; {html.escape(col)}</h2>")
+        for site in ["pooled"] + (list(report.sites) if report.per_site else []):
+            hdr, cells = crosstab_grid(row, col, ct, site, notes)
+            parts += [f"<p><b>{html.escape(str(site))}</b></p>",
+                      _grid_table([(f"{row} \\ {col}", hdr)],
+                                  [(label, 0, cs) for label, cs in cells])]
+        parts.append(f"<p>{html.escape(chi2_text(ct))}.</p>")
+    parts += ["<h2>Suppression</h2>", f"<p>{html.escape(rule_text(report))}</p>"]
+    if notes.reasons:
+        parts.append("<ol>" + "".join(f'<li id="note-{i}">{html.escape(r)}</li>'
+                                      for i, r in enumerate(notes.reasons, start=1))
+                     + "</ol>")
+    else:
+        parts.append("<p>No cell is suppressed.</p>")
+    parts += [f"<p>Note: {html.escape(n)}</p>" for n in report.notes]
+    parts.append("</body></html>")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(parts))

@@ -1,4 +1,5 @@
-"""Command line: ``python -m skfed demo|fit|support-matrix`` (also installed as ``skfed``)."""
+"""Command line: ``python -m skfed demo|fit|describe|site|support-matrix`` (also installed as
+``skfed``)."""
 
 import argparse
 import sys
@@ -437,6 +438,9 @@ def main(argv=None):
     demo.add_argument("--csv", metavar="CSV", help="also write the sites' rows to this CSV "
                                                    "(the input of the equivalent skfed fit)")
     _fit_parser(sub)
+    from .describe import add_describe_parser
+
+    add_describe_parser(sub)
     sub.add_parser("support-matrix",
                    help="print the estimator x solver support matrix (Markdown), from the code")
     from .site import add_site_parser, run_site
@@ -455,6 +459,16 @@ def main(argv=None):
             run_fit(args)
         except CLIError as exc:
             print(f"skfed fit: error: {exc}", file=sys.stderr)
+            return 2
+    elif args.command == "describe":
+        from .describe import recover_data_file, run_describe
+        from .fit import CLIError
+
+        recover_data_file(args)
+        try:
+            run_describe(args)
+        except CLIError as exc:
+            print(f"skfed describe: error: {exc}", file=sys.stderr)
             return 2
     elif args.command == "support-matrix":
         from .._support import format_support_matrix, support_matrix

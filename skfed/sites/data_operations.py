@@ -124,21 +124,38 @@ class DataOperations:
         return site, values
 
     def _op_stats_describe(self, analyst, args, record):
-        from ..stats._site import site_describe
+        from ..stats._site import _column, is_numeric, site_describe
 
         site, (columns, by, quantiles, min_count) = self._stats_args(args, record,
                                                                      "a description", 4)
-        out = site_describe(site, columns, by, quantiles, min_count)
-        for key, cell in out["cells"].items():
-            counts = list(cell.get("levels", {}).values()) + [cell.get("count", 0)]
-            if any(0 < c < self.policy.min_level_count for c in counts):
-                raise Refused("min_level_count", f"a cell of column {str(key[1])!r} is held "
-                               f"by fewer than {self.policy.min_level_count} rows here")
-            if not self.policy.allow_exact_quantiles and "quantiles" in cell:
-                # single rows' values: the site's extremes and its own quantiles
-                cell.update(min=np.nan, max=np.nan,
-                            quantiles=np.full(len(cell["quantiles"]), np.nan))
+        self._check_level_names(site, [c for c in columns if not is_numeric(_column(site, c))]
+                                + ([by] if by is not None else []))
+        # the site's own threshold when it is larger: its small cells are hidden here,
+        # with their complements, and the reply lists them (skfed.stats._suppress)
+        out = site_describe(site, columns, by, quantiles,
+                            max(int(min_count), self.policy.min_level_count))
+        if not self.policy.allow_exact_quantiles:
+            for cell in out["cells"].values():
+                if "quantiles" in cell:  # single rows' values: the extremes, own quantiles
+                    cell.update(min=np.nan, max=np.nan,
+                                quantiles=np.full(len(cell["quantiles"]), np.nan))
         return out
+
+    def _check_level_names(self, site, columns):
+        """A hidden level's count is blanked but its name is released (the table has its
+        row): refuse a column tabulated by level whose rows are mostly in such levels (an
+        identifier, a continuous measurement)."""
+        from ..stats._site import _column
+
+        k = self.policy.min_level_count
+        for name in columns:
+            counts = _column(site, name).value_counts(dropna=True).to_numpy()
+            rare = int(counts[counts < k].sum())
+            if rare and 2 * rare > counts.sum():
+                raise Refused("min_level_count", f"column {str(name)[:64]!r}: {rare} of its "
+                               f"{int(counts.sum())} values here are levels held by fewer "
+                               f"than {k} rows (an identifier-like column); their names "
+                               "are not released")
 
     def _op_stats_count_below(self, analyst, args, record):
         from ..stats._site import site_count_below
@@ -152,12 +169,9 @@ class DataOperations:
     def _op_stats_crosstab(self, analyst, args, record):
         from ..stats._site import site_crosstab
 
-        site, values = self._stats_args(args, record, "a cross-tabulation", 2)
-        out = site_crosstab(site, *values)
-        if any(0 < c < self.policy.min_level_count for c in out.values()):
-            raise Refused("min_level_count", "a cell of the table is held by fewer than "
-                                              f"{self.policy.min_level_count} rows here")
-        return out
+        site, (row, col, min_count) = self._stats_args(args, record, "a cross-tabulation", 3)
+        self._check_level_names(site, [row, col])
+        return site_crosstab(site, row, col, max(int(min_count), self.policy.min_level_count))
 
     def _op_stats_event_table(self, analyst, args, record):
         from ..stats._site import site_event_table

@@ -66,13 +66,19 @@ OPERATIONS = {op.name: op for op in [
               "counts (scaler, mean imputer); levels each held by >= min_level_count rows "
               "(one-hot encoder, most-frequent imputer); with allow_exact_quantiles, the "
               "site's values nearest a threshold (exact median)", _summarize_site),
-    Operation("stats.describe", "per column and stratum: counts, missing counts, mean and sum "
-              "of squares; level counts (each >= min_level_count); the site's own quantiles, "
-              "minimum and maximum only with allow_exact_quantiles", None),
+    Operation("stats.describe", "per column and stratum: row counts, counts, missing counts, "
+              "mean and sum of squares; level counts and names; every count from 1 to "
+              "min_level_count - 1 blanked, with the complementary counts that would give it "
+              "back through a total (and the statistics of a blanked count), each listed with "
+              "the reason; columns tabulated by level whose values are mostly in such levels "
+              "refused; the site's own quantiles, minimum and maximum only with "
+              "allow_exact_quantiles", None),
     Operation("stats.count_below", "per query: the count of values below a threshold and the "
               "site's values next to it (only with allow_exact_quantiles)", None),
-    Operation("stats.crosstab", "the count of every pair of levels (each >= min_level_count)",
-              None),
+    Operation("stats.crosstab", "the count of every pair of levels (missing values a level) and "
+              "the margins; every count from 1 to min_level_count - 1 blanked, with the "
+              "complementary cells along its row and column, each listed with the reason; "
+              "columns whose values are mostly in levels below min_level_count refused", None),
     Operation("stats.event_table", "per time (coarsened until every bin holds "
               ">= min_level_count rows) the numbers of events and censorings, per group", None),
     Operation("evaluate.response_sums", "two numbers: the sum of weights and of weighted "

@@ -8,7 +8,9 @@ generalized to any order statistic). The server pools them: means and
 standard deviations with Chan's pairwise formula
 (:func:`skfed.preprocessing._summaries.merge_moments`), quantiles as pandas'
 default (linear interpolation between the two order statistics around
-``(n - 1) q``), then hides the small cells (:mod:`skfed.stats._suppress`).
+``(n - 1) q``). Each site hides its own small cells before it replies, and
+the server pools only released numbers (:mod:`skfed.stats._suppress`), so
+every path (in process, Dask, site services) gives the same table.
 """
 
 from dataclasses import dataclass, field
@@ -20,8 +22,8 @@ from scipy import stats
 from .._messages import show
 from ..preprocessing._imputer import _midpoint
 from ..preprocessing._summaries import merge_moments
-from ._site import MISSING, site_count_below, site_crosstab, site_describe
-from ._suppress import suppress, with_margins
+from ._site import MISSING, site_count_below, site_crosstab, site_describe, sorted_levels
+from ._suppress import SIZE, pool
 from ._survival import _check_columns, _dataset
 
 #: the column label of the pooled sites and of all strata
@@ -30,12 +32,30 @@ POOLED, ALL = "pooled", "all"
 _MAX_ROUNDS = 200
 
 
-def _sorted_levels(levels):
-    levels = [lv for lv in dict.fromkeys(levels) if lv != MISSING]
-    try:
-        return sorted(levels)
-    except TypeError:
-        return sorted(levels, key=lambda x: (str(type(x)), str(x)))
+def suppression_note(n_hidden, min_count, statistics=True):
+    """The note under a table: how many count cells are suppressed, and the rule."""
+    if not n_hidden:
+        return f"No cell below min_level_count={min_count}."
+    return (f"{n_hidden} count cell(s) suppressed: each site hides its counts from 1 to "
+            f"{min_count - 1} (min_level_count={min_count}, or its own larger threshold) and "
+            "the complementary cells that would give them back through a total; a pooled "
+            "cell is suppressed when a site suppressed its part"
+            + ("; the mean, std and quantiles of a suppressed count are suppressed with it."
+               if statistics else "."))
+
+
+def _moments(parts):
+    """The mean and standard deviation (ddof=1) of the sites' cells ``parts`` (Chan's
+    pairwise merge of their counts, means and sums of squared deviations)."""
+    if not parts:
+        return np.nan, np.nan
+    pooled = merge_moments([{"weight": np.array([p["count"]], dtype=float),
+                             "count": np.array([p["count"]]), "mean": np.array([p["mean"]]),
+                             "mean_lo": np.array([p["mean_lo"]]), "m2": np.array([p["m2"]])}
+                            for p in parts])
+    n = int(pooled["count"][0])
+    std = float(np.sqrt(pooled["m2"][0] / (n - 1))) if n > 1 else np.nan
+    return float(pooled["mean"][0]), std
 
 
 def _quantile_name(q):
@@ -158,12 +178,16 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     (single rows' values, as the imputer's exact median). Each site's own
     quantiles are computed at the site (again as pandas).
 
-    **Suppression**: a count ``0 < c < min_level_count`` (a level count, a
-    stratum size, a non-missing or missing count, per site or pooled) is
-    hidden, and so are complementary cells, so that no hidden cell follows
-    from the others and a total by one subtraction (:mod:`skfed.stats._suppress`);
-    the mean, standard deviation and quantiles of a hidden count are hidden
-    with it. Zero counts are shown.
+    **Suppression, at each site**: a site hides its counts
+    ``0 < c < min_level_count`` (a level count, a stratum size, a
+    non-missing or missing count) and complementary cells, so that no hidden
+    cell follows from the others and a total by one subtraction, and sends
+    only what is left, saying which cells it hid and why
+    (:mod:`skfed.stats._suppress`; a site service applies its own
+    ``min_level_count`` when larger). A pooled cell is the sum of the
+    released parts, or hidden when a site hid its part (never a partial
+    sum). The mean, standard deviation and quantiles of a hidden count are
+    hidden with it. Zero counts are shown.
 
     Parameters
     ----------
@@ -208,141 +232,102 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
         if len(found) > 1:
             raise ValueError(f"column {show(c)} is numeric at some sites and not at others.")
         kinds[c] = found.pop()
-    strata = [] if by is None else _sorted_levels(
-        [g for r in replies for (g, _) in r["cells"] if g is not None])
-    if by is not None and any((MISSING, c) in r["cells"] for r in replies for c in columns):
+    strata = [] if by is None else sorted_levels(
+        [g for r in replies for g in r["sizes"] if g is not None])
+    if by is not None and any(MISSING in r["sizes"] for r in replies):
         strata.append(MISSING)
     if by is not None and ALL in strata:
         raise ValueError(f"by column {show(by)} has a level {ALL!r}, the label of all strata.")
-    groups = strata + [None]  # inner strata, then their margin (all rows)
-    group_labels = [ALL if g is None else g for g in groups]
+    groups = strata + [None]  # the strata, then all rows
     site_labels = sites + [POOLED]
-    S = len(sites)
+    # why each site hid a cell: {(stratum, column, cell): reason}
+    why = [{(x["stratum"], x["column"], x["cell"]): x["reason"] for x in r["suppressed"]}
+           for r in replies]
+    values, hidden, records = {}, {}, []
+
+    def put(row, g, s, value, reason=None, count=True):
+        """Cell ``row`` of group ``g`` at site ``s`` (``len(sites)``: pooled); ``reason``:
+        hidden, and why (recorded for counts)."""
+        key = (ALL if g is None else g, site_labels[s])
+        values.setdefault(row, {})[key] = value
+        hidden.setdefault(row, {})[key] = reason is not None
+        if reason is not None and count:
+            records.append((*row, *key, reason))
+
+    def released(parts, g, column, name, row):
+        """``parts``: each site's count (``None``: hidden there); puts them and the pooled
+        count; returns the pooled count (``None``: hidden) and its reason."""
+        for s, n in enumerate(parts):
+            put(row, g, s, np.nan if n is None else float(n),
+                None if n is not None else why[s][g, column, name])
+        total, reason = pool(parts, sites)
+        put(row, g, len(sites), np.nan if total is None else float(total), reason)
+        return total, reason
+
+    for g in groups:
+        released([r["sizes"].get(g, 0) for r in replies], g, None, SIZE, ("N", "", "count"))
 
     def cell(s, g, c):
         return replies[s]["cells"].get((g, c))
 
-    # stratum sizes: (site, stratum) with margins; one column's counts give them
-    def sizes(c):
-        out = np.zeros((S, len(strata))) if by is not None else np.zeros(S)
-        for s in range(S):
-            for j, g in enumerate(strata if by is not None else [None]):
-                x = cell(s, g, c)
-                n = 0 if x is None else (sum(x["levels"].values()) + x["missing"]
-                                         if "levels" in x else x["count"] + x["missing"])
-                if by is not None:
-                    out[s, j] = n
-                else:
-                    out[s] = n
-        return out
-
-    axis_names = ["sites", "strata", "levels"] if by is not None else ["sites", "levels"]
-    n_table = with_margins(sizes(columns[0]))
-    n_mask, n_reasons = suppress(n_table, k, axis_names=axis_names[:-1])
-
-    values, hidden, records = {}, {}, []
-
-    def index(s, j):  # ext indices -> table keys
-        return (group_labels[j] if by is not None else ALL, site_labels[s])
-
-    def put(row, s, j, value, is_hidden):
-        values.setdefault(row, {})[index(s, j)] = value
-        hidden.setdefault(row, {})[index(s, j)] = bool(is_hidden)
-
-    def ext_cells(shape):
-        return np.ndindex(*shape) if by is not None else ((s, 0) for s in range(shape[0]))
-
-    def at(arr, s, j):
-        return arr[s, j] if by is not None else arr[s]
-
-    for s, j in ext_cells(n_table.shape):
-        put(("N", "", "count"), s, j, float(at(n_table, s, j)), at(n_mask, s, j))
-        if at(n_mask, s, j):
-            idx = (s, j) if by is not None else (s,)
-            records.append(("N", "", "count", *index(s, j), n_reasons[idx]))
-
-    pooled_queries = []  # (row key, (s, j), stratum, column, n, q)
+    pooled_queries = []  # (row key, stratum, n, q, min, max): the pooled quantiles to find
     for c in columns:
         if kinds[c] == "categorical":
-            levels = _sorted_levels([lv for r in replies for g in groups
-                                     for lv in (r["cells"].get((g, c)) or {"levels": {}})
-                                     ["levels"]])
-            names = levels + [MISSING]
-        else:
-            names = ["present", MISSING]
-        inner = np.zeros((S, len(strata), len(names)) if by is not None else (S, len(names)))
-        for s in range(S):
-            for j, g in enumerate(strata if by is not None else [None]):
-                x = cell(s, g, c)
-                if x is None:
+            levels = sorted_levels([lv for r in replies for (g, col), x in r["cells"].items()
+                                    if col == c for lv in x["levels"]])
+            for g in groups:
+                for lv in levels:
+                    released([(cell(s, g, c) or {"levels": {}})["levels"].get(lv, 0)
+                              for s in range(len(sites))], g, c, lv, (c, lv, "count"))
+                released([(cell(s, g, c) or {"missing": 0})["missing"]
+                          for s in range(len(sites))], g, c, MISSING, (c, "", "missing"))
+            continue
+        for g in groups:
+            empty = {"count": 0, "missing": 0}
+            parts = [cell(s, g, c) or empty for s in range(len(sites))]
+            n_pooled, why_pooled = released([p["count"] for p in parts], g, c, "count",
+                                            (c, "", "count"))
+            released([p["missing"] for p in parts], g, c, "missing", (c, "", "missing"))
+            for s in range(len(sites) + 1):
+                mine = parts if s == len(sites) else [parts[s]]
+                reason = why_pooled if s == len(sites) else (
+                    None if parts[s]["count"] is not None else why[s][g, c, "count"])
+                stats_rows = [(c, "", "mean"), (c, "", "std")] + [
+                    (c, "", _quantile_name(q)) for q in quantiles]
+                if reason is not None:  # the statistics of a hidden count are hidden with it
+                    for row in stats_rows:
+                        put(row, g, s, np.nan, reason, count=False)
                     continue
-                row = ([x["levels"].get(lv, 0) for lv in levels] + [x["missing"]]
-                       if kinds[c] == "categorical" else [x["count"], x["missing"]])
-                if by is not None:
-                    inner[s, j] = row
-                else:
-                    inner[s] = row
-        table = with_margins(inner)
-        seed = np.zeros(table.shape, dtype=bool)
-        seed[..., -1] = n_mask
-        mask, reasons = suppress(table, k, seed=seed, axis_names=axis_names)
-        for s, j in ext_cells(table.shape[:-1]):
-            sl = (s, j) if by is not None else (s,)
-            for li, name in enumerate(names):
-                if kinds[c] == "categorical":
-                    row = (c, "", "missing") if name == MISSING else (c, name, "count")
-                else:
-                    row = (c, "", "count" if name == "present" else "missing")
-                put(row, s, j, float(table[sl + (li,)]), mask[sl + (li,)])
-                if mask[sl + (li,)]:
-                    records.append((*row, *index(s, j), reasons[sl + (li,)]))
-            if kinds[c] != "numeric":
-                continue
-            stratum = groups[j] if by is not None else None
-            present_hidden = mask[sl + (0,)]
-            parts = [cell(t, stratum, c) for t in range(S)] if s == S else [cell(s, stratum, c)]
-            parts = [p for p in parts if p is not None and p["count"] > 0]
-            if parts:
-                pooled = merge_moments([{"weight": np.array([p["count"]], dtype=float),
-                                         "count": np.array([p["count"]]),
-                                         "mean": np.array([p["mean"]]),
-                                         "mean_lo": np.array([p["mean_lo"]]),
-                                         "m2": np.array([p["m2"]])}
-                                        for p in parts])
-                n = int(pooled["count"][0])
-                mean = float(pooled["mean"][0])
-                std = float(np.sqrt(pooled["m2"][0] / (n - 1))) if n > 1 else np.nan
-            else:
-                n, mean, std = 0, np.nan, np.nan
-            put((c, "", "mean"), s, j, mean, present_hidden)
-            put((c, "", "std"), s, j, std, present_hidden)
-            for qi, q in enumerate(quantiles):
-                row = (c, "", _quantile_name(q))
-                if s < S:
-                    put(row, s, j, float(parts[0]["quantiles"][qi]) if parts else np.nan,
-                        present_hidden)
-                elif present_hidden or n == 0:
-                    put(row, s, j, np.nan, present_hidden)
-                else:
-                    put(row, s, j, np.nan, False)
-                    pooled_queries.append((row, (s, j), stratum, c, n, q,
-                                           min(p["min"] for p in parts),
-                                           max(p["max"] for p in parts)))
+                mine = [p for p in mine if p["count"] > 0]
+                mean, std = _moments(mine)
+                put(stats_rows[0], g, s, mean)
+                put(stats_rows[1], g, s, std)
+                for qi, q in enumerate(quantiles):
+                    row = stats_rows[2 + qi]
+                    if s < len(sites):
+                        put(row, g, s, float(mine[0]["quantiles"][qi]) if mine else np.nan)
+                    else:
+                        put(row, g, s, np.nan)
+                        if mine:
+                            pooled_queries.append((row, g, c, n_pooled, q,
+                                                   min(p["min"] for p in mine),
+                                                   max(p["max"] for p in mine)))
 
     if pooled_queries:  # the exact pooled quantiles, all in one bisection
         queries, ranks, lo, hi = [], [], [], []
-        for _, _, stratum, c, n, q, vmin, vmax in pooled_queries:
+        for _, g, c, n, q, vmin, vmax in pooled_queries:
             h = (n - 1) * q
-            below = int(np.floor(h))
-            for rank in (below + 1, min(below + 2, n)):
-                queries.append((stratum, c))
+            low = int(np.floor(h))
+            for rank in (low + 1, min(low + 2, n)):
+                queries.append((g, c))
                 ranks.append(rank)
                 lo.append(vmin)
                 hi.append(vmax)
         found = _order_statistics(data, by, queries, ranks, lo, hi)
-        for i, (row, (s, j), _, _, n, q, _, _) in enumerate(pooled_queries):
+        for i, (row, g, _, n, q, _, _) in enumerate(pooled_queries):
             h = (n - 1) * q
-            put(row, s, j, float(_lerp(found[2 * i], found[2 * i + 1], h - np.floor(h))), False)
+            put(row, g, len(sites),
+                float(_lerp(found[2 * i], found[2 * i + 1], h - np.floor(h))))
 
     rows = pd.MultiIndex.from_tuples(list(values), names=["variable", "level", "statistic"])
     cols = pd.MultiIndex.from_tuples([(g, s) for g in ([ALL] if by is None else
@@ -355,11 +340,7 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     table = table.mask(mask)
     suppressed = pd.DataFrame(records, columns=["variable", "level", "statistic", "group",
                                                 "site", "reason"])
-    note = (f"{len(suppressed)} count cell(s) hidden: counts from 1 to {k - 1} "
-            f"(min_level_count={k}) and the complementary cells that would reveal them "
-            "through a total; the mean, std and quantiles of a hidden count are hidden too."
-            if len(suppressed) else f"No cell below min_level_count={k}.")
-    return DescribeResult(table, mask, suppressed, note)
+    return DescribeResult(table, mask, suppressed, suppression_note(len(suppressed), k))
 
 
 @dataclass
@@ -373,19 +354,21 @@ class CrosstabResult:
         hidden cells NaN; rows with a missing value are left out (as
         ``pandas.crosstab``).
     by_site : pandas.DataFrame
-        The same per site and pooled (index ``(site, row level)``), with the
-        margins ``"All"``; hidden cells NaN.
+        Per site and pooled (index ``(site, row level)``), the missing
+        values as a level ``"<missing>"`` (when there are any), with the
+        margins ``"All"`` (which count them); hidden cells NaN.
     mask : pandas.DataFrame of bool
         Hidden cells of ``by_site``.
     chi2, p_value : float
-        Pearson's chi-square test of independence on the pooled table
-        (``scipy.stats.chi2_contingency(..., correction=False)``), computed
-        from the exact counts.
+        Pearson's chi-square test of independence on the pooled ``table``
+        (``scipy.stats.chi2_contingency(..., correction=False)``); NaN when a
+        cell of ``table`` is suppressed (the test needs them all).
     dof : int
     expected : pandas.DataFrame
-        Expected pooled counts under independence.
-    n_missing : int or float
-        Rows left out for a missing value (NaN if hidden).
+        Expected pooled counts under independence (NaN without the test).
+    n_missing : float
+        Rows left out for a missing value (NaN if it would need a
+        suppressed cell).
     suppressed : pandas.DataFrame
         One row per hidden cell: ``site``, ``row``, ``col``, ``reason``.
     note : str
@@ -406,16 +389,18 @@ class CrosstabResult:
 def crosstab(data, row, col, *, min_level_count=5, clients=None):
     """Pooled counts of two categorical columns over all sites, with the chi-square test.
 
-    Each site sends its count of every pair of levels that occurs; the
-    server adds them. Cells ``0 < c < min_level_count`` (per site or pooled,
-    margins included) are hidden, with complementary cells (see
-    :func:`describe`).
+    Each site sends its count of every pair of levels that occurs (missing
+    values as a level) and its margins, after hiding its cells
+    ``0 < c < min_level_count`` (margins included) and their complementary
+    cells; the server adds the released counts, and a pooled cell is hidden
+    when a site hid its part (see :func:`describe`).
 
     Parameters
     ----------
     data : FederatedDataset or DataFrame
     row, col : str
-        The two columns (any values; missing values are left out).
+        The two columns (any values; missing values are left out of
+        ``table`` and the test).
     min_level_count : int, default=5
     clients : array-like of shape (n_samples,), default=None
         The site of each row when ``data`` is a DataFrame.
@@ -436,40 +421,52 @@ def crosstab(data, row, col, *, min_level_count=5, clients=None):
     if row == col:
         raise ValueError("row and col must be two different columns.")
     k = int(min_level_count)
-    replies = data.map(site_crosstab, row, col)
+    replies = data.map(site_crosstab, row, col, k)
     sites = list(data.sites)
-    rows = _sorted_levels([a for r in replies for a, _ in r])
-    cols = _sorted_levels([b for r in replies for _, b in r])
+    counts = [r["counts"] for r in replies]
+    rows = sorted_levels([a for c in counts for a, _ in c if a is not None])
+    cols = sorted_levels([b for c in counts for _, b in c if b is not None])
     if len(rows) < 2 or len(cols) < 2:
         raise ValueError(f"crosstab needs at least two levels in each column; {show(row)} has "
                          f"{len(rows)}, {show(col)} has {len(cols)}.")
-    inner = np.zeros((len(sites), len(rows), len(cols)), dtype=np.int64)
-    missing = 0
-    for s, r in enumerate(replies):
-        for (a, b), n in r.items():
-            if a == MISSING or b == MISSING:
-                missing += n
-            else:
-                inner[s, rows.index(a), cols.index(b)] = n
-    table = with_margins(inner)
-    mask, reasons = suppress(table, k, axis_names=["sites", row, col])
+    all_rows = rows + ([MISSING] if any((MISSING, None) in c for c in counts) else [])
+    all_cols = cols + ([MISSING] if any((None, MISSING) in c for c in counts) else [])
+    why = [{(x["row"], x["col"]): x["reason"] for x in r["suppressed"]} for r in replies]
     site_labels = sites + [POOLED]
-    index = pd.MultiIndex.from_product([site_labels, rows + ["All"]], names=["site", row])
-    columns = pd.Index(cols + ["All"], name=col)
-    flat = table.reshape(-1, table.shape[-1]).astype(float)
-    by_site = pd.DataFrame(flat, index=index, columns=columns)
-    mask_frame = pd.DataFrame(mask.reshape(-1, mask.shape[-1]), index=index, columns=columns)
-    by_site = by_site.mask(mask_frame)
-    pooled = inner.sum(axis=0)
-    chi2, p, dof, expected = stats.chi2_contingency(pooled, correction=False)
-    records = [(site_labels[s], (rows + ["All"])[a], (cols + ["All"])[b], reasons[(s, a, b)])
-               for s, a, b in zip(*np.nonzero(mask))]
+    keys_r, keys_c = all_rows + [None], all_cols + [None]
+    values = np.full((len(site_labels), len(keys_r), len(keys_c)), np.nan)
+    records = []
+    for i, a in enumerate(keys_r):
+        for j, b in enumerate(keys_c):
+            parts = [c.get((a, b), 0) for c in counts]
+            total, reason = pool(parts, sites)
+            for s, n in enumerate(parts + [total]):
+                if n is not None:
+                    values[s, i, j] = n
+                    continue
+                why_s = reason if s == len(sites) else why[s][a, b]
+                records.append((site_labels[s], "All" if a is None else a,
+                                "All" if b is None else b, why_s))
+    index = pd.MultiIndex.from_product([site_labels, all_rows + ["All"]], names=["site", row])
+    columns = pd.Index(all_cols + ["All"], name=col)
+    by_site = pd.DataFrame(values.reshape(-1, len(keys_c)), index=index, columns=columns)
+    mask = by_site.isna()
+    pooled = by_site.loc[POOLED].loc[rows, cols]
+    # as pandas.crosstab: levels seen only next to a missing value have no row or column
+    pooled = pooled.loc[pooled.ne(0).any(axis=1), pooled.ne(0).any(axis=0)]
+    table = pooled.rename_axis(row).rename_axis(col, axis=1)
+    n_missing = float(by_site.loc[(POOLED, "All"), "All"] - table.to_numpy().sum())
+    chi2, p, dof = np.nan, np.nan, (table.shape[0] - 1) * (table.shape[1] - 1)
+    expected = pd.DataFrame(np.nan, index=table.index, columns=table.columns)
+    if not table.isna().to_numpy().any():
+        chi2, p, dof, exp = stats.chi2_contingency(table.to_numpy(), correction=False)
+        expected[:] = exp
     suppressed = pd.DataFrame(records, columns=["site", "row", "col", "reason"])
-    note = (f"{len(suppressed)} cell(s) hidden: counts from 1 to {k - 1} and their complements."
-            if records else f"No cell below min_level_count={k}.")
+    note = suppression_note(len(suppressed), k, statistics=False)
+    if np.isnan(chi2):
+        note += (" The chi-square test needs every pooled cell of the table: not computed "
+                 "(merge the rare levels first).")
     return CrosstabResult(
-        table=by_site.loc[POOLED].iloc[:-1, :-1].rename_axis(row), by_site=by_site,
-        mask=mask_frame, chi2=float(chi2), p_value=float(p), dof=int(dof),
-        expected=pd.DataFrame(expected, index=pd.Index(rows, name=row), columns=cols[:]),
-        n_missing=float(missing) if not 0 < missing < k else np.nan, suppressed=suppressed,
+        table=table, by_site=by_site, mask=mask, chi2=float(chi2), p_value=float(p),
+        dof=int(dof), expected=expected, n_missing=n_missing, suppressed=suppressed,
         note=note)

@@ -13,9 +13,19 @@ import pandas as pd
 from .._messages import show
 from ..data.site import SiteError
 from ..preprocessing._summaries import moments_summary
+from ._suppress import hide_crosstab, hide_summary
 
 #: the name under which a missing value of a categorical column is counted
 MISSING = "<missing>"
+
+
+def sorted_levels(levels):
+    """The distinct levels but the missing marker, sorted (by type then text if mixed)."""
+    levels = [lv for lv in dict.fromkeys(levels) if lv != MISSING]
+    try:
+        return sorted(levels)
+    except TypeError:
+        return sorted(levels, key=lambda x: (str(type(x)), str(x)))
 
 
 def _table(site):
@@ -63,7 +73,7 @@ def _levels(values):
 
 
 def site_describe(site, columns, by, quantiles, min_count=1):
-    """A site's summary of each column, per stratum of ``by``.
+    """A site's summary of each column, per stratum of ``by``, its small counts hidden.
 
     Parameters
     ----------
@@ -72,30 +82,34 @@ def site_describe(site, columns, by, quantiles, min_count=1):
     by : str or None
     quantiles : sequence of float
     min_count : int, default=1
-        The site's own quantiles are sent only for cells with at least this
-        many values (NaN otherwise); counts, means and sums of squares are
-        always sent (the pooled moments need them).
+        Counts ``0 < c < min_count`` are hidden at the site, with their
+        complementary cells (:func:`skfed.stats._suppress.hide_summary`); a
+        hidden non-missing count hides the cell's moments, quantiles and
+        extremes. 1 hides nothing.
 
     Returns
     -------
     summary : dict
         ``{"n": rows, "kinds": {column: "numeric" | "categorical"},
-        "cells": {(stratum, column): cell}}``. A numeric cell holds the
-        non-missing ``count``, ``missing``, ``mean``, ``mean_lo`` and ``m2``
+        "sizes": {stratum: rows}, "cells": {(stratum, column): cell},
+        "suppressed": [...]}``. A numeric cell holds the non-missing
+        ``count``, ``missing``, ``mean``, ``mean_lo`` and ``m2``
         (:func:`skfed.preprocessing._summaries.moments_summary`: the mean as
         two doubles and the sum of squared deviations about it), the site's own
         ``quantiles`` (linear interpolation, as pandas), ``min`` and ``max``;
         a categorical cell holds ``levels`` (``{level: count}``) and
         ``missing``. Strata are ``None`` (all the site's rows) and the levels
-        ``by`` takes at the site.
+        ``by`` takes at the site. Hidden counts are ``None``; ``suppressed``
+        lists them with the reason.
     """
     X = _table(site)
     for name in list(columns) + ([by] if by is not None else []):
         _column(site, name)
     kinds = {c: "numeric" if is_numeric(X[c]) else "categorical" for c in columns}
-    cells = {}
+    cells, sizes = {}, {}
     for stratum, mask in _strata(site, by).items():
         rows = X.loc[mask]
+        sizes[stratum] = int(mask.sum())
         for c in columns:
             values = rows[c]
             if kinds[c] == "numeric":
@@ -116,7 +130,8 @@ def site_describe(site, columns, by, quantiles, min_count=1):
             else:
                 levels, missing = _levels(values)
                 cells[stratum, c] = {"levels": levels, "missing": missing}
-    return {"n": int(site.n_samples), "kinds": kinds, "cells": cells}
+    summary = {"n": int(site.n_samples), "kinds": kinds, "sizes": sizes, "cells": cells}
+    return hide_summary(summary, by, int(min_count), site.site)
 
 
 def site_count_below(site, by, queries, thresholds):
@@ -160,21 +175,36 @@ def site_count_below(site, by, queries, thresholds):
     return {"count": count, "below": below, "above": above}
 
 
-def site_crosstab(site, row, col):
-    """A site's counts of every (row level, column level) pair, missing values as a level.
+def site_crosstab(site, row, col, min_count=1):
+    """A site's counts of every (row level, column level) pair, missing values as a level,
+    its small cells hidden.
+
+    Parameters
+    ----------
+    site : SiteData
+    row, col : str
+    min_count : int, default=1
+        Cells ``0 < c < min_count`` (margins included) are hidden at the
+        site, with their complementary cells
+        (:func:`skfed.stats._suppress.hide_crosstab`). 1 hides nothing.
 
     Returns
     -------
-    counts : dict
-        ``{(row level, column level): count}`` (only pairs that occur).
+    reply : dict
+        ``{"counts": {(row level, column level): count or None},
+        "suppressed": [{"row", "col", "reason"}, ...]}``: the pairs that
+        occur, the margins under ``None`` keys (``(a, None)``, ``(None, b)``,
+        ``(None, None)``) and hidden cells ``None``.
     """
     r, c = _column(site, row), _column(site, col)
     r = r.astype(object).where(r.notna(), MISSING)
     c = c.astype(object).where(c.notna(), MISSING)
-    counts = pd.crosstab(r, c)
-    return {(a.item() if isinstance(a, np.generic) else a,
-             b.item() if isinstance(b, np.generic) else b): int(counts.loc[a, b])
-            for a in counts.index for b in counts.columns if counts.loc[a, b] > 0}
+    table = pd.crosstab(r, c)
+    counts = {(a.item() if isinstance(a, np.generic) else a,
+               b.item() if isinstance(b, np.generic) else b): int(table.loc[a, b])
+              for a in table.index for b in table.columns if table.loc[a, b] > 0}
+    released, suppressed = hide_crosstab(counts, int(min_count), site.site, (row, col))
+    return {"counts": released, "suppressed": suppressed}
 
 
 def _coarsen(times, total, min_count):

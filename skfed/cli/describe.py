@@ -1,0 +1,603 @@
+"""``skfed describe``: the descriptive Table 1 (and cross-tables) of several sites' rows.
+
+Reads one CSV with a column naming each row's site (``--clients``), or
+reaches the sites' own services (``--site-service NAME=HOST:PORT ...
+--dataset NAME``), and runs :func:`skfed.stats.describe` and
+:func:`skfed.stats.crosstab`: every site hides its counts below
+``--min-count`` (a site service: its own ``min_level_count`` when larger) and
+their complementary cells, and the pooled table adds only what the sites
+released. The table is printed as text (pooled, by group; per site with
+``--per-site``), suppressed cells shown as ``<5`` (a count below the
+threshold) or ``suppressed`` (a complementary cell, a pooled cell lacking a
+site's part), each with a numbered footnote saying why. ``--html`` writes a
+self-contained report, ``--json`` every number.
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._messages import count
+from .fit import CLIError
+
+#: the quantiles of a local Table 1 (median and quartiles)
+DEFAULT_QUANTILES = (0.25, 0.5, 0.75)
+#: a text column with more distinct values than this is not described unless named
+MAX_LEVELS = 50
+
+
+@dataclass
+class Table1:
+    """What ``skfed describe`` computed, for the text, HTML and JSON outputs.
+
+    Attributes
+    ----------
+    result : skfed.stats.DescribeResult
+    crosstabs : list of (str, str, skfed.stats.CrosstabResult)
+    sites : list of str
+    rows : list of int
+        Each site's row count.
+    min_count : int
+    by : str or None
+    per_site : bool
+    source : str
+        Where the rows are (the file, or the site services and dataset).
+    notes : list of str
+    """
+
+    result: object
+    crosstabs: list
+    sites: list
+    rows: list
+    min_count: int
+    by: str = None
+    per_site: bool = False
+    source: str = ""
+    notes: list = field(default_factory=list)
+
+
+# -- reading the input ---------------------------------------------------------------
+def _names(values, option):
+    """``--columns a,b c``: the names, commas or spaces between them."""
+    out = [v.strip() for value in values or () for v in value.split(",")]
+    if any(not v for v in out):
+        raise CLIError(f"{option} has an empty column name.")
+    return out
+
+
+def read_frame(path, clients, categorical=()):
+    """The rows of a CSV file as a DataFrame and each row's site.
+
+    A column is numeric when every value that is not missing reads as a
+    finite number and it is not in ``categorical``; otherwise its values are
+    text (a category). Missing values: empty, ``NA``, ``nan``, ``null``,
+    ``n/a``, ``none``.
+    """
+    import pandas as pd
+
+    from .fit import read_csv_files
+    from .inputs import is_missing
+
+    table = read_csv_files([path])
+    if not clients:
+        raise CLIError("say which column names each row's site: --clients COLUMN.")
+    _check_names(table.columns, [clients], "--clients")
+    _check_names(table.columns, categorical, "--categorical")
+    k = table.columns.index(clients)
+    sites = np.array([row[k] for row in table.rows], dtype=object)
+    empty = [i for i, s in enumerate(sites) if is_missing(s)]
+    if empty:
+        raise CLIError(f"--clients column {clients!r} has no site in "
+                       f"{count(len(empty), 'row')} (the first in "
+                       "{} line {})".format(*table.origin[empty[0]]) + ".")
+    data = {}
+    for j, name in enumerate(table.columns):
+        if j == k:
+            continue
+        cells = [row[j] for row in table.rows]
+        values = [None if is_missing(c) else c for c in cells]
+        if name not in categorical:
+            numbers = [_float(v) for v in values if v is not None]
+            if numbers and all(x is not None for x in numbers):
+                bad = [i for i, v in enumerate(values) if v is not None
+                       and not math.isfinite(float(v))]
+                if bad:
+                    raise CLIError(f"column {name!r} has a non-finite value {cells[bad[0]]!r} "
+                                   "in {} line {}".format(*table.origin[bad[0]])
+                                   + "; fix or blank it.")
+                data[name] = np.array([np.nan if v is None else float(v) for v in values])
+                continue
+        data[name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(data), sites
+
+
+def _float(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _check_names(columns, names, option):
+    for name in names:
+        if name not in columns:
+            raise CLIError(f"{option} {name!r}: no such column; the columns are: "
+                           + ", ".join(map(str, columns)) + ".")
+
+
+def _crosstab_pairs(specs, columns):
+    pairs = []
+    for spec in specs or ():
+        row, sep, col = spec.partition(":")
+        if not sep or not row.strip() or not col.strip():
+            raise CLIError(f"--crosstab takes ROW:COLUMN (two column names); got {spec!r}.")
+        row, col = row.strip(), col.strip()
+        _check_names(columns, [row, col], "--crosstab")
+        if row == col:
+            raise CLIError(f"--crosstab {spec!r} names the same column twice.")
+        pairs.append((row, col))
+    return pairs
+
+
+def _quantiles(text, default):
+    if text is None:
+        return default
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise CLIError(f"--quantiles takes numbers in [0, 1] separated by commas, or "
+                       f"'none'; got {text!r}.") from None
+    if not values or any(not 0 <= q <= 1 for q in values):
+        raise CLIError(f"--quantiles takes numbers in [0, 1] separated by commas, or "
+                       f"'none'; got {text!r}.")
+    return values
+
+
+# -- running -----------------------------------------------------------------------
+def run_describe(args, out=None):
+    """``skfed describe``: prints Table 1, writes ``--html`` and ``--json``; returns the
+    :class:`Table1`."""
+    import sys
+
+    out = sys.stdout if out is None else out
+    if args.min_count < 1:
+        raise CLIError(f"--min-count must be at least 1; got {args.min_count}.")
+    if args.site_service:
+        report = _describe_services(args)
+    else:
+        report = _describe_file(args)
+    print(format_table1(report), end="", file=out)
+    if args.html:
+        from .html_report import write_table1_html
+
+        write_table1_html(report, args.html)
+        print(f"HTML report written to {args.html}", file=out)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(table1_json(report), fh, indent=1)
+        print(f"JSON written to {args.json}", file=out)
+    return report
+
+
+def _choose_columns(args, available, frame=None):
+    columns = _names(args.columns, "--columns")
+    by = args.by
+    _check_names(available, columns + ([by] if by else []),
+                 "--columns" if not by or by in available else "--by")
+    if by and by in columns:
+        raise CLIError(f"--by {by!r} is also in --columns: a column is not described by "
+                       "itself.")
+    if not columns:
+        columns = [c for c in available if c != by]
+        if frame is not None:  # an identifier or free text: only when asked for
+            wide = [c for c in columns if frame[c].dtype == object
+                    and frame[c].nunique() > MAX_LEVELS and c not in (args.categorical or ())]
+            if wide:
+                raise CLIError(
+                    f"text column(s) {', '.join(map(repr, wide))} have more than {MAX_LEVELS} "
+                    "distinct values (identifiers or free text?): choose the columns to "
+                    "describe with --columns.")
+            columns = [c for c in columns if c not in wide]
+    if not columns:
+        raise CLIError("no columns to describe besides the site column and --by.")
+    return columns, by
+
+
+def _describe_file(args):
+    from ..stats import crosstab, describe
+
+    if not args.data:
+        raise CLIError("give a CSV file with every site's rows (and --clients COLUMN), or "
+                       "--site-service NAME=HOST:PORT ... with --dataset NAME.")
+    if args.dataset or args.tls_ca_file or args.tls_cert or args.tls_key:
+        raise CLIError("--dataset and --tls-* go with --site-service, not with a local file.")
+    categorical = _names(args.categorical, "--categorical")
+    frame, sites = read_frame(args.data, args.clients, categorical)
+    args.categorical = categorical
+    columns, by = _choose_columns(args, list(frame.columns), frame)
+    pairs = _crosstab_pairs(args.crosstab, list(frame.columns))
+    quantiles = _quantiles(args.quantiles, DEFAULT_QUANTILES)
+    try:
+        result = describe(frame, by=by, columns=columns, min_level_count=args.min_count,
+                          quantiles=quantiles, clients=sites)
+        tables = [(r, c, crosstab(frame, r, c, min_level_count=args.min_count,
+                                  clients=sites)) for r, c in pairs]
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    labels, n = np.unique(sites.astype(str), return_counts=True)
+    order = list(result.table.columns.get_level_values("site").unique()[:-1])
+    rows = [int(n[list(labels).index(str(s))]) for s in order]
+    return Table1(result, tables, order, rows, args.min_count, by, args.per_site,
+                  source=str(args.data))
+
+
+def _describe_services(args):
+    from ..data import FederatedDataset
+    from ..sites import SiteRefusal, SiteServiceError, SiteUnavailable
+    from ..stats import crosstab, describe
+    sites = parse_services(args.site_service)
+    if args.data or args.clients:
+        raise CLIError("--site-service reaches the sites' own services: give no local file "
+                       "or --clients with it.")
+    if not args.dataset:
+        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
+                       "sites' configurations).")
+    if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
+        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
+                       "TLS with the analyst's certificate).")
+    if args.categorical:
+        raise CLIError("--categorical is for a local file: a site service reads its columns "
+                       "with its own types (text columns are categorical).")
+    quantiles = _quantiles(args.quantiles, ())
+    notes = [] if args.quantiles else [
+        "no quantiles: the pooled quantiles need each site's allow_exact_quantiles (they "
+        "release single rows' values); ask with --quantiles 0.25,0.5,0.75"]
+    failures = (ValueError, OSError, SiteRefusal, SiteServiceError, SiteUnavailable)
+    try:
+        data = FederatedDataset.from_sites(sites, dataset=args.dataset,
+                                           ca_file=args.tls_ca_file, cert_file=args.tls_cert,
+                                           key_file=args.tls_key)
+    except failures as exc:
+        raise CLIError(str(exc)) from exc
+    try:
+        available = [str(c) for c in data.columns or ()]
+        columns, by = _choose_columns(args, available)
+        pairs = _crosstab_pairs(args.crosstab, available)
+        result = describe(data, by=by, columns=columns, min_level_count=args.min_count,
+                          quantiles=quantiles)
+        tables = [(r, c, crosstab(data, r, c, min_level_count=args.min_count))
+                  for r, c in pairs]
+        return Table1(result, tables, list(data.sites), [int(n) for n in data.n_samples],
+                      args.min_count, by, args.per_site,
+                      source=f"dataset {args.dataset!r} of the site services "
+                             + ", ".join(f"{k}={v}" for k, v in sites.items()),
+                      notes=notes)
+    except failures as exc:
+        raise CLIError(str(exc)) from exc
+    finally:
+        data.close()
+
+
+def parse_services(specs):
+    """``["a=host:50051", ...]`` -> ``{"a": "host:50051", ...}`` with clear errors."""
+    sites = {}
+    for spec in specs:
+        name, sep, address = (part.strip() for part in spec.partition("="))
+        if not sep or not name or ":" not in address:
+            raise CLIError(f"--site-service takes NAME=HOST:PORT (the site's name and its "
+                           f"service's address); got {spec!r}.")
+        if name in sites:
+            raise CLIError(f"--site-service {name} is given twice.")
+        sites[name] = address
+    return sites
+
+
+# -- the table as cells of text, shared by the text and HTML outputs -----------------
+def _num(v):
+    """A statistic with four significant digits, large values without an exponent."""
+    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.4g}"
+
+
+class Footnotes:
+    """Numbered reasons: the same reason always gets the same number."""
+
+    def __init__(self):
+        self.reasons = []
+
+    def mark(self, reason):
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        return self.reasons.index(reason) + 1
+
+
+def _hidden_text(reason):
+    """``<5`` for a count below the threshold, ``suppressed`` for any other reason."""
+    m = re.match(r"fewer than (\d+) rows", reason)
+    return f"<{m.group(1)}" if m else "suppressed"
+
+
+def grid(report, per_site=None):
+    """Table 1 as text cells: ``(headers, rows, footnotes)``.
+
+    ``headers``: one ``(group, site)`` per column; ``rows``: ``(label, depth,
+    cells)``, each cell a ``(text, footnote number or None)``.
+    """
+    result = report.result
+    per_site = report.per_site if per_site is None else per_site
+    table, mask = result.table, result.mask
+    why = {(r.variable, r.level, r.statistic, r.group, r.site): r.reason
+           for r in result.suppressed.itertuples()}
+    groups = list(table.columns.get_level_values("group").unique())
+    shown_sites = ["pooled"] + (list(report.sites) if per_site else [])
+    headers = [(g, s) for g in groups for s in shown_sites]
+    notes = Footnotes()
+
+    def reason(var, level, stat, col):
+        return why.get((var, level, stat, *col)) or why.get((var, "", "count", *col))
+
+    def hidden(var, level, stat, col):
+        r = reason(var, level, stat, col)
+        if stat in ("count", "missing") or var == "N":
+            return (_hidden_text(r), notes.mark(r))
+        return ("suppressed", notes.mark(r))
+
+    def value(var, level, stat, col):
+        return table.loc[(var, level, stat), col], mask.loc[(var, level, stat), col]
+
+    rows = []
+
+    def add(label, depth, fn):
+        rows.append((label, depth, [fn(col) for col in headers]))
+
+    def n_cell(col):
+        v, h = value("N", "", "count", col)
+        return hidden("N", "", "count", col) if h else (f"{int(v)}", None)
+
+    add("N (rows)", 0, n_cell)
+    variables = list(dict.fromkeys(table.index.get_level_values("variable")))[1:]
+    for var in variables:
+        part = table.loc[var]
+        stats = list(dict.fromkeys(part.index.get_level_values("statistic")))
+        if "mean" in stats:  # numeric
+            rows.append((var, 0, [("", None)] * len(headers)))
+
+            def mean_sd(col, var=var):
+                (m, h), (s, _) = value(var, "", "mean", col), value(var, "", "std", col)
+                if h:
+                    return hidden(var, "", "mean", col)
+                if math.isnan(m):
+                    return ("", None)
+                return (f"{_num(m)} ({_num(s)})" if not math.isnan(s) else _num(m), None)
+
+            add("mean (SD)", 1, mean_sd)
+            qs = [q for q in stats if q.endswith("%")]
+            if {"25%", "50%", "75%"} <= set(qs):
+                def iqr(col, var=var):
+                    vals = [value(var, "", q, col) for q in ("50%", "25%", "75%")]
+                    if vals[0][1]:
+                        return hidden(var, "", "50%", col)
+                    if any(math.isnan(v) for v, _ in vals):
+                        return ("", None)
+                    return (f"{_num(vals[0][0])} [{_num(vals[1][0])}, {_num(vals[2][0])}]",
+                            None)
+
+                add("median [Q1, Q3]", 1, iqr)
+                qs = [q for q in qs if q not in ("25%", "50%", "75%")]
+            for q in qs:
+                def quant(col, var=var, q=q):
+                    v, h = value(var, "", q, col)
+                    if h:
+                        return hidden(var, "", q, col)
+                    return ("", None) if math.isnan(v) else (_num(v), None)
+
+                add(q, 1, quant)
+            levels = [("non-missing", "", "count"), ("missing", "", "missing")]
+        else:
+            rows.append((var + ", n (%)", 0, [("", None)] * len(headers)))
+            levels = [(str(lv), lv, "count") for lv in part.index.get_level_values("level")
+                      if lv != ""] + [("missing", "", "missing")]
+        for label, level, stat in levels:
+            def cnt(col, var=var, level=level, stat=stat, label=label):
+                v, h = value(var, level, stat, col)
+                if h:
+                    return hidden(var, level, stat, col)
+                n_total, n_hidden = value("N", "", "count", col)
+                if stat == "count" and level == "" or n_hidden or not n_total:
+                    return (f"{int(v)}", None)
+                return (f"{int(v)} ({100 * v / n_total:.1f}%)", None)
+
+            add(label, 1, cnt)
+    return headers, rows, notes.reasons
+
+
+def crosstab_grid(row, col, ct, site, notes):
+    """One site's (or the pooled) cross-table as text cells with margins."""
+    part, hidden = ct.by_site.loc[site], ct.mask.loc[site]
+    why = {(r.site, str(r.row), str(r.col)): r.reason for r in ct.suppressed.itertuples()}
+    headers = [str(c) for c in part.columns]
+    rows = []
+    for level in part.index:
+        cells = []
+        for c in part.columns:
+            if hidden.loc[level, c]:
+                r = why[(site, str(level), str(c))]
+                cells.append((_hidden_text(r), notes.mark(r)))
+            else:
+                cells.append((f"{int(part.loc[level, c])}", None))
+        rows.append((str(level), cells))
+    return headers, rows
+
+
+def chi2_text(ct):
+    if math.isnan(ct.chi2):
+        return ("Pearson's chi-square test: not computed (a pooled cell is suppressed; it "
+                "needs every cell)")
+    p = f"{ct.p_value:.3g}" if ct.p_value >= 1e-4 else f"{ct.p_value:.1e}"
+    return f"Pearson's chi-square test: chi2 = {ct.chi2:.4g}, dof = {ct.dof}, p = {p}"
+
+
+def rule_text(report):
+    return (f"Small cells suppressed: each site blanks its counts from 1 to "
+            f"{report.min_count - 1} (--min-count {report.min_count}; a site service applies "
+            "its own min_level_count when larger) and the complementary cells that would give "
+            "one back through a total; a pooled cell is suppressed when a site suppressed its "
+            "part. Means, SDs and quantiles of a suppressed count are suppressed with it.")
+
+
+# -- text ----------------------------------------------------------------------------
+def _cell_text(cell):
+    text, note = cell
+    return text if note is None else f"{text} [{note}]"
+
+
+def _render(header_lines, rows):
+    """Left-aligned labels, right-aligned cells."""
+    width = [max(len(r[0]) for r in rows + header_lines)]
+    n = len(rows[0][1])
+    for j in range(n):
+        width.append(max(len(r[1][j]) for r in rows + header_lines))
+    out = []
+    for label, cells in header_lines + rows:
+        out.append("  ".join([label.ljust(width[0])]
+                             + [c.rjust(w) for c, w in zip(cells, width[1:])]).rstrip())
+    return out
+
+
+def group_labels(headers):
+    """Each group's name over its first column only."""
+    return [str(g) if k == 0 or headers[k - 1][0] != g else ""
+            for k, (g, _) in enumerate(headers)]
+
+
+def format_table1(report):
+    """The text output of ``skfed describe``."""
+    headers, rows, reasons = grid(report)
+    lines = [f"skfed describe: {report.source}",
+             f"{len(report.sites)} sites: " + ", ".join(
+                 f"{s} ({count(n, 'row')})" for s, n in zip(report.sites, report.rows)), ""]
+    header_lines = []
+    if report.by:
+        header_lines.append((f"by {report.by}:", group_labels(headers)))
+    header_lines.append(("", [str(s) for _, s in headers]))
+    body = [("  " * depth + label, [_cell_text(c) for c in cells])
+            for label, depth, cells in rows]
+    lines += ["Table 1" + ("" if report.per_site else " (pooled; --per-site for each site)")]
+    lines += _render(header_lines, body)
+    notes = Footnotes()
+    notes.reasons = list(reasons)
+    for row, col, ct in report.crosstabs:
+        lines += ["", f"Cross-table {row} x {col} (pooled counts, 'All': margins)"]
+        for site in ["pooled"] + (list(report.sites) if report.per_site else []):
+            hdr, cells = crosstab_grid(row, col, ct, site, notes)
+            lines += [f"  {site}:"] + ["    " + line for line in _render(
+                [(f"{row} \\ {col}", hdr)], [(label, [_cell_text(c) for c in cs])
+                                             for label, cs in cells])]
+        lines.append("  " + chi2_text(ct))
+    lines += ["", rule_text(report)]
+    if notes.reasons:
+        lines.append("Suppressed cells:")
+        lines += [f"  [{i}] {r}" for i, r in enumerate(notes.reasons, start=1)]
+    else:
+        lines.append("No cell is suppressed.")
+    lines += [f"Note: {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+# -- JSON ----------------------------------------------------------------------------
+def _plain(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if math.isnan(v) else float(v)
+    return v if isinstance(v, (str, int, bool)) or v is None else str(v)
+
+
+def table1_json(report):
+    """Every cell of Table 1 and the cross-tables (``null``: suppressed or undefined),
+    with the suppressed cells' reasons."""
+    result = report.result
+    cells = []
+    for (var, level, stat), row in result.table.iterrows():
+        for (group, site), v in row.items():
+            cells.append({"variable": var, "level": _plain(level), "statistic": stat,
+                          "group": _plain(group), "site": site, "value": _plain(v),
+                          "suppressed": bool(result.mask.loc[(var, level, stat),
+                                                             (group, site)])})
+    out = {"source": report.source, "min_count": report.min_count, "by": report.by,
+           "sites": dict(zip(report.sites, report.rows)), "rule": rule_text(report),
+           "note": result.note, "table": cells,
+           "suppressed": [{k: _plain(v) for k, v in r.items()}
+                          for r in result.suppressed.to_dict("records")],
+           "crosstabs": []}
+    for row, col, ct in report.crosstabs:
+        counts = [{"site": site, "row": _plain(r), "col": _plain(c), "value": _plain(v)}
+                  for (site, r), values in ct.by_site.iterrows() for c, v in values.items()]
+        out["crosstabs"].append({
+            "row": row, "col": col, "counts": counts, "chi2": _plain(ct.chi2),
+            "p_value": _plain(ct.p_value), "dof": int(ct.dof),
+            "n_missing": _plain(ct.n_missing), "note": ct.note,
+            "suppressed": [{k: _plain(v) for k, v in r.items()}
+                           for r in ct.suppressed.to_dict("records")]})
+    return out
+
+
+# -- the command line ----------------------------------------------------------------
+def add_describe_parser(sub):
+    d = sub.add_parser(
+        "describe", help="the descriptive Table 1 of several sites' rows, small cells "
+                         "suppressed",
+        description="Table 1 (counts, missing values, mean and SD, median and quartiles; "
+                    "categories with n and %%) pooled over the sites, by group with --by, "
+                    "per site with --per-site; cross-tables with Pearson's chi-square. Each "
+                    "site blanks its counts below --min-count and the cells that would give "
+                    "them back; the pooled table adds only what the sites released.")
+    d.add_argument("data", nargs="?", help="CSV file with every site's rows and a site column")
+    d.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
+    d.add_argument("--by", metavar="COLUMN", help="a categorical column: the table per level")
+    d.add_argument("--columns", nargs="+", metavar="COLUMN",
+                   help="the columns to describe (commas or spaces between them; default: "
+                        "every column but the site column and --by)")
+    d.add_argument("--categorical", nargs="+", metavar="COLUMN",
+                   help="numeric columns to describe as categories (codes such as 0/1); "
+                        "text columns always are")
+    d.add_argument("--min-count", type=int, default=5, metavar="N",
+                   help="the smallest count shown (default 5)")
+    d.add_argument("--quantiles", metavar="Q,Q,...",
+                   help="quantiles of numeric columns (default 0.25,0.5,0.75 for a file, "
+                        "none for site services, whose policy must allow exact quantiles); "
+                        "'none' for none")
+    d.add_argument("--crosstab", action="append", default=[], metavar="ROW:COLUMN",
+                   help="a cross-table of two columns with Pearson's chi-square test "
+                        "(repeat for more)")
+    d.add_argument("--per-site", action="store_true", help="also show each site's column")
+    d.add_argument("--html", metavar="HTML", help="write a self-contained HTML report")
+    d.add_argument("--json", metavar="JSON", help="write every number as JSON")
+    remote = d.add_argument_group("site services", "the sites' own services run every "
+                                  "count under their policies (docs/data-officers.md)")
+    remote.add_argument("--site-service", action="append", default=[],
+                        metavar="NAME=HOST:PORT",
+                        help="a site service: the site's name and address; repeat for "
+                             "every site; with --dataset")
+    remote.add_argument("--dataset", metavar="NAME",
+                        help="the dataset's name in the site services' configurations")
+    remote.add_argument("--tls-ca-file", metavar="PEM", help="the federation's CA certificate")
+    remote.add_argument("--tls-cert", metavar="PEM", help="the analyst's certificate")
+    remote.add_argument("--tls-key", metavar="PEM", help="the analyst's private key")
+    return d
+
+
+def recover_data_file(args):
+    """``--columns a b data.csv``: argparse gives the file to the option; give it back."""
+    if args.data or args.site_service:
+        return
+    for option in ("columns", "categorical"):
+        values = getattr(args, option)
+        if values and len(values) > 1 and values[-1].lower().endswith(
+                (".csv", ".tsv", ".txt")):
+            args.data = values.pop()
+            return
