@@ -84,7 +84,14 @@ def test_cox_stratified_by_site_through_services(rossi_sites, secure, cov_type):
     # the concordance index over each site's own pairs: four counts per site
     result = concordance_index(remote, data)
     assert 0.5 < result["pooled"] < 1 and set(result["per_site"]) == set(SITES)
-    assert not result["exact"]
+    # the (time, risk) histograms have cells of fewer than min_level_count rows: the
+    # sites keep them, and the index is over the pairs within sites
+    assert not result["exact"] and not result["cross_site_pairs"]
+    y = survival_target(pooled["arrest"], pooled["week"])
+    for name in SITES:
+        rows = site == name
+        assert result["per_site"][name] == pytest.approx(
+            remote.score(pooled[COVARIATES][rows], y[rows]), rel=1e-12)
     lines = read_audit(root / f"{SITES[0]}-0" / "audit.jsonl")
     ops = {line["operation"] for line in lines if line["outcome"] == "ok"}
     assert {"fit.step", "evaluate.concordance"} <= ops
@@ -110,6 +117,15 @@ def test_cox_shared_baseline_exact_when_the_sites_allow_it(rossi_sites):
     np.testing.assert_allclose(remote.predict_survival_function(pooled[COVARIATES][:5], times),
                                local.predict_survival_function(pooled[COVARIATES][:5], times),
                                rtol=1e-8)
+    # sites that allow event times send their (time, risk) histograms: pairs across sites
+    y = survival_target(pooled["arrest"], pooled["week"])
+    remote_c = concordance_index(remote, data)
+    local_c = concordance_index(local, FederatedDataset.from_arrays(pooled[COVARIATES], y, site))
+    assert remote_c["cross_site_pairs"]
+    assert remote_c["pooled"] == pytest.approx(local_c["pooled"], rel=1e-12)
+    exact = local.score(pooled[COVARIATES], y)
+    assert remote_c["lower"] <= exact <= remote_c["upper"]
+    assert remote_c["pooled"] == pytest.approx(exact, abs=5e-3)
     data.close()
 
 

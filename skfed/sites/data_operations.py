@@ -276,8 +276,16 @@ class DataOperations:
     def _op_evaluate_concordance(self, analyst, args, record):
         from ..survival._site import site_concordance
 
-        site, (coef,) = self._stats_args(args, record, "a concordance index", 1)
-        return site_concordance(site, np.asarray(coef, dtype=float))
+        site, (coef, edges) = self._stats_args(args, record, "a concordance index", 2)
+        out = site_concordance(site, np.asarray(coef, dtype=float), edges)
+        if "rows" in out and not self.policy.allow_event_times:
+            # a histogram cell of one row places that row's time and risk score in a
+            # small box: the pairs across sites are left out instead
+            small = [h for h in (out["rows"], out["events"])
+                     if np.any((h > 0) & (h < self.policy.min_level_count))]
+            if small:
+                del out["rows"], out["events"]
+        return out
 
     def _op_evaluate_response_sums(self, analyst, args, record):
         from ..linear_model._glm import site_response_sums

@@ -87,7 +87,10 @@ def concordance_index(estimator, data):
     give the bounds ``"lower"`` and ``"upper"`` (all of them discordant, or
     all concordant). ``"pooled"`` counts the pairs sharing a risk bin as
     ties and half of those sharing a time bin as comparable. With one site
-    everything is exact.
+    everything is exact. A site service sends its histograms only when each
+    nonzero cell holds ``min_level_count`` rows (or it allows event times);
+    otherwise ``"pooled"`` is over the pairs within sites
+    (``"cross_site_pairs": False``).
 
     Parameters
     ----------
@@ -100,22 +103,30 @@ def concordance_index(estimator, data):
     -------
     result : dict
         ``"pooled"``, ``"lower"``, ``"upper"`` (floats), ``"per_site"``
-        (``{site: float}``, exact), ``"exact"`` (bool).
+        (``{site: float}``, exact), ``"exact"`` (bool), ``"cross_site_pairs"``
+        (bool).
     """
     from ._site import site_concordance
 
     coef = np.asarray(estimator.coef_, dtype=float)
-    terms = data.map(site_concordance, coef)
+    terms = data.map(site_concordance, coef, None)
     keys = ("concordant", "discordant", "tied_risk", "comparable")
     within = {k: sum(t[k] for t in terms) for k in keys}
     per_site = {s: index_from_counts(t) for s, t in zip(data.sites, terms)}
     if len(terms) == 1:
         c = index_from_counts(within)
-        return {"pooled": c, "lower": c, "upper": c, "per_site": per_site, "exact": True}
+        return {"pooled": c, "lower": c, "upper": c, "per_site": per_site, "exact": True,
+                "cross_site_pairs": True}
     moments = {k: sum(t[k] for t in terms) for k in ("n", "risk_sum", "risk_sq", "time_sum",
                                                      "time_sq")}
     edges = {"time": _edges(moments, "time"), "risk": _edges(moments, "risk")}
     histograms = data.map(site_concordance, coef, edges)
+    if any("rows" not in h for h in histograms):
+        # a site service kept its histograms (cells of fewer than min_level_count rows):
+        # the pairs within sites only
+        c = index_from_counts(within)
+        return {"pooled": c, "lower": float("nan"), "upper": float("nan"),
+                "per_site": per_site, "exact": False, "cross_site_pairs": False}
     conc, disc, same_risk, same_time = _cross_site_pairs(histograms)
     sure_conc = within["concordant"] + 0.5 * within["tied_risk"] + conc
     sure = within["comparable"] + conc + disc
@@ -124,4 +135,4 @@ def concordance_index(estimator, data):
                                                                  + 0.5 * same_time)
     return {"pooled": float(pooled), "lower": float(sure_conc / (sure + undecided)),
             "upper": float((sure_conc + undecided) / (sure + undecided)),
-            "per_site": per_site, "exact": False}
+            "per_site": per_site, "exact": False, "cross_site_pairs": True}
