@@ -258,7 +258,7 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
                  for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
     overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
-    names = [f"x{k}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
+    names = [f"x{n}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
     return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
                      feature_names=names, output_names=[target], site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,

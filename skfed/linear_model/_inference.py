@@ -389,6 +389,14 @@ def finish_inference(terms, family, cov_type, p, n_clients, names):
 
 
 # --- what the estimators expose ---------------------------------------------------
+def wald_intervals(params, bse, alpha):
+    """``params -+ z_(1 - alpha/2) bse`` as an ``(n_params, 2)`` array."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1); got {alpha!r}.")
+    q = stats.norm.ppf(1 - alpha / 2)
+    return np.column_stack([params - q * bse, params + q * bse])
+
+
 class GLMInferenceMixin:
     """Fitted inference (``bse_``, ``pvalues_``, ``summary()``...) shared by the GLMs and
     :class:`~skfed.FedLogisticRegression`.
@@ -551,11 +559,7 @@ class GLMInferenceMixin:
         intervals : ndarray of shape (n_params, 2)
             Lower and upper bounds, in the order of ``params_``.
         """
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1); got {alpha!r}.")
-        q = stats.norm.ppf(1 - alpha / 2)
-        params, bse = self.params_, self.bse_
-        return np.column_stack([params - q * bse, params + q * bse])
+        return wald_intervals(self.params_, self.bse_, alpha)
 
     def summary(self, alpha=0.05, exponentiate=False):
         """The regression table: estimate, standard error, z, p-value, interval.

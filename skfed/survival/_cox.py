@@ -14,7 +14,8 @@ from ..datafits.cox import CoxPartialLikelihood, baseline_increments, cox_terms
 from ..executors import EXECUTORS, Executor
 from ..federation.clients import describe_label
 from ..federation.layout import Layout
-from ..linear_model._inference import InferenceError, _symmetric_inverse, site_sums
+from ..linear_model._inference import (InferenceError, _symmetric_inverse, site_sums,
+                                       wald_intervals)
 from ..penalties import ElasticNet
 from ..privacy.secure_rounds import SecureAggregation
 from ..solvers.newton import FedNewton, unpack_upper
@@ -547,11 +548,7 @@ class FedCoxPH(FederatedLinearModel):
         -------
         intervals : ndarray of shape (n_covariates, 2)
         """
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1); got {alpha!r}.")
-        q = stats.norm.ppf(1 - alpha / 2)
-        se = self.bse_
-        return np.column_stack([self.coef_ - q * se, self.coef_ + q * se])
+        return wald_intervals(self.coef_, self.bse_, alpha)
 
     def summary(self, alpha=0.05):
         """The regression table with hazard ratios (lifelines' ``summary`` columns).
