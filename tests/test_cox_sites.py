@@ -107,10 +107,12 @@ def test_cox_shared_baseline_needs_event_times_permission(rossi_sites):
     data.close()
 
 
-def test_cox_shared_baseline_exact_when_the_sites_allow_it(rossi_sites):
-    data, pooled, site, _ = rossi_sites("allow_event_times = true")
-    remote = FedCoxPH(cov_type="robust").fit(data)
-    local = _local(pooled, site, cov_type="robust")
+@pytest.mark.parametrize("secure", [False, True], ids=["plain", "secure"])
+def test_cox_shared_baseline_exact_when_the_sites_allow_it(rossi_sites, secure):
+    data, pooled, site, root = rossi_sites("allow_event_times = true")
+    privacy = SecureAggregation() if secure else None
+    remote = FedCoxPH(cov_type="robust", privacy=privacy).fit(data)
+    local = _local(pooled, site, cov_type="robust", privacy=privacy)
     np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9)
     np.testing.assert_allclose(remote.bse_, local.bse_, rtol=1e-8)
     times = [10.0, 30.0, 50.0]
@@ -141,4 +143,35 @@ def test_cox_time_grid_under_the_small_count_rule(rossi_sites):
     local = _local(pooled, site, time_grid=grid)
     np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9)
     np.testing.assert_allclose(remote.bse_, local.bse_, rtol=1e-8)
+    data.close()
+
+
+def test_secure_shared_baseline_and_a_server_that_rescales_one_site(rossi_sites, monkeypatch):
+    """Sites that require secure aggregation fit a shared baseline on a grid masked; a
+    server that gives one site another scale (to tell its sums from the others') is
+    refused by that site."""
+    from skfed.sites.remote import SiteServiceExecutor
+
+    data, pooled, site, _ = rossi_sites('require = ["secure_aggregation"]')
+    grid = np.array([26.0])
+    with pytest.raises(SiteRefusal) as info:
+        FedCoxPH(time_grid=grid).fit(data)
+    assert info.value.rule == "require"
+    remote = FedCoxPH(time_grid=grid, privacy=SecureAggregation()).fit(data)
+    local = _local(pooled, site, time_grid=grid)
+    np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-8)
+    np.testing.assert_allclose(remote.bse_, local.bse_, rtol=1e-7)
+
+    original = SiteServiceExecutor.run_round
+
+    def rescale_first_site(self, solver, rnd, jobs, *, retry=False):
+        jobs = [(j, dict(m, inner=dict(m["inner"], scale=1.0))
+                 if j == 0 and isinstance(m, dict) and m.get("kind") == "round" else m, seed)
+                for j, m, seed in jobs]
+        return original(self, solver, rnd, jobs, retry=retry)
+
+    monkeypatch.setattr(SiteServiceExecutor, "run_round", rescale_first_site)
+    with pytest.raises(SiteRefusal) as info:
+        FedCoxPH(time_grid=grid, privacy=SecureAggregation()).fit(data)
+    assert info.value.rule == "require" and "scale" in str(info.value)
     data.close()

@@ -186,6 +186,9 @@ class SecureAggregationSolver(FederatedSolver):
 
     def monitor_sums_in_replies(self, replies, weights):
         sums = self._sums(replies)  # the solver's declared "weighted" value and grad
+        from_sums = getattr(self.solver, "monitor_from_sums", None)
+        if from_sums is not None:  # a loss pooled from other sums (a shared Cox baseline)
+            return from_sums(sums)
         return sums["value"], sums["grad"]
 
     def may_stop(self, server, tol):
@@ -324,6 +327,9 @@ class SecureAggregationSolver(FederatedSolver):
         if kind == "sums":  # a module-level function of the site's rows, summed
             reply = message["fn"](client, *message["args"])
             coefficients = {f: message["coefficient"] for f in reply}
+        elif kind == "monitor" and "scale" in message:  # sums the solver pools itself
+            reply = self.solver.monitor_reply(client, message["theta"], message["scale"])
+            coefficients = {f: 1.0 for f in reply}
         elif kind == "monitor":
             value, grad = client.value_and_gradient(message["theta"])
             reply, coefficients = {"value": value, "grad": grad}, {
@@ -400,10 +406,14 @@ class SecureAggregationSolver(FederatedSolver):
         """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta), bytes)`` by a masked pass."""
         problem = self.problem_
         exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
+        scale = getattr(self.solver, "scale_", None)
+        extra = {} if not hasattr(self.solver, "monitor_reply") else {"scale": scale}
         replies = self._run(executor, "monitoring", [
             (j, {"kind": "monitor", "theta": theta, "weight": float(a), "exchange": exchange,
-                 "parties": parties}) for j, a in enumerate(problem.weights)])
+                 "parties": parties, **extra}) for j, a in enumerate(problem.weights)])
         sums = self._sums([replies[j] for j in range(problem.n_clients)])
         traffic = sum(replies[j]["masked"].nbytes for j in replies) + problem.n_clients * (
             theta.nbytes + 8)
+        if extra:  # sums the solver pools itself (a shared Cox baseline)
+            return (*self.solver.monitor_from_sums(sums), traffic)
         return sums["value"], sums["grad"], traffic

@@ -110,10 +110,12 @@ def allowed_functions():
         from ..linear_model import _inference
 
         # the inference passes a masked "sums" step names (skfed.sites.guard checks them)
-        from ..survival._site import client_cox_inference
+        from ..solvers.risk_sets import client_risk_set_sums
+        from ..survival._site import client_cox_inference, client_cox_residual_meat
 
         functions += [_inference.client_inference_terms, _inference.client_null_terms,
-                      _inference.client_tweedie_log_c, client_cox_inference]
+                      _inference.client_tweedie_log_c, client_cox_inference,
+                      client_risk_set_sums, client_cox_residual_meat]
         _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
     return _FUNCTIONS
 

@@ -140,6 +140,13 @@ class SecureAggregationGuard:
                                          "or twice (two masks of one reply under different "
                                          "coefficients would reveal it)")
             self.remasked = True
+        # a public scale of the sites' sums (a shared Cox baseline): one for every site
+        scales = [m["scale"] for m in (message, message.get("inner")) if isinstance(m, dict)
+                  and "scale" in m]
+        total = 1.0 / max(sum(self.weights.values()), 1.0)
+        if any(not np.isclose(float(s), total, rtol=1e-9, atol=0) for s in scales):
+            raise Refused("require", "the scale of the sums is not the public one (the "
+                                     "inverse of the signed total weight)")
         if kind == "monitor":
             expected = {"value": self._share("weighted", list(self.weights)),
                         "grad": self._share("weighted", list(self.weights))}
@@ -166,11 +173,13 @@ class SecureAggregationGuard:
         taking part, and the public scale (the inverse of the signed total weight)."""
         from ..linear_model import _inference
 
-        from ..survival._site import client_cox_inference
+        from ..solvers.risk_sets import client_risk_set_sums
+        from ..survival._site import client_cox_inference, client_cox_residual_meat
 
         if message.get("fn") not in (_inference.client_inference_terms,
                                      _inference.client_null_terms,
-                                     _inference.client_tweedie_log_c, client_cox_inference):
+                                     _inference.client_tweedie_log_c, client_cox_inference,
+                                     client_risk_set_sums, client_cox_residual_meat):
             raise Refused("message", "a masked pass of a function that is not an inference "
                                      "pass")
         if self.weights is None or sorted(int(p) for p in message.get("parties", ())) != sorted(

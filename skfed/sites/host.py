@@ -362,6 +362,10 @@ class SiteHost(DataOperations):
                                                   policy=self.policy, charge=charge)
         elif kind == "sums":  # an inference pass, masked
             session.guard.check_sums(message)
+            from ..solvers.risk_sets import client_risk_set_sums
+
+            if message.get("fn") is client_risk_set_sums:  # the same rule as unmasked
+                self._check_risk_sets(session.objective.Y, message["args"][1])
         elif kind != "keys":
             raise Refused("message", f"unknown masked step {str(kind)[:32]!r}")
         return message

@@ -22,10 +22,13 @@ from ..datafits.cox import cox_terms, risk_set_sums
 from .newton import FedNewton, pack_upper
 
 
-def client_risk_set_sums(client, theta, grid, order):
-    """At a site: its risk-set sums at the broadcast event times (see module)."""
+def client_risk_set_sums(client, theta, grid, order, scale=1.0):
+    """At a site: its risk-set sums at the broadcast event times (see module), times
+    the public ``scale`` (the inverse of the total weight: it keeps the sums within
+    secure aggregation's fixed-point range)."""
     eta = client.raw(theta)[:, 0]
-    return risk_set_sums(client.X, eta, client.Y, client.sample_weight, grid, order=order)
+    sums = risk_set_sums(client.X, eta, client.Y, client.sample_weight, grid, order=order)
+    return {k: np.asarray(v, dtype=float) * scale for k, v in sums.items()}
 
 
 def add_sums(replies):
@@ -50,7 +53,9 @@ class RiskSetNewton(FedNewton):
     Each round costs every site ``K (2 + 2p + p (p + 1))`` floats for ``K``
     event times and ``p`` coefficients. The monitor reads the pooled loss
     and gradient from the same sums (no extra pass). Full participation
-    only; the Hessian is always the exact one.
+    only; the Hessian is always the exact one. Under secure aggregation the
+    sites' sums are masked (each times the public inverse of the total
+    weight, which a site service checks) and only their totals are decoded.
     """
 
     name = "newton-risk-sets"
@@ -71,18 +76,37 @@ class RiskSetNewton(FedNewton):
 
     def setup(self, problem, participation=1.0):
         super().setup(problem, participation)
+        self.scale_ = 1.0 / max(float(problem.weight_total), 1.0)
         K = sum(len(t) for t in self.grid.values())
         p = problem.layout.size
         self.message_bytes_ = 8 * (K * (4 + 2 * p + p * (p + 1)) + p + 1)
         return self
 
-    def _pooled(self, sums, order):
+    def _pooled(self, scaled, order):
+        """The pooled mean loss, gradient and Hessian from the sums the sites sent
+        (each times ``scale``: the inverse of the total weight)."""
         W = float(self.problem_.weight_total)
+        sums = {k: np.asarray(v, dtype=float) * W for k, v in scaled.items()}
         value, grad, H = cox_terms(sums, self.problem_.datafit.ties, order=order)
         return value / W, None if grad is None else grad / W, None if H is None else H / W
 
+    def broadcast(self, server, rnd):
+        # the public scale travels with the model (a site service checks it against
+        # the weight sums the sites signed: one scale for every site)
+        return dict(super().broadcast(server, rnd), scale=self.scale_)
+
     def client_update(self, client, state, message, rng):
-        return client_risk_set_sums(client, message["theta"], self.grid, 2), state
+        return client_risk_set_sums(client, message["theta"], self.grid, 2,
+                                    float(message["scale"])), state
+
+    # -- the monitor: the pooled loss and gradient from sums (also when masked) --
+    def monitor_reply(self, client, theta, scale):
+        """What a site sends for the monitor: its order-1 sums at ``theta``."""
+        return client_risk_set_sums(client, theta, self.grid, 1, scale)
+
+    def monitor_from_sums(self, sums):
+        value, grad, _ = self._pooled(sums, 1)
+        return value, grad
 
     def summed_fields(self, server):
         return {k: "sum" for k in ("s0", "t0", "d", "w", "lin", "s1", "t1", "ex", "s2", "t2")}
@@ -93,16 +117,15 @@ class RiskSetNewton(FedNewton):
             server, {"value": value, "grad": grad, "hessian": pack_upper(H)}, participants)
 
     def monitor_sums_in_replies(self, replies, weights):
-        value, grad, _ = self._pooled(add_sums(replies), 1)
-        return value, grad
+        return self.monitor_from_sums(add_sums(replies))
 
     def monitor_sums(self, executor, theta):
         """The pooled loss and gradient at ``theta`` from a pass of risk-set sums
         (the round loop's monitor; ``(loss, gradient, bytes)``)."""
         N = self.problem_.n_clients
-        replies = executor.map(client_risk_set_sums, [(j, (theta, self.grid, 1))
+        replies = executor.map(client_risk_set_sums, [(j, (theta, self.grid, 1, self.scale_))
                                                       for j in range(N)])
-        value, grad, _ = self._pooled(add_sums(replies), 1)
+        value, grad = self.monitor_from_sums(add_sums(replies))
         from .base import message_nbytes
 
         traffic = sum(message_nbytes(r) for r in replies) + N * theta.nbytes

@@ -19,7 +19,7 @@ from ..linear_model._inference import (InferenceError, _symmetric_inverse, site_
 from ..penalties import ElasticNet
 from ..privacy.secure_rounds import SecureAggregation
 from ..solvers.newton import FedNewton, unpack_upper
-from ..solvers.risk_sets import RiskSetNewton, add_sums, client_risk_set_sums
+from ..solvers.risk_sets import RiskSetNewton, client_risk_set_sums
 from ._concordance import concordance_counts, concordance_index, index_from_counts
 from ._site import (client_cox_baseline, client_cox_inference, client_cox_residual_meat,
                     site_event_times)
@@ -104,8 +104,11 @@ class FedCoxPH(FederatedLinearModel):
     monitor_every : int, default=1
         As the other estimators (Newton's replies carry the monitor).
     privacy : SecureAggregation or None, default=None
-        Secure aggregation of the sites' replies; with ``strata="site"``
-        only (the risk-set sums of a shared baseline are sent in the clear).
+        Secure aggregation of the sites' replies: the server decodes only
+        the sums over sites (of the gradients and Hessians with
+        ``strata="site"``; of the risk-set sums with a shared baseline, whose
+        pooled event times or grid intervals are still exchanged in the
+        clear). Differential privacy is refused.
     executor : {"sequential", "threads", "loky", "dask"} or Executor, default="sequential"
     n_jobs : int or None, default=None
     random_state : int, RandomState or None, default=None
@@ -300,11 +303,11 @@ class FedCoxPH(FederatedLinearModel):
         """
         self._validate_params()
         by_site, column = _strata_spec(self.strata)
-        if self.privacy is not None and not by_site:
-            raise ValueError("FedCoxPH with privacy= needs strata='site': the risk-set sums "
-                             "of a baseline shared across sites are not aggregated securely "
-                             "yet (each site's sums at each event time would be sent in the "
-                             "clear).")
+        if getattr(self.privacy, "differentially_private", False) or hasattr(
+                self.privacy, "epsilon"):
+            raise ValueError("FedCoxPH does not run under differential privacy (its Newton "
+                             "steps and standard errors would need noise calibrated to the "
+                             "partial likelihood); use privacy=SecureAggregation().")
         if isinstance(X, FederatedDataset):
             if column is not None:
                 raise ValueError("strata on a column is for in-memory rows; with a "
@@ -441,27 +444,29 @@ class FedCoxPH(FederatedLinearModel):
                 except SiteRefusal as refusal:  # the fit stands; predictions say why not
                     self._baseline_why = str(refusal)
         else:
+            # the risk-set sums at the fit and at zero, each site's times the public
+            # scale (masked under secure aggregation, which checks that scale)
             grid = self._fit_grid
-            replies = executor.map(client_risk_set_sums, [(j, (theta, grid, 2))
-                                                          for j in range(N)])
-            sums = add_sums(replies)
+
+            def pooled(theta, order):
+                sums, cost = site_sums(executor, solver, client_risk_set_sums,
+                                       (theta, grid, order), N, scale)
+                return {k: np.asarray(v, dtype=float) for k, v in sums.items()}, cost
+
+            sums, traffic = pooled(theta, 2)
             value, _, information = cox_terms(sums, self.ties)
-            null_replies = executor.map(client_risk_set_sums,
-                                        [(j, (np.zeros_like(theta), grid, 0)) for j in range(N)])
-            loglike, loglike_null = -value, -cox_terms(add_sums(null_replies), self.ties, 0)[0]
+            null, extra = pooled(np.zeros_like(theta), 0)
+            traffic += extra
+            loglike, loglike_null = -value, -cox_terms(null, self.ties, 0)[0]
             h, xbar = baseline_increments(sums)
             self._baseline = {"by_site": False, "grid": grid, "hazard": h}
             rounds = 2
-            from ..solvers.base import message_nbytes
-
-            traffic = sum(message_nbytes(r) for r in replies + null_replies)
             meat = None
             if self.cov_type != "nonrobust":
-                meats = executor.map(client_cox_residual_meat,
-                                     [(j, (theta, grid, h, xbar, self.cov_type))
-                                      for j in range(N)])
-                meat = unpack_upper(sum(np.asarray(m["meat"]) for m in meats), p)
-                traffic += sum(message_nbytes(m) for m in meats)
+                terms, extra = site_sums(executor, solver, client_cox_residual_meat,
+                                         (theta, grid, h, xbar, self.cov_type), N, scale)
+                meat = unpack_upper(np.asarray(terms["meat"]), p)
+                traffic += extra
                 rounds += 1
         self._inference_cost = (traffic, rounds)
         names = self._covariate_names(p)
