@@ -233,12 +233,12 @@ class DataOperations:
 
         session = self._on_session(analyst, args, record)
         values = args.get("args")
-        if not isinstance(values, list) or len(values) != 3:
-            raise Refused("message", "risk-set sums take (theta, grid, order)")
-        theta, grid, order = values
+        if not isinstance(values, list) or len(values) not in (3, 4):
+            raise Refused("message", "risk-set sums take (theta, grid, order[, scale])")
+        theta, grid, order, scale = (*values, 1.0)[:4]
         self._check_risk_sets(session.objective.Y, grid)
         return client_risk_set_sums(session.objective, np.asarray(theta, dtype=float), grid,
-                                    int(order))
+                                    int(order), float(scale))
 
     def _op_fit_cox_inference(self, analyst, args, record):
         from ..survival._site import client_cox_inference
