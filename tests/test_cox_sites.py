@@ -165,7 +165,7 @@ def test_secure_shared_baseline_and_a_server_that_rescales_one_site(rossi_sites,
     original = SiteServiceExecutor.run_round
 
     def rescale_first_site(self, solver, rnd, jobs, *, retry=False):
-        jobs = [(j, dict(m, inner=dict(m["inner"], scale=1.0))
+        jobs = [(j, dict(m, inner=dict(m["inner"], sum_scale=1.0))
                  if j == 0 and isinstance(m, dict) and m.get("kind") == "round" else m, seed)
                 for j, m, seed in jobs]
         return original(self, solver, rnd, jobs, retry=retry)

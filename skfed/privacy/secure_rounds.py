@@ -327,8 +327,8 @@ class SecureAggregationSolver(FederatedSolver):
         if kind == "sums":  # a module-level function of the site's rows, summed
             reply = message["fn"](client, *message["args"])
             coefficients = {f: message["coefficient"] for f in reply}
-        elif kind == "monitor" and "scale" in message:  # sums the solver pools itself
-            reply = self.solver.monitor_reply(client, message["theta"], message["scale"])
+        elif kind == "monitor" and "sum_scale" in message:  # sums the solver pools itself
+            reply = self.solver.monitor_reply(client, message["theta"], message["sum_scale"])
             coefficients = {f: 1.0 for f in reply}
         elif kind == "monitor":
             value, grad = client.value_and_gradient(message["theta"])
@@ -407,7 +407,7 @@ class SecureAggregationSolver(FederatedSolver):
         problem = self.problem_
         exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
         scale = getattr(self.solver, "scale_", None)
-        extra = {} if not hasattr(self.solver, "monitor_reply") else {"scale": scale}
+        extra = {} if not hasattr(self.solver, "monitor_reply") else {"sum_scale": scale}
         replies = self._run(executor, "monitoring", [
             (j, {"kind": "monitor", "theta": theta, "weight": float(a), "exchange": exchange,
                  "parties": parties, **extra}) for j, a in enumerate(problem.weights)])

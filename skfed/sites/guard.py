@@ -141,8 +141,8 @@ class SecureAggregationGuard:
                                          "coefficients would reveal it)")
             self.remasked = True
         # a public scale of the sites' sums (a shared Cox baseline): one for every site
-        scales = [m["scale"] for m in (message, message.get("inner")) if isinstance(m, dict)
-                  and "scale" in m]
+        scales = [m["sum_scale"] for m in (message, message.get("inner")) if isinstance(m, dict)
+                  and "sum_scale" in m]
         total = 1.0 / max(sum(self.weights.values()), 1.0)
         if any(not np.isclose(float(s), total, rtol=1e-9, atol=0) for s in scales):
             raise Refused("require", "the scale of the sums is not the public one (the "

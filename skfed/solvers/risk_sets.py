@@ -93,11 +93,11 @@ class RiskSetNewton(FedNewton):
     def broadcast(self, server, rnd):
         # the public scale travels with the model (a site service checks it against
         # the weight sums the sites signed: one scale for every site)
-        return dict(super().broadcast(server, rnd), scale=self.scale_)
+        return dict(super().broadcast(server, rnd), sum_scale=self.scale_)
 
     def client_update(self, client, state, message, rng):
         return client_risk_set_sums(client, message["theta"], self.grid, 2,
-                                    float(message["scale"])), state
+                                    float(message["sum_scale"])), state
 
     # -- the monitor: the pooled loss and gradient from sums (also when masked) --
     def monitor_reply(self, client, theta, scale):

@@ -410,12 +410,18 @@ class FedCoxPH(FederatedLinearModel):
     def _pooled_grid(self, dataset, cuts):
         """The pooled event times (or grid intervals) per stratum: the union of
         the sites' (public from now on: broadcast every round)."""
+        from ..solvers.base import message_nbytes
+
         tables = dataset.map(site_event_times, cuts, None)
         grid = {}
         for t in tables:
             for code, time in zip(t["strata"], t["times"]):
                 grid.setdefault(float(code), set()).add(float(time))
-        return {code: np.array(sorted(times)) for code, times in grid.items()}
+        grid = {code: np.array(sorted(times)) for code, times in grid.items()}
+        # setup traffic: the sites' event times up, the pooled grid down to each site
+        self._setup_bytes += sum(message_nbytes(t) for t in tables) + len(tables) * sum(
+            8 * (len(times) + 1) for times in grid.values())
+        return grid
 
     # -- the pass at the optimum (called by _fit_federated while the sites are open)
     def _final_pass(self, executor, problem, solver, theta):
