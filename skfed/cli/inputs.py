@@ -481,17 +481,26 @@ def inspect_site(site, categorical):
             text = int((numbers.isna().to_numpy() & ~missing).sum())
             non_finite = int(np.isinf(numbers.to_numpy(dtype=float, na_value=np.nan)).sum())
         columns[str(name)] = (int(missing.sum()), text, non_finite)
-    no_target = (pd.isna(pd.Series(np.asarray(site.y, dtype=object))).to_numpy()
-                 if site.y is not None else np.zeros(len(X), dtype=bool))
+    no_target = (_missing_target(site.y) if site.y is not None
+                 else np.zeros(len(X), dtype=bool))
     return {"columns": columns, "no_target": int(no_target.sum()),
             "incomplete": int((any_missing | no_target).sum()), "rows": len(X)}
 
 
-def drop_incomplete_site(site, impute):
-    """At a site: its rows without a missing value (with ``impute``: with a target)."""
+def _missing_target(y):
+    """Rows whose target (any of its columns: a survival target's event and time) is
+    missing."""
     import pandas as pd
 
-    keep = ~pd.isna(pd.Series(np.asarray(site.y, dtype=object))).to_numpy()
+    y = np.asarray(y, dtype=object)
+    if y.ndim == 1:
+        return pd.isna(pd.Series(y)).to_numpy()
+    return pd.isna(pd.DataFrame(y)).to_numpy().any(axis=1)
+
+
+def drop_incomplete_site(site, impute):
+    """At a site: its rows without a missing value (with ``impute``: with a target)."""
+    keep = ~_missing_target(site.y)
     if not impute:
         keep &= ~site.X.isna().any(axis=1).to_numpy()
     y = site.y[keep]
