@@ -83,7 +83,7 @@ def test_held_out_concordance_and_site_strata_equal_python(rossi):
     coef = original_coefficients(report)[0].ravel()
     np.testing.assert_allclose(coef, ref.coef_, rtol=1e-8)
     np.testing.assert_allclose(report.summary["se(coef)"], ref.bse_, rtol=1e-6)
-    assert report.metric == "concordance (Harrell's C)"
+    assert report.metric == "Harrell's concordance"
     for name, n_tr, n_te, fed, local, pooled in report.site_rows:
         rows = test & (sites == name)
         assert n_te == rows.sum() and fed == pytest.approx(ref.score(X[rows], y[rows]),
@@ -121,10 +121,11 @@ def test_report_html_has_the_hazard_ratio_table(rossi, tmp_path, capsys):
     code = main(["fit", str(path), "--clients", "site", "--model", "cox", "--target", "arrest",
                  "week", "--strata", "site", "--summary", "--report", str(html)])
     out = capsys.readouterr().out
-    assert code == 0 and "held-out concordance (Harrell's C)" in out
+    assert code == 0 and "held-out Harrell's concordance" in out
     text = html.read_text()
     assert "Hazard ratios (original columns)" in text and "exp(coef) upper 95%" in text
-    assert "concordance (Harrell&#x27;s C) by site" in text and "log partial likelihood" in text
+    assert "Held-out Harrell&#x27;s concordance by site" in text
+    assert "log partial likelihood" in text
     assert "(intercept)" not in text and "strata site" in text
 
 
@@ -153,6 +154,8 @@ def test_errors_name_the_column(rossi, tmp_path, capsys):
     with pytest.raises(CLIError, match="--time-grid"):
         run_fit(_args(str(path), "--clients", "site", "--model", "cox", "--target", "arrest",
                       "week", "--time-grid", "30,20"), out=io.StringIO())
+    with pytest.raises(CLIError, match="differential privacy.*--secure-aggregation"):
+        _fit(path, "--dp-epsilon", "1")
     with pytest.raises(CLIError, match="no standard errors.*L1"):
         _fit(path, "--alpha", "0.01", "--l1-ratio", "0.5", "--summary")
 
@@ -185,7 +188,8 @@ def test_cox_through_site_services(rossi, tmp_path, capsys):
                 *(f"--site-service={name}={address}" for name, address in addresses.items())]
         assert main([*argv, "--strata", "site", "--summary"]) == 0
         out = capsys.readouterr().out
-        assert "hospital-c" in out and "held-out concordance" in out and "exp(coef)" in out
+        assert "hospital-c" in out and "held-out Harrell's concordance" in out
+        assert "exp(coef)" in out
         # the same steps on the same rows in this process
         pooled = pd.concat(parts, ignore_index=True)
         local = FederatedDataset.from_arrays(

@@ -542,7 +542,7 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
 def metric_name(model):
     """The held-out score of ``--model``."""
     if model in SURVIVAL_MODELS:
-        return "concordance (Harrell's C)"
+        return "Harrell's concordance"
     return "accuracy" if MODELS[model][2] else "R2"
 
 

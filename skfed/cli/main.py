@@ -392,8 +392,13 @@ def _model_options(args, remote=False):
     """The model's options beyond the penalty: ``cov_type``, and the Cox model's
     ``strata``, ``ties`` and ``time_grid`` (refused for the other models by
     :func:`~skfed.cli.fit.make_estimator`)."""
-    from .fit import CLIError, parse_time_grid
+    from .fit import SURVIVAL_MODELS, CLIError, parse_time_grid
 
+    if args.model in SURVIVAL_MODELS and args.dp_epsilon is not None:
+        raise CLIError(f"--model {args.model} does not run under differential privacy (its "
+                       "Newton steps and standard errors would need noise calibrated to the "
+                       "partial likelihood); --secure-aggregation protects each site's "
+                       "messages.")
     if remote and args.strata not in (None, "site"):
         raise CLIError(f"--strata {args.strata}: a strata column is for the rows in one "
                        "file; with site-resident data the Cox model stratifies by site only "
