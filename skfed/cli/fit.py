@@ -30,9 +30,16 @@ MODELS = {
     "poisson": ("FedPoissonRegressor", "alpha", False),
     "gamma": ("FedGammaRegressor", "alpha", False),
     "tweedie": ("FedTweedieRegressor", "alpha", False),
+    # survival (--target EVENT TIME; scored by Harrell's concordance; --summary: hazard ratios)
+    "cox": ("FedCoxPH", "alpha", False),
 }
 #: the models with a regression table (``--summary``)
 GLM_MODELS = ("linear", "ridge", "poisson", "gamma", "tweedie", "logistic")
+#: the survival models: a target of two columns (event, time); the Cox model's table
+SURVIVAL_MODELS = ("cox",)
+#: ``--cov-type`` values by kind of model
+COV_TYPES = {"glm": ("nonrobust", "HC0", "HC1", "cluster"),
+             "survival": ("nonrobust", "robust", "cluster")}
 #: fewest rows a site needs: some to train on and some to evaluate on
 MIN_SITE_ROWS = 5
 #: most classes ``--model logistic/svm`` accepts: more is likely a continuous target
@@ -122,10 +129,17 @@ def column_roles(table, *, target, clients=None, categorical=(), drop=()):
     return targets, sites, features
 
 
-def target_values(table, targets, keep, classifier):
-    """The target(s) of the kept rows (class labels or numbers)."""
+def target_values(table, targets, keep, classifier, survival=False):
+    """The target(s) of the kept rows (class labels or numbers; with ``survival`` the
+    structured (event, time) array of :func:`skfed.survival.survival_target`)."""
     rows = [row for row, k in zip(table.rows, keep) if k]
     idx = [table.columns.index(t) for t in targets]
+    if survival:
+        from ..survival import survival_target
+        from .inputs import event_value
+
+        return survival_target([event_value(row[idx[0]]) for row in rows],
+                               [float(row[idx[1]]) for row in rows])
     if classifier:
         if len(targets) != 1:
             raise CLIError("a classifier takes one --target column.")
@@ -141,28 +155,49 @@ def target_values(table, targets, keep, classifier):
 
 
 def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
-                impute=None, drop_incomplete=False):
+                impute=None, drop_incomplete=False, survival=False, strata=None):
     """The checked input of ``skfed fit``: ``(frame, Y, sites, features, notes)``.
 
     Every problem is reported in one :class:`CLIError` (see
     :func:`skfed.cli.inputs.check_columns`); ``frame`` holds the feature
     columns of the rows kept (numbers as floats, categories as strings,
     missing values as NaN), ``notes`` what was done to the rows.
+
+    ``survival``: the target is two columns, the event indicator (0/1) then
+    the follow-up time (``Y``: the structured array of
+    :func:`skfed.survival.survival_target`). ``strata``: a column that is not
+    a feature but the Cox model's strata; ``frame`` then holds it last, as
+    text (the fitted preprocessing steps ignore it).
     """
     from .inputs import IMPUTE_STRATEGIES, check_columns, dropped_note, feature_frame
 
     if impute is not None and impute not in IMPUTE_STRATEGIES:
         raise CLIError(f"--impute takes one of {', '.join(IMPUTE_STRATEGIES)}; got {impute!r}.")
+    targets = [target] if isinstance(target, str) else list(target)
+    if survival and len(targets) != 2:
+        raise CLIError("a survival model takes two --target columns, the event indicator "
+                       "(1: the event happened, 0: censored) then the follow-up time: "
+                       f"--target EVENT TIME; got {len(targets)} ({', '.join(targets)}).")
+    if strata is not None:
+        _column(table, strata, "--strata")
+        if strata in targets or strata == clients:
+            raise CLIError(f"--strata {strata!r} is a --target or the --clients column; "
+                           "give another column (or --strata site for one baseline per site).")
+        drop = [*drop, strata]  # not a feature: the model's strata
     targets, sites, features = column_roles(table, target=target, clients=clients,
                                             categorical=categorical, drop=drop)
     keep = check_columns(table, features=features, categorical=list(categorical),
                          targets=targets, regression=not classifier, impute=impute,
-                         drop_incomplete=drop_incomplete)
+                         drop_incomplete=drop_incomplete, survival=survival, strata=strata)
     notes = []
     if drop_incomplete:
         notes.append(dropped_note(sites, keep, impute))
-    Y = target_values(table, targets, keep, classifier)
+    Y = target_values(table, targets, keep, classifier, survival=survival)
     frame = feature_frame(table, features, list(categorical), keep)
+    if strata is not None:
+        k = table.columns.index(strata)
+        frame[strata] = np.array([row[k] for row, kept in zip(table.rows, keep) if kept],
+                                 dtype=object)
     return frame, Y, sites[keep], features, notes
 
 
@@ -240,9 +275,11 @@ def holdout_split(sites, test_size, random_state):
 
 
 def make_estimator(model, *, strength=None, l1_ratio=None, solver="auto", max_rounds=1000,
-                   tol=1e-6, random_state=0, privacy=None, cov_type=None):
+                   tol=1e-6, random_state=0, privacy=None, cov_type=None, strata=None,
+                   ties=None, time_grid=None):
     """The estimator ``--model`` names, with the options given (``cov_type``: the
-    regression table's standard errors, for the models of :data:`GLM_MODELS`)."""
+    regression table's standard errors, for the models of :data:`GLM_MODELS` and
+    :data:`SURVIVAL_MODELS`; ``strata``, ``ties`` and ``time_grid``: the Cox model's)."""
     import skfed
 
     name, reg, _ = MODELS[model]
@@ -253,15 +290,50 @@ def make_estimator(model, *, strength=None, l1_ratio=None, solver="auto", max_ro
             raise CLIError(f"--model {model} has no penalty: give neither --alpha nor --C.")
         params[reg] = strength
     if l1_ratio is not None:
-        if model not in ("elasticnet", "logistic"):
-            raise CLIError(f"--l1-ratio applies to elasticnet and logistic, not {model}.")
+        if model not in ("elasticnet", "logistic", "cox"):
+            raise CLIError(f"--l1-ratio applies to elasticnet, logistic and cox, not {model}.")
         params["l1_ratio"] = l1_ratio
     if cov_type is not None:
-        if model not in GLM_MODELS:
+        kind = "survival" if model in SURVIVAL_MODELS else "glm"
+        if model not in GLM_MODELS + SURVIVAL_MODELS:
             raise CLIError(f"--cov-type is for the models with a regression table "
-                           f"({', '.join(GLM_MODELS)}), not {model}.")
+                           f"({', '.join(GLM_MODELS + SURVIVAL_MODELS)}), not {model}.")
+        if cov_type not in COV_TYPES[kind]:
+            raise CLIError(f"--model {model} takes --cov-type {', '.join(COV_TYPES[kind])}; "
+                           f"got {cov_type}" + (" (the Cox model's sandwich is --cov-type "
+                                                "robust)" if kind == "survival" else
+                                                " (the sandwich: HC0 or HC1)") + ".")
         params["cov_type"] = cov_type
+    for option, value in (("strata", strata), ("ties", ties), ("time_grid", time_grid)):
+        if value is None:
+            continue
+        if model not in SURVIVAL_MODELS:
+            raise CLIError(f"--{option.replace('_', '-')} is for --model cox, not {model}.")
+        params[option] = value
     return getattr(skfed, name)(**params)
+
+
+def parse_time_grid(text):
+    """``--time-grid``: ``"10"`` -> 10 intervals at the quantiles of the event times;
+    ``"30,60,90"`` (or one cut point, ``"26,"``) -> those cut points."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        if len(parts) == 1:
+            k = int(parts[0])
+            if k < 2:
+                raise ValueError
+            return k
+        cuts = [float(p) for p in parts if p]
+    except ValueError:
+        raise CLIError(f"--time-grid takes a number of intervals (an integer >= 2) or "
+                       f"increasing cut points separated by commas (30,60,90); got "
+                       f"{text!r}.") from None
+    if not cuts or any(b <= a for a, b in zip(cuts, cuts[1:])) or not all(
+            map(math.isfinite, cuts)):
+        raise CLIError(f"--time-grid cut points must be finite and increasing; got {text!r}.")
+    return cuts
 
 
 def _fit_quietly(est, X, y, clients=None):
@@ -271,9 +343,11 @@ def _fit_quietly(est, X, y, clients=None):
         return est.fit(X, y) if clients is None else est.fit(X, y, clients=clients)
 
 
-def _score(est, X, y, classifier):
+def _score(est, X, y, classifier, survival=False):
     if len(y) == 0:
         return np.nan
+    if survival:  # Harrell's concordance (NaN without a comparable pair)
+        return float(est.score(X, y))
     pred = est.predict(X)
     if classifier:
         return float(np.mean(pred == y))
@@ -312,6 +386,11 @@ class FitReport:
     summary: object = None  # the regression table on the original columns (--summary)
 
     @property
+    def survival(self):
+        """Whether the model is a survival model (no intercept; hazard ratios)."""
+        return self.model in SURVIVAL_MODELS
+
+    @property
     def held_out(self):
         """Whether some rows were held out (not with ``--test-size 0``)."""
         return self.overall[1] > 0
@@ -332,9 +411,38 @@ class FitReport:
         return Pipeline(steps + [("model", self.estimator)])
 
 
+def _with_strata(Z, names, strata, rows):
+    """The Cox model's input: ``Z[rows]``, and the strata column beside it (a DataFrame)
+    when ``strata`` is ``(column name, values)``."""
+    if strata is None:
+        return Z[rows]
+    import pandas as pd
+
+    frame = pd.DataFrame(Z[rows], columns=list(names))
+    frame[strata[0]] = strata[1][rows]
+    return frame
+
+
+def _fit_local(reference, scale, indicators, X, y, names, strata, rows):
+    """A site's local-only model on its rows ``rows`` (a strata column kept aside from
+    the scaling)."""
+    if strata is None:
+        return _fit_quietly(local_model(reference, scale, indicators), X[rows], y[rows])
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+
+    from .scaling import FeatureScaler
+
+    scaler = FeatureScaler(indicators=indicators).fit(X[rows]) if scale else None
+    Z = X if scaler is None else scaler.transform(X)
+    est = _fit_quietly(clone(reference), _with_strata(Z, names, strata, rows), y[rows])
+    est.__dict__.pop("feature_names_in_", None)  # it predicts from arrays (no strata)
+    return est if scaler is None else make_pipeline(scaler, est)
+
+
 def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
                     output_names=None, scale=True, indicators=(), test=None, preprocess=(),
-                    notes=(), **options):
+                    notes=(), strata_values=None, **options):
     """Fit federated, local-only and pooled models; score them on held-out rows.
 
     With ``scale`` the features are standardized first (see
@@ -348,12 +456,19 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     (``test_size=0``): the model is fitted on every row and nothing is
     scored. ``preprocess``: the fitted ``(name, step)`` pairs that made
     ``X`` from the input's columns (the saved Pipeline's first steps).
+
+    A survival model (``Y``: the (event, time) array) is scored by Harrell's
+    concordance; ``strata_values``: each row's level of the column that
+    ``options["strata"]`` names (not a feature: neither scaled nor a
+    covariate). With ``strata="site"`` the pooled reference keeps one
+    baseline per site (the same model, fitted in process).
     """
     from sklearn.base import clone
 
     from .scaling import FeatureScaler
 
     classifier = MODELS[model][2]
+    survival = model in SURVIVAL_MODELS
     if model == "lowrank" and (np.ndim(Y) != 2 or Y.shape[1] < 2):
         raise CLIError("--model lowrank fits several targets at once (a low-rank coefficient "
                        "matrix): give two or more --target columns.")
@@ -366,9 +481,15 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         scaler = FeatureScaler(indicators=indicators).fit(X[tr], clients=sites[tr])
         Z = scaler.transform(X)
     est = make_estimator(model, random_state=random_state, **options)
+    names = feature_names or [f"x{k}" for k in range(X.shape[1])]
+    strata = None
+    if survival and strata_values is not None:
+        strata = (est.strata, np.asarray(strata_values, dtype=object))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        fed = clone(est).fit(Z[tr], Y[tr], clients=sites[tr])
+        fed = clone(est).fit(_with_strata(Z, names, strata, tr), Y[tr], clients=sites[tr])
+    # the model predicts from arrays (the strata column was beside the features)
+    fed.__dict__.pop("feature_names_in_", None)
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
     for w in caught:  # the others (privacy noise, ...) reach the user
         if not issubclass(w.category, ConvergenceWarning):
@@ -377,7 +498,13 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     # the references (pooled, local-only) need no protection: they show what the
     # federated model is compared with, so they are fitted without privacy=
     reference = clone(est).set_params(privacy=None)
-    pooled = None if final else _fit_quietly(clone(reference), Z[tr], Y[tr])
+    by_site = survival and "site" in np.atleast_1d(np.asarray(est.strata, dtype=object))
+    pooled = None
+    if not final:
+        # one baseline per site is the model: the pooled fit needs to know the sites
+        pooled = _fit_quietly(clone(reference), _with_strata(Z, names, strata, tr), Y[tr],
+                              clients=sites[tr] if by_site else None)
+        pooled.__dict__.pop("feature_names_in_", None)
     notes = list(notes)
     site_rows = []
     for label in np.unique(sites):
@@ -388,22 +515,35 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         elif classifier and len(np.unique(Y[s_tr])) < 2:
             notes.append(f"site {label!r} holds one class only: it has no local-only model.")
         else:
-            local = _fit_quietly(local_model(reference, scale, indicators), X[s_tr], Y[s_tr])
-            local_score = _score(local, X[s_te], Y[s_te], classifier)
+            try:
+                local = _fit_local(reference, scale, indicators, X, Y, names, strata, s_tr)
+                local_score = _score(local, X[s_te], Y[s_te], classifier, survival)
+            except ValueError as exc:
+                if not survival:
+                    raise
+                # e.g. no event among the site's training rows: no model of its own
+                notes.append(f"site {label!r} has no local-only model: {exc}")
         site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
-                          _score(fed, Z[s_te], Y[s_te], classifier), local_score,
-                          _score(pooled, Z[s_te], Y[s_te], classifier)))
-    overall = (int(tr.sum()), int(test.sum()), _score(fed, Z[test], Y[test], classifier),
-               np.nan, _score(pooled, Z[test], Y[test], classifier))
-    names = feature_names or [f"x{k}" for k in range(X.shape[1])]
+                          _score(fed, Z[s_te], Y[s_te], classifier, survival), local_score,
+                          _score(pooled, Z[s_te], Y[s_te], classifier, survival)))
+    overall = (int(tr.sum()), int(test.sum()),
+               _score(fed, Z[test], Y[test], classifier, survival), np.nan,
+               _score(pooled, Z[test], Y[test], classifier, survival))
     if not preprocess:
         # the columns the saved model expects (a Pipeline: its scaler checks them, as
         # scikit-learn's StandardScaler would, and hands the model an array)
         (fed if scaler is None else scaler).feature_names_in_ = np.array(names, dtype=object)
-    return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
+    return FitReport(model=model, estimator=fed, metric=metric_name(model),
                      feature_names=names, output_names=output_names, site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=test,
                      scaler=scaler, preprocess=list(preprocess))
+
+
+def metric_name(model):
+    """The held-out score of ``--model``."""
+    if model in SURVIVAL_MODELS:
+        return "Harrell's concordance"
+    return "accuracy" if MODELS[model][2] else "R2"
 
 
 def _coef_matrix(report):
@@ -413,6 +553,8 @@ def _coef_matrix(report):
     coef = np.atleast_2d(est.coef_)              # (n_outputs or classes, n_features)
     if coef.shape[1] != len(report.feature_names):
         coef = coef.reshape(-1, len(report.feature_names))
+    if report.survival:  # no intercept: the baseline hazard plays its part
+        return coef, np.zeros(coef.shape[0])
     return coef, np.ravel(est.intercept_)
 
 
@@ -431,6 +573,8 @@ def coefficient_rows(report):
     coef, _ = _coef_matrix(report)
     columns = coef if report.scaler is None else np.vstack([coef, original_coefficients(
         report)[0]])
+    if report.survival:  # the hazard ratio per unit of the column
+        columns = np.vstack([columns, np.exp(original_coefficients(report)[0])])
     size = np.max(np.abs(coef), axis=0)
     order = sorted(range(len(size)), key=lambda k: (size[k] == 0, -size[k], k))
     return [(report.feature_names[k], *columns[:, k]) for k in order]
@@ -457,6 +601,9 @@ def _output_headers(report):
 def coefficient_headers(report):
     """Column headers of :func:`coefficient_rows` (without the feature column)."""
     heads = _output_headers(report)
+    if report.survival:
+        return (["coef"] if report.scaler is None else ["standardized", "original units"]) \
+            + ["hazard ratio"]
     if report.scaler is None:
         return heads
     if len(heads) == 1:
@@ -466,6 +613,13 @@ def coefficient_headers(report):
 
 def coefficient_title(report):
     """The line above the coefficient table."""
+    if report.survival:
+        if report.scaler is None:
+            return ("log hazard ratios (coef), non-zeros first; hazard ratio: exp(coef), per "
+                    "unit of the column:")
+        return ("log hazard ratios, non-zeros first; standardized: as fitted, per sd of the "
+                "feature;\n  original units: the same model per unit of the column (coef / "
+                "sd); hazard ratio: exp(original units):")
     if report.scaler is None:
         return "coefficients (non-zeros first):"
     est, heads = report.estimator, _output_headers(report)
@@ -489,6 +643,29 @@ def scaling_text(report):
     return (f"features standardized (mean 0, sd 1 on the training rows, from per-site sums"
             f"{onehot});\n{reg} applies to the standardized coefficients (--no-scale: to those "
             "in the original units)")
+
+
+def survival_text(report):
+    """The Cox model's settings: ties, strata, baseline, standard errors."""
+    est = report.estimator
+    strata = est.strata
+    items = [] if strata is None else [strata] if isinstance(strata, str) else list(strata)
+    parts = []
+    if "site" in items:
+        parts.append("strata site (each site its own baseline hazard: no event time leaves "
+                     "a site)")
+    columns = [s for s in items if s != "site"]
+    if columns:
+        parts.append(f"strata {columns[0]} (one baseline per level)")
+    if "site" not in items:
+        grid = est.time_grid_
+        parts.append("one baseline hazard shared across sites, " + (
+            "at the exact event times (the pooled event times are exchanged)" if grid is None
+            else f"on a time grid of {len(grid) + 1} intervals (cut points "
+                 + ", ".join(f"{c:g}" for c in grid[:8]) + (", ..." if len(grid) > 8 else "")
+                 + ")"))
+    return (f"Cox model: {est.ties} ties; " + "; ".join(parts)
+            + f"; {est.n_events_} events in the training rows")
 
 
 def traffic(report):
@@ -560,6 +737,8 @@ def format_text(report):
                  + (f"{report.overall[1]} held out" if report.held_out else
                     "none held out (--test-size 0: the final model, fitted on every row)"))
     lines.append(scaling_text(report))
+    if report.survival:
+        lines.append(survival_text(report))
     lines.append("")
     heads = coefficient_headers(report)
     width = max(12, max(len(n) for n in report.feature_names) + 2)
@@ -574,8 +753,9 @@ def format_text(report):
         lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in values))
     if zeros:
         lines.append(f"  exactly zero ({len(zeros)}): " + ", ".join(zeros))
-    name, *intercept = intercept_row(report)
-    lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in intercept))
+    if not report.survival:
+        name, *intercept = intercept_row(report)
+        lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in intercept))
     lines.append("")
     if report.summary is not None:
         from .summary import summary_lines

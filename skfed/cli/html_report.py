@@ -10,8 +10,8 @@ import numpy as np
 from .._messages import count
 from ..history import integer_round_ticks
 from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
-    privacy_lines, scaling_text, traffic
-from .summary import summary_lines
+    privacy_lines, scaling_text, survival_text, traffic
+from .summary import hazard_ratio_notes, summary_lines
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
@@ -83,7 +83,8 @@ def write_html_report(report, path):
             from exc
     est, t = report.estimator, traffic(report)
     coef_rows = coefficient_rows(report)
-    coef_rows.append(intercept_row(report))
+    if not report.survival:  # a Cox model has no intercept (its baseline hazard)
+        coef_rows.append(intercept_row(report))
     n_tr, n_te, fed, _, pool = report.overall
     site_rows = list(report.site_rows) + [("overall", n_tr, n_te, fed, float("nan"), pool)]
     state = ("converged" if report.converged
@@ -98,6 +99,8 @@ def write_html_report(report, path):
         f"{n_tr} training rows, {n_te} held out. {count(t['rounds'], 'round')}, {state}.</p>",
         f"<p>{html.escape(scaling_text(report).replace(chr(10), ' '))}.</p>",
     ]
+    if report.survival:
+        parts.append(f"<p>{html.escape(survival_text(report))}.</p>")
     if report.held_out:
         parts += [
             f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
@@ -127,11 +130,14 @@ def write_html_report(report, path):
                row_class=lambda r: "zero" if r[0] != "(intercept)" and not any(r[1:]) else ""),
     ]
     if report.summary is not None:  # --summary
-        table = report.summary
-        parts += ["<h2>Regression table (original columns)</h2>",
-                  f"<p>{html.escape(summary_lines(report)[0])}</p>",
+        table, text = report.summary, summary_lines(report)
+        title = "Hazard ratios" if report.survival else "Regression table"
+        parts += [f"<h2>{title} (original columns)</h2>",
+                  f"<p>{html.escape(text[0])}</p>",
                   _table(["", *table.columns],
                          [(str(name), *row) for name, row in table.iterrows()])]
+        if report.survival:  # the likelihoods (and the penalty's caveat)
+            parts += [f"<p>{html.escape(note)}</p>" for note in hazard_ratio_notes(report)]
     parts += [
         "<h2>Convergence and traffic</h2>",
         f'<img alt="convergence" src="data:image/png;base64,'

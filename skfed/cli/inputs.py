@@ -46,25 +46,81 @@ def _where(table, i):
     return "{} line {}".format(*table.origin[i])
 
 
+def event_value(cell):
+    """A survival target's event cell as 1.0 or 0.0 (``1``/``0``, ``true``/``false``);
+    ``None`` for anything else."""
+    text = cell.strip().lower()
+    if text in ("true", "false"):
+        return float(text == "true")
+    number = _number(text)
+    return number if number in (0.0, 1.0) else None
+
+
+def _survival_problems(table, event, time, missing):
+    """The problems of a survival target's event column (0/1) and time column (numbers
+    >= 0), each naming its column and where its first bad value is."""
+    problems = []
+    k = table.columns.index(event)
+    bad = [i for i, row in enumerate(table.rows) if not missing[event][i]
+           and event_value(row[k]) is None]
+    if bad:
+        examples = sorted({table.rows[i][k] for i in bad})[:3]
+        problems.append(f"event column {event!r} (the first --target) must be 0/1 (1: the "
+                        f"event happened, 0: censored at the time): {count(len(bad), 'value')}"
+                        f" such as {', '.join(map(repr, examples))} (the first in "
+                        f"{_where(table, bad[0])})")
+    k = table.columns.index(time)
+    cells = [row[k] for row in table.rows]
+    text = [i for i, c in enumerate(cells) if not missing[time][i] and _number(c) is None]
+    if text:
+        problems.append(f"time column {time!r} (the second --target) is not numeric: "
+                        f"{count(len(text), 'value')} such as {cells[text[0]]!r} in "
+                        f"{_where(table, text[0])}; it must hold follow-up times")
+        return problems
+    bad = [i for i, c in enumerate(cells) if not missing[time][i] and not (
+        math.isfinite(float(c)) and float(c) >= 0)]
+    if bad:
+        problems.append(f"time column {time!r} (the second --target) has "
+                        f"{count(len(bad), 'negative or non-finite value')} such as "
+                        f"{cells[bad[0]]!r} in {_where(table, bad[0])}: times are follow-up "
+                        "durations >= 0")
+    return problems
+
+
 def check_columns(table, *, features, categorical, targets, regression, impute,
-                  drop_incomplete):
+                  drop_incomplete, survival=False, strata=None):
     """Every problem of the input at once: returns ``keep`` (the rows to use) and the
-    per-row notes, or raises one :class:`~skfed.cli.fit.CLIError` listing them all."""
+    per-row notes, or raises one :class:`~skfed.cli.fit.CLIError` listing them all.
+
+    ``survival``: ``targets`` are the event column (0/1) and the time column
+    (>= 0). ``strata``: the Cox model's strata column (any values, none
+    missing).
+    """
     from .fit import CLIError
 
     n = len(table.rows)
     problems, incomplete = [], np.zeros(n, dtype=bool)
     no_target = np.zeros(n, dtype=bool)
     columns = [(name, "feature") for name in features] + [(t, "target") for t in targets]
+    if strata is not None:
+        columns.append((strata, "strata"))
+    target_missing = {}
     for name, role in columns:
         k = table.columns.index(name)
         cells = [row[k] for row in table.rows]
         missing = np.array([is_missing(c) for c in cells])
         numeric = role == "feature" and name not in categorical or (
-            role == "target" and regression)
+            role == "target" and regression and not survival)
+        if role == "target":
+            target_missing[name] = missing
         if missing.any():
             first = _where(table, int(np.argmax(missing)))
-            if role == "target":
+            if role == "strata":
+                no_target |= missing  # never imputed: its rows go with --drop-incomplete
+                problems.append(f"strata column {name!r} has "
+                                f"{count(int(missing.sum()), 'missing value')} (the first in "
+                                f"{first}): --drop-incomplete drops those rows")
+            elif role == "target":
                 no_target |= missing
                 problems.append(f"target {name!r} has {count(int(missing.sum()), 'missing value')}"
                                 f" (the first in {first}): a target is never imputed; "
@@ -98,6 +154,8 @@ def check_columns(table, *, features, categorical, targets, regression, impute,
         if inf:
             problems.append(f"{role} column {name!r} has {count(len(inf), 'non-finite value')}"
                             f" such as {cells[inf[0]]!r} in {_where(table, inf[0])}")
+    if survival:
+        problems += _survival_problems(table, targets[0], targets[1], target_missing)
     drop = no_target | (incomplete if not impute else False)
     if drop_incomplete:
         # what dropping fixes is no longer a problem
@@ -423,17 +481,26 @@ def inspect_site(site, categorical):
             text = int((numbers.isna().to_numpy() & ~missing).sum())
             non_finite = int(np.isinf(numbers.to_numpy(dtype=float, na_value=np.nan)).sum())
         columns[str(name)] = (int(missing.sum()), text, non_finite)
-    no_target = (pd.isna(pd.Series(np.asarray(site.y, dtype=object))).to_numpy()
-                 if site.y is not None else np.zeros(len(X), dtype=bool))
+    no_target = (_missing_target(site.y) if site.y is not None
+                 else np.zeros(len(X), dtype=bool))
     return {"columns": columns, "no_target": int(no_target.sum()),
             "incomplete": int((any_missing | no_target).sum()), "rows": len(X)}
 
 
-def drop_incomplete_site(site, impute):
-    """At a site: its rows without a missing value (with ``impute``: with a target)."""
+def _missing_target(y):
+    """Rows whose target (any of its columns: a survival target's event and time) is
+    missing."""
     import pandas as pd
 
-    keep = ~pd.isna(pd.Series(np.asarray(site.y, dtype=object))).to_numpy()
+    y = np.asarray(y, dtype=object)
+    if y.ndim == 1:
+        return pd.isna(pd.Series(y)).to_numpy()
+    return pd.isna(pd.DataFrame(y)).to_numpy().any(axis=1)
+
+
+def drop_incomplete_site(site, impute):
+    """At a site: its rows without a missing value (with ``impute``: with a target)."""
+    keep = ~_missing_target(site.y)
     if not impute:
         keep &= ~site.X.isna().any(axis=1).to_numpy()
     y = site.y[keep]

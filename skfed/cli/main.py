@@ -132,7 +132,9 @@ def _fit_parser(sub):
     fit.add_argument("--site-files", nargs="+", metavar="CSV",
                      help="one CSV per site instead (the site is the file name)")
     fit.add_argument("--target", nargs="+", required=True, metavar="COLUMN",
-                     help="the column to predict (several for --model lowrank)")
+                     help="the column to predict (several for --model lowrank; for --model "
+                          "cox two: the event indicator, 1 or 0 (censored), then the "
+                          "follow-up time)")
     fit.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
     fit.add_argument("--model", required=True, choices=sorted(MODELS))
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
@@ -140,10 +142,11 @@ def _fit_parser(sub):
                      help="the regression table on the original columns: estimates, standard "
                           "errors, z, p-values, 95%% intervals, rate or odds ratios (models "
                           "linear, ridge, poisson, gamma, tweedie, logistic; unpenalized: "
-                          "--alpha 0, or --C inf)")
-    fit.add_argument("--cov-type", choices=["nonrobust", "HC0", "HC1", "cluster"],
+                          "--alpha 0, or --C inf); for --model cox the hazard ratios")
+    fit.add_argument("--cov-type", choices=["nonrobust", "HC0", "HC1", "robust", "cluster"],
                      help="the regression table's standard errors: model-based (default), "
-                          "robust sandwich, or cluster-robust with the sites as clusters")
+                          "robust sandwich (HC0, HC1; for cox: robust), or cluster-robust "
+                          "with the sites as clusters")
     fit.add_argument("--alpha", type=float, help="penalty strength (lasso, elasticnet, "
                                                  "lowrank), on the standardized coefficients "
                                                  "unless --no-scale")
@@ -151,7 +154,23 @@ def _fit_parser(sub):
                                                        "svm), on the standardized coefficients "
                                                        "unless --no-scale")
     fit.add_argument("--l1-ratio", type=float, help="L1 share of the penalty "
-                                                    "(elasticnet, logistic)")
+                                                    "(elasticnet, logistic, cox)")
+    cox = fit.add_argument_group(
+        "survival (--model cox)", "Cox regression of --target EVENT TIME "
+        "(docs/survival.md); scored by Harrell's concordance on the held-out rows")
+    cox.add_argument("--strata", metavar="site|COLUMN",
+                     help="site: each site its own baseline hazard (no event time leaves a "
+                          "site; works with every site service); a column: one baseline per "
+                          "level of it, shared across sites (not a covariate). Default: one "
+                          "baseline shared across sites")
+    cox.add_argument("--ties", choices=["efron", "breslow"],
+                     help="tied event times: Efron's approximation (default; lifelines, R) "
+                          "or Breslow's")
+    cox.add_argument("--time-grid", metavar="K|T1,T2,...",
+                     help="a shared baseline on a coarsened time axis: K intervals at the "
+                          "quantiles of the event times, or the cut points T1,T2,... (one cut "
+                          "point: T1,). Site services need it for a shared baseline unless "
+                          "they allow event times")
     fit.add_argument("--no-scale", dest="scale", action="store_false",
                      help="fit on the features as they are. By default every feature is "
                           "centred on its mean over the training rows and numeric ones are "
@@ -242,8 +261,8 @@ def _recover_data_file(args):
 
 def run_fit(args, out=None):
     """``skfed fit``: returns the :class:`~skfed.cli.fit.FitReport`."""
-    from .fit import MODELS, CLIError, fit_and_compare, format_text, holdout_split
-    from .fit import read_csv_files, read_inputs
+    from .fit import MODELS, SURVIVAL_MODELS, CLIError, fit_and_compare, format_text
+    from .fit import holdout_split, read_csv_files, read_inputs
     from .inputs import ColumnEncoder, ColumnImputer
 
     out = sys.stdout if out is None else out
@@ -258,12 +277,14 @@ def run_fit(args, out=None):
     _, _, classifier = MODELS[args.model]
     reg = _check_strength(args)
     test_size = _test_size(args)
+    survival = args.model in SURVIVAL_MODELS
     table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
     target = args.target[0] if len(args.target) == 1 else args.target
+    strata_column = args.strata if survival and args.strata not in (None, "site") else None
     frame, Y, sites, features, notes = read_inputs(
         table, target=target, clients=args.clients, categorical=args.categorical,
         drop=args.drop, classifier=classifier, impute=args.impute,
-        drop_incomplete=args.drop_incomplete)
+        drop_incomplete=args.drop_incomplete, survival=survival, strata=strata_column)
     test = holdout_split(sites, test_size, args.random_state)
     # the imputation statistics from the training rows' per-site summaries; the
     # categories from every site's set (as the one-hot columns always were)
@@ -286,7 +307,8 @@ def run_fit(args, out=None):
             strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
             max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
             preprocess=[("impute", imputer), ("encode", encoder)], notes=notes,
-            cov_type=args.cov_type)
+            strata_values=None if strata_column is None else frame[strata_column].to_numpy(),
+            **_model_options(args))
     except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
         raise CLIError(str(exc)) from exc
     _with_summary(report, args)
@@ -339,8 +361,7 @@ def _run_remote_fit(args):
     if args.data or args.site_files or args.clients:
         raise CLIError("with --scheduler the sites' files are read at the sites: give them "
                        "with --site NAME=PATH, not as local files or --clients.")
-    if len(args.target) != 1:
-        raise CLIError("with --scheduler give one --target column.")
+    _check_remote_target(args, "--scheduler")
     if args.final or args.test_size == 0:
         raise CLIError("--final (--test-size 0) is not available with --scheduler yet: "
                        "every site holds out some of its rows; use the local form for the "
@@ -358,13 +379,49 @@ def _run_remote_fit(args):
     elif args.scheduler.startswith("tls://"):
         raise CLIError("a tls:// coordinator needs --tls-ca-file, --tls-cert and --tls-key.")
     return fit_remote(parse_sites(args.site), scheduler=args.scheduler, security=security,
-                      target=args.target[0], model=args.model, drop=args.drop,
+                      target=_remote_target(args), model=args.model, drop=args.drop,
                       categorical=args.categorical, scale=args.scale, test_size=_test_size(args),
                       random_state=args.random_state,
                       strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
                       impute=args.impute, drop_incomplete=args.drop_incomplete,
-                      cov_type=args.cov_type)
+                      **_model_options(args, remote=True))
+
+
+def _model_options(args, remote=False):
+    """The model's options beyond the penalty: ``cov_type``, and the Cox model's
+    ``strata``, ``ties`` and ``time_grid`` (refused for the other models by
+    :func:`~skfed.cli.fit.make_estimator`)."""
+    from .fit import SURVIVAL_MODELS, CLIError, parse_time_grid
+
+    if args.model in SURVIVAL_MODELS and args.dp_epsilon is not None:
+        raise CLIError(f"--model {args.model} does not run under differential privacy (its "
+                       "Newton steps and standard errors would need noise calibrated to the "
+                       "partial likelihood); --secure-aggregation protects each site's "
+                       "messages.")
+    if remote and args.strata not in (None, "site"):
+        raise CLIError(f"--strata {args.strata}: a strata column is for the rows in one "
+                       "file; with site-resident data the Cox model stratifies by site only "
+                       "(--strata site), or shares one baseline (no --strata).")
+    return {"cov_type": args.cov_type, "strata": args.strata, "ties": args.ties,
+            "time_grid": parse_time_grid(args.time_grid)}
+
+
+def _check_remote_target(args, option):
+    from .fit import SURVIVAL_MODELS, CLIError
+
+    want = 2 if args.model in SURVIVAL_MODELS else 1
+    if len(args.target) != want:
+        what = ("two --target columns (the event, then the time)" if want == 2 else
+                "one --target column")
+        raise CLIError(f"with {option} give {what}.")
+
+
+def _remote_target(args):
+    """The sites' target column (a list of two for a survival model: event, time)."""
+    from .fit import SURVIVAL_MODELS
+
+    return list(args.target) if args.model in SURVIVAL_MODELS else args.target[0]
 
 
 def _check_strength(args):
@@ -409,21 +466,21 @@ def _run_service_fit(args):
     if not all(tls):
         raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
                        "TLS with the analyst's certificate).")
-    if len(args.target) != 1:
-        raise CLIError("with --site-service give one --target column.")
+    _check_remote_target(args, "--site-service")
     if args.final or args.test_size == 0:
         raise CLIError("--final (--test-size 0) is not available with site-resident data yet: "
                        "every site holds out some of its rows.")
     reg = _check_strength(args)
     return fit_services(parse_sites(args.site_service), dataset=args.dataset,
-                        target=args.target[0], drop=args.drop, ca_file=args.tls_ca_file,
+                        target=_remote_target(args), drop=args.drop, ca_file=args.tls_ca_file,
                         cert_file=args.tls_cert, key_file=args.tls_key, model=args.model,
                         categorical=args.categorical, scale=args.scale,
                         test_size=_test_size(args), random_state=args.random_state,
                         strength=_strength(args, reg), l1_ratio=args.l1_ratio,
                         solver=args.solver, max_rounds=args.max_rounds, tol=args.tol,
                         privacy=_privacy(args), impute=args.impute,
-                        drop_incomplete=args.drop_incomplete, cov_type=args.cov_type)
+                        drop_incomplete=args.drop_incomplete,
+                        **_model_options(args, remote=True))
 
 
 def main(argv=None):

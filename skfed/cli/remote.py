@@ -27,7 +27,8 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from .fit import MIN_SITE_ROWS, MODELS, CLIError, FitReport, local_model, make_estimator
+from .fit import (MIN_SITE_ROWS, MODELS, SURVIVAL_MODELS, CLIError, FitReport, local_model,
+                  make_estimator, metric_name)
 from .scaling import FeatureScaler
 from ..data import FederatedDataset, SiteError
 from ..data.site import held_out_mask, holdout_rows, numeric_matrix, site_rows
@@ -121,9 +122,17 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
     train, test = site_rows(site, ~mask), site_rows(site, mask)
     if classifier and len(np.unique(train.y)) < 2:
         return np.nan
+    from ..survival import FedCoxPH
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        local = local_model(estimator, scale, indicators).fit(numeric_matrix(train), train.y)
+        try:
+            local = local_model(estimator, scale, indicators).fit(numeric_matrix(train),
+                                                                  train.y)
+        except ValueError:
+            if not isinstance(estimator, FedCoxPH):
+                raise
+            return np.nan  # e.g. no event among the site's training rows: no local model
     return float(local.score(numeric_matrix(test), test.y))
 
 
@@ -175,10 +184,45 @@ def fit_services(sites, *, dataset, target, drop=(), ca_file, cert_file, key_fil
         raise CLIError(str(exc)) from exc
     try:
         return fit_sites(data, target=target, **kwargs)
-    except (SiteRefusal, SiteServiceError, SiteUnavailable) as exc:
+    except SiteRefusal as exc:
+        raise CLIError(str(exc) + _refusal_hint(exc, kwargs)) from exc
+    except (SiteServiceError, SiteUnavailable) as exc:
         raise CLIError(str(exc)) from exc
     finally:
         data.close()
+
+
+def _refusal_hint(refusal, options):
+    """What the command line can do about a site's refusal of a Cox model's shared
+    baseline (its message names the Python parameters)."""
+    if options.get("model") not in SURVIVAL_MODELS:
+        return ""
+    if refusal.rule == "allow_event_times":
+        return ("\n  on the command line: --strata site (each site its own baseline: no "
+                "event time leaves a site), or --time-grid K or T1,T2,... (a shared baseline "
+                "on intervals), unless the sites set allow_event_times = true "
+                "(docs/data-officers.md)")
+    if refusal.rule == "min_level_count" and options.get("time_grid") is not None:
+        return ("\n  on the command line: fewer, wider intervals (--time-grid with a smaller "
+                "K or fewer cut points), or --strata site")
+    return ""
+
+
+def _concordance(fed, test, notes):
+    """Harrell's concordance of the federated Cox model on the sites' held-out rows:
+    ``(pooled, {site: index})``, and a note on which pairs the pooled index counts."""
+    from ..survival import concordance_index
+
+    result = concordance_index(fed, test)
+    if not result["cross_site_pairs"]:
+        notes.append("overall concordance: the pairs within each site only (a site kept its "
+                     "histograms of (time, risk score), whose cells held fewer rows than its "
+                     "min_level_count)")
+    elif not result["exact"]:
+        notes.append(f"overall concordance: pairs across sites counted from the sites' "
+                     f"(time, risk score) histograms; between {result['lower']:.4f} and "
+                     f"{result['upper']:.4f}")
+    return result["pooled"], result["per_site"]
 
 
 def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
@@ -247,19 +291,26 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     for w in caught:  # the others (privacy noise, ...) reach the user
         if not issubclass(w.category, ConvergenceWarning):
             warnings.warn(w.message, w.category, stacklevel=2)
-    pooled_fed, per_site = site_scores(fed, test)
+    if model in SURVIVAL_MODELS:
+        pooled_fed, per_site = _concordance(fed, test, notes)
+    else:
+        pooled_fed, per_site = site_scores(fed, test)
     # each site's own model needs no protection from itself: fitted without privacy=
     local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
                      random_state, classifier, scale, indicators)
     notes += [f"site {s!r} holds one class only: it has no local-only model."
               for s, v in zip(data.sites, local) if classifier and np.isnan(v)]
+    notes += [f"site {s!r}: no local-only score (no event among its training rows, or no "
+              "comparable pair among its held-out rows)"
+              for s, v in zip(data.sites, local) if model in SURVIVAL_MODELS and np.isnan(v)]
     notes.append("pooled model: not fitted (the rows never leave their sites); the federated "
                  "model converges to it.")
     site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
                  for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
     overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
     names = [f"x{n}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
-    return FitReport(model=model, estimator=fed, metric="accuracy" if classifier else "R2",
-                     feature_names=names, output_names=[target], site_rows=site_rows,
+    return FitReport(model=model, estimator=fed, metric=metric_name(model),
+                     feature_names=names, output_names=list(np.atleast_1d(target)),
+                     site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,
                      scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])

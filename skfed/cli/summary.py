@@ -1,4 +1,5 @@
-"""``skfed fit --summary``: a GLM's regression table on the original columns."""
+"""``skfed fit --summary``: a GLM's regression table, or a Cox model's hazard ratios, on
+the original columns."""
 
 import numpy as np
 
@@ -18,6 +19,8 @@ def regression_table(report, alpha=0.05):
     from scipy import stats
 
     est, scaler = report.estimator, report.scaler
+    if report.survival:
+        return hazard_ratio_table(report, alpha)
     try:
         params, cov = np.asarray(est.params_, dtype=float), np.asarray(est.cov_params_)
         link = est._result("family").link
@@ -46,8 +49,75 @@ def regression_table(report, alpha=0.05):
     return table
 
 
+def hazard_ratio_table(report, alpha=0.05):
+    """A Cox model's table on the **original** columns (``--summary``): lifelines'
+    ``summary`` columns ``coef``, ``se(coef)``, ``exp(coef)`` and its interval, ``z``,
+    ``p``.
+
+    The model is fitted on standardized columns (unless ``--no-scale``); a
+    Cox model has no intercept, so the map back is ``b_j / s_j`` with
+    ``cov = A C A'``, ``A = diag(1 / s)``.
+    """
+    import pandas as pd
+    from scipy import stats
+
+    est, scaler = report.estimator, report.scaler
+    try:
+        params, cov = np.asarray(est.coef_, dtype=float), np.asarray(est.cov_params_)
+    except (AttributeError, ValueError) as exc:  # InferenceError is both
+        raise CLIError(f"--summary: {exc}") from None
+    if scaler is not None:  # back to the original columns
+        A = np.diag(1.0 / scaler.scale_)
+        params, cov = A @ params, A @ cov @ A.T
+    se = np.sqrt(np.diag(cov))
+    q = stats.norm.ppf(1 - alpha / 2)
+    z = params / se
+    level = f"{100 * (1 - alpha):g}%"
+    return pd.DataFrame({"coef": params, "se(coef)": se, "exp(coef)": np.exp(params),
+                         f"exp(coef) lower {level}": np.exp(params - q * se),
+                         f"exp(coef) upper {level}": np.exp(params + q * se),
+                         "z": z, "p": 2 * stats.norm.sf(np.abs(z))},
+                        index=list(report.feature_names))
+
+
+def hazard_ratio_notes(report):
+    """The lines under a Cox model's table: the penalty's caveat and the likelihoods."""
+    from scipy import stats
+
+    est, notes = report.estimator, []
+    if est.alpha > 0:
+        notes.append("penalized fit (--alpha > 0): the estimates are shrunk toward 0 and the "
+                     "standard errors (lifelines') come from the penalized information")
+    ll, ll0 = est.loglike_, est.loglike_null_
+    lr, df = 2 * (ll - ll0), len(report.summary)
+    test = "" if est.alpha > 0 else (  # no chi-square reference for a penalized fit
+        f"; likelihood-ratio test: {lr:.4g} on {df} df, p = {stats.chi2.sf(lr, df):.3g}")
+    notes.append(f"log partial likelihood: {ll:.6g} (no covariates: {ll0:.6g}){test}")
+    return notes
+
+
+def _hazard_ratio_lines(report):
+    est, table = report.estimator, report.summary
+    what = {"nonrobust": "model-based (inverse information)",
+            "robust": "robust (the sandwich of the rows' score residuals)",
+            "cluster": "cluster-robust with the sites as clusters"}[est.cov_type]
+    lines = [f"hazard ratios on the original columns: standard errors {what}, Wald "
+             "intervals; exp(coef): the hazard ratio per unit of the column; every number "
+             "from the sites' sums"]
+    width = max(12, max(len(str(n)) for n in table.index) + 2)
+    cells = [max(11, len(c) + 2) for c in table.columns]
+    lines.append(f"  {'':<{width}}" + "".join(f"{c:>{w}}" for c, w in zip(table.columns,
+                                                                        cells)))
+    for name, row in table.iterrows():
+        lines.append(f"  {str(name):<{width}}" + "".join(f"{v:>#{w}.5g}" for v, w in zip(row,
+                                                                                        cells)))
+    return lines + [f"  {note}" for note in hazard_ratio_notes(report)]
+
+
 def summary_lines(report):
     """The text of the regression table (``--summary``)."""
+    if report.survival:
+        return _hazard_ratio_lines(report)
     est = report.estimator
     cov = getattr(est, "cov_type", "nonrobust")
     what = {"nonrobust": "model-based", "HC0": "robust (HC0)", "HC1": "robust (HC1)",
