@@ -579,15 +579,10 @@ def add_describe_parser(sub):
     d.add_argument("--json", metavar="JSON", help="write every number as JSON")
     remote = d.add_argument_group("site services", "the sites' own services run every "
                                   "count under their policies (docs/data-officers.md)")
-    remote.add_argument("--site-service", action="append", default=[],
-                        metavar="NAME=HOST:PORT",
-                        help="a site service: the site's name and address; repeat for "
-                             "every site; with --dataset")
-    remote.add_argument("--dataset", metavar="NAME",
-                        help="the dataset's name in the site services' configurations")
-    remote.add_argument("--tls-ca-file", metavar="PEM", help="the federation's CA certificate")
-    remote.add_argument("--tls-cert", metavar="PEM", help="the analyst's certificate")
-    remote.add_argument("--tls-key", metavar="PEM", help="the analyst's private key")
+    from .remote import add_site_service_options
+
+    add_site_service_options(remote, "a site service: the site's name and address; repeat "
+                                     "for every site; with --dataset")
     return d
 
 

@@ -233,15 +233,11 @@ def _fit_parser(sub):
     remote.add_argument("--site", action="append", default=[], metavar="NAME=PATH",
                         help="a site's worker name and a file on that machine (relative "
                              "paths: under its SKFED_DATA_DIR); repeat for every site")
-    remote.add_argument("--site-service", action="append", default=[],
-                        metavar="NAME=HOST:PORT",
-                        help="a site service (skfed site serve) instead of Dask: the site's "
-                             "name and address; repeat for every site; with --dataset")
-    remote.add_argument("--dataset", metavar="NAME",
-                        help="the dataset's name in the site services' configurations")
-    remote.add_argument("--tls-ca-file", metavar="PEM", help="the federation's CA certificate")
-    remote.add_argument("--tls-cert", metavar="PEM", help="the analyst's certificate")
-    remote.add_argument("--tls-key", metavar="PEM", help="the analyst's private key")
+    from .remote import add_site_service_options
+
+    add_site_service_options(remote, "a site service (skfed site serve) instead of Dask: the "
+                                     "site's name and address; repeat for every site; with "
+                                     "--dataset")
     return fit
 
 

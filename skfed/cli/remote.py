@@ -314,3 +314,15 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
                      site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,
                      scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])
+
+
+def add_site_service_options(group, service_help):
+    """The options naming site services and the analyst's TLS files (``skfed fit`` and
+    ``skfed describe`` take the same ones)."""
+    group.add_argument("--site-service", action="append", default=[],
+                       metavar="NAME=HOST:PORT", help=service_help)
+    group.add_argument("--dataset", metavar="NAME",
+                       help="the dataset's name in the site services' configurations")
+    group.add_argument("--tls-ca-file", metavar="PEM", help="the federation's CA certificate")
+    group.add_argument("--tls-cert", metavar="PEM", help="the analyst's certificate")
+    group.add_argument("--tls-key", metavar="PEM", help="the analyst's private key")

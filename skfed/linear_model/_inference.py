@@ -397,7 +397,42 @@ def wald_intervals(params, bse, alpha):
     return np.column_stack([params - q * bse, params + q * bse])
 
 
-class GLMInferenceMixin:
+class WaldMixin:
+    """Wald tests and intervals from ``params_`` and ``cov_params_`` (the GLMs'
+    inference and :class:`~skfed.survival.FedCoxPH`)."""
+
+    @property
+    def bse_(self):
+        """Standard errors, in the order of ``params_``."""
+        return np.sqrt(np.diag(self.cov_params_))
+
+    @property
+    def tvalues_(self):
+        """Wald statistics ``params_ / bse_`` (z: compared with the normal)."""
+        return self.params_ / self.bse_
+
+    @property
+    def pvalues_(self):
+        """Two-sided p-values of the z statistics."""
+        return 2.0 * stats.norm.sf(np.abs(self.tvalues_))
+
+    def conf_int(self, alpha=0.05):
+        """Wald confidence intervals ``params_ -+ z_(1 - alpha/2) bse_``.
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+            One minus the confidence level.
+
+        Returns
+        -------
+        intervals : ndarray of shape (n_params, 2)
+            Lower and upper bounds, in the order of ``params_``.
+        """
+        return wald_intervals(self.params_, self.bse_, alpha)
+
+
+class GLMInferenceMixin(WaldMixin):
     """Fitted inference (``bse_``, ``pvalues_``, ``summary()``...) shared by the GLMs and
     :class:`~skfed.FedLogisticRegression`.
 
@@ -497,21 +532,6 @@ class GLMInferenceMixin:
         return self._order(self._result("cov"))
 
     @property
-    def bse_(self):
-        """Standard errors, in the order of ``params_``."""
-        return np.sqrt(np.diag(self.cov_params_))
-
-    @property
-    def tvalues_(self):
-        """Wald statistics ``params_ / bse_`` (z: compared with the normal)."""
-        return self.params_ / self.bse_
-
-    @property
-    def pvalues_(self):
-        """Two-sided p-values of the z statistics."""
-        return 2.0 * stats.norm.sf(np.abs(self.tvalues_))
-
-    @property
     def scale_(self):
         """Dispersion: 1 for binomial and Poisson, else Pearson chi2 / (n - p)."""
         return self._result("scale")
@@ -545,21 +565,6 @@ class GLMInferenceMixin:
     def bic_(self):
         """``-2 loglike_ + p log(n)``: statsmodels 0.15's ``bic`` (``bic_llf``)."""
         return self._result("bic")
-
-    def conf_int(self, alpha=0.05):
-        """Wald confidence intervals ``params_ -+ z_(1 - alpha/2) bse_``.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-            One minus the confidence level.
-
-        Returns
-        -------
-        intervals : ndarray of shape (n_params, 2)
-            Lower and upper bounds, in the order of ``params_``.
-        """
-        return wald_intervals(self.params_, self.bse_, alpha)
 
     def summary(self, alpha=0.05, exponentiate=False):
         """The regression table: estimate, standard error, z, p-value, interval.

@@ -3,7 +3,6 @@
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import stats
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -14,8 +13,8 @@ from ..datafits.cox import CoxPartialLikelihood, baseline_increments, cox_terms
 from ..executors import EXECUTORS, Executor
 from ..federation.clients import describe_label
 from ..federation.layout import Layout
-from ..linear_model._inference import (InferenceError, _symmetric_inverse, site_sums,
-                                       wald_intervals)
+from ..linear_model._inference import (InferenceError, WaldMixin, _symmetric_inverse,
+                                       site_sums)
 from ..penalties import ElasticNet
 from ..privacy.secure_rounds import SecureAggregation
 from ..solvers.newton import FedNewton, unpack_upper
@@ -39,7 +38,7 @@ def _strata_spec(strata):
     return by_site, (columns[0] if columns else None)
 
 
-class FedCoxPH(FederatedLinearModel):
+class FedCoxPH(WaldMixin, FederatedLinearModel):
     """Federated Cox proportional hazards regression (the pooled partial likelihood).
 
     Minimizes ``-(1/W) log PL(beta) + alpha (l1_ratio ||beta||_1 + (1 - l1_ratio)
@@ -515,19 +514,10 @@ class FedCoxPH(FederatedLinearModel):
         return self._cov()
 
     @property
-    def bse_(self):
-        """Standard errors of ``coef_``."""
-        return np.sqrt(np.diag(self._cov()))
-
-    @property
-    def tvalues_(self):
-        """z statistics ``coef_ / bse_``."""
-        return self.coef_ / self.bse_
-
-    @property
-    def pvalues_(self):
-        """Two-sided p-values of the z statistics."""
-        return 2 * stats.norm.sf(np.abs(self.tvalues_))
+    def params_(self):
+        """The coefficients, as the Wald tests read them (``coef_``)."""
+        check_is_fitted(self)
+        return self.coef_
 
     @property
     def loglike_(self):
@@ -546,20 +536,6 @@ class FedCoxPH(FederatedLinearModel):
         """Covariate names (``feature_names_in_`` or ``x0, x1, ...``)."""
         check_is_fitted(self)
         return list(self._inference["names"])
-
-    def conf_int(self, alpha=0.05):
-        """Wald intervals of the coefficients: ``(n_covariates, 2)``.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-            One minus the confidence level.
-
-        Returns
-        -------
-        intervals : ndarray of shape (n_covariates, 2)
-        """
-        return wald_intervals(self.coef_, self.bse_, alpha)
 
     def summary(self, alpha=0.05):
         """The regression table with hazard ratios (lifelines' ``summary`` columns).
