@@ -120,3 +120,13 @@ def test_warm_start_resumes_at_the_optimum():
     cox.fit(X, y, clients=site)
     np.testing.assert_allclose(cox.coef_, first, rtol=1e-10)
     assert cox.n_iter_ <= 2
+
+
+def test_a_monotone_likelihood_is_named_in_the_warning():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y, site = _data()
+    # a covariate that orders the event times perfectly: its coefficient is infinite
+    leak = np.column_stack([-y["time"], X[:, 0]])
+    with pytest.warns(ConvergenceWarning, match="monotone"):
+        FedCoxPH(max_rounds=30).fit(leak, y, clients=site)

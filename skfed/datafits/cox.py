@@ -151,19 +151,21 @@ def cox_terms(sums, ties, order=2):
     ``order`` as in :func:`risk_set_sums` (lower orders give ``None``s).
     The log partial likelihood's linear term ``sum_D w eta`` is ``lin``.
     """
-    rep, f, c, den = _expand(sums, ties)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # a diverging model (a covariate that separates the events) overflows exp: the
+    # values are then inf or nan, which the line search rejects
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rep, f, c, den = _expand(sums, ties)
         value = -float(sums["lin"]) + float(c @ np.log(den))
-    if order < 1:
-        return value, None, None
-    v = sums["s1"][rep] - f[:, None] * sums["t1"][rep]
-    a = c / den
-    grad = -np.asarray(sums["ex"], dtype=float) + a @ v
-    if order < 2:
-        return value, grad, None
-    p = v.shape[1]
-    second = a @ (sums["s2"][rep] - f[:, None] * sums["t2"][rep])
-    H = _unpack(second, p) - (v * (a / den)[:, None]).T @ v
+        if order < 1:
+            return value, None, None
+        v = sums["s1"][rep] - f[:, None] * sums["t1"][rep]
+        a = c / den
+        grad = -np.asarray(sums["ex"], dtype=float) + a @ v
+        if order < 2:
+            return value, grad, None
+        p = v.shape[1]
+        second = a @ (sums["s2"][rep] - f[:, None] * sums["t2"][rep])
+        H = _unpack(second, p) - (v * (a / den)[:, None]).T @ v
     return value, grad, H
 
 
@@ -262,8 +264,9 @@ class CoxPartialLikelihood(Datafit):
         sums = risk_set_sums(None, eta, Y, sw, grid, order=0)
         rep, f, c, den = _expand(sums, self.ties)
         K = sums["s0"].size
-        ct = np.bincount(rep, weights=c / den, minlength=K)
-        bt = np.bincount(rep, weights=c * f / den, minlength=K)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ct = np.bincount(rep, weights=c / den, minlength=K)
+            bt = np.bincount(rep, weights=c * f / den, minlength=K)
         time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
         with np.errstate(over="ignore"):
             phi = sw * np.exp(eta)

@@ -1,8 +1,10 @@
 """Federated Cox proportional hazards regression."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -337,9 +339,23 @@ class FedCoxPH(BaselineMixin, WaldMixin, FederatedLinearModel):
         self._by_site = by_site
         # each site its own baseline: the fit is exact, the grid only places the baselines
         targets = Targets("survival", time_grid=None if by_site else cuts)
-        theta = self._fit_federated(dataset, datafit=CoxPartialLikelihood(self.ties),
-                                    penalty=penalty, layout=layout, targets=targets,
-                                    solver=solver)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            theta = self._fit_federated(dataset, datafit=CoxPartialLikelihood(self.ties),
+                                        penalty=penalty, layout=layout, targets=targets,
+                                        solver=solver)
+        for w in caught:
+            if issubclass(w.category, ConvergenceWarning) and self.alpha == 0:
+                # Newton on a smooth loss stalls for one reason: a monotone likelihood
+                first = str(w.message).split(";")[0]
+                warnings.warn(
+                    f"{first}. The partial likelihood may be monotone: a covariate (or a "
+                    "combination) that orders the event times almost perfectly has an "
+                    "infinite coefficient (lifelines and R warn the same). Look for a "
+                    "covariate derived from the outcome, or a stratum with one event, or "
+                    "add a ridge penalty (alpha > 0).", ConvergenceWarning, stacklevel=2)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self.coef_ = layout.coef(theta)[0].copy()
         self.hazard_ratios_ = np.exp(self.coef_)
         return self
