@@ -175,3 +175,26 @@ def test_secure_shared_baseline_and_a_server_that_rescales_one_site(rossi_sites,
         FedCoxPH(time_grid=grid, privacy=SecureAggregation()).fit(data)
     assert info.value.rule == "require" and "scale" in str(info.value)
     data.close()
+
+
+def test_cox_strata_column_through_services(rossi_sites):
+    """strata on a column of the sites' tables: each site moves the column into its
+    target (a declared row step) after the pooled levels are known."""
+    data, pooled, site, root = rossi_sites()
+    remote = FedCoxPH(strata=["site", "wexp"]).fit(data)
+    local = _local(pooled, site, strata=["site", "wexp"])
+    np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9)
+    np.testing.assert_allclose(remote.bse_, local.bse_, rtol=1e-8)
+    assert "wexp" not in remote.feature_names_in_
+    ref = lifelines.CoxPHFitter().fit(pooled.assign(site=site), "week", "arrest",
+                                      strata=["site", "wexp"],
+                                      fit_options={"precision": 1e-16, "r_precision": 0})
+    np.testing.assert_allclose(remote.coef_, ref.params_.to_numpy(), rtol=1e-8)
+    lines = read_audit(root / f"{SITES[0]}-0" / "audit.jsonl")
+    assert any(line["operation"] == "survival.strata_levels" and line["outcome"] == "ok"
+               for line in lines)
+    # a level held by fewer than min_level_count rows at a site is refused there
+    with pytest.raises(SiteRefusal) as info:
+        FedCoxPH(strata=["site", "prio"]).fit(data)
+    assert info.value.rule == "min_level_count"
+    data.close()

@@ -396,9 +396,11 @@ def _model_options(args, remote=False):
                        "partial likelihood); --secure-aggregation protects each site's "
                        "messages.")
     if remote and args.strata not in (None, "site"):
-        raise CLIError(f"--strata {args.strata}: a strata column is for the rows in one "
-                       "file; with site-resident data the Cox model stratifies by site only "
-                       "(--strata site), or shares one baseline (no --strata).")
+        raise CLIError(f"--strata {args.strata}: on the command line a strata column is for "
+                       "the rows in one file; with site-resident data use --strata site or "
+                       "one shared baseline (no --strata), or fit FedCoxPH(strata=COLUMN) on "
+                       "the FederatedDataset in Python (each site then moves the column "
+                       "into its target).")
     return {"cov_type": args.cov_type, "strata": args.strata, "ties": args.ties,
             "time_grid": parse_time_grid(args.time_grid)}
 

@@ -273,6 +273,17 @@ class DataOperations:
 
         return self._inference(client_cox_residual_meat, analyst, args, record)
 
+    def _op_survival_strata_levels(self, analyst, args, record):
+        from ..survival._site import site_stratum_levels
+
+        site, (column,) = self._stats_args(args, record, "strata levels", 1)
+        out = site_stratum_levels(site, str(column))
+        if np.any(out["counts"] < self.policy.min_level_count):
+            raise Refused("min_level_count", f"a level of strata column {str(column)!r} is "
+                                              f"held by fewer than "
+                                              f"{self.policy.min_level_count} rows here")
+        return out
+
     def _op_evaluate_concordance(self, analyst, args, record):
         from ..survival._site import site_concordance
 

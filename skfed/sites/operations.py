@@ -112,6 +112,8 @@ OPERATIONS = {op.name: op for op in [
               "grid intervals (each site its own stratum; only on a time grid)", None, True),
     Operation("fit.cox_residuals", "the sandwich's p x p meat from the site's score "
               "residuals at a broadcast baseline", None, True),
+    Operation("survival.strata_levels", "the levels of a Cox model's strata column with "
+              "their row counts (each >= min_level_count)", None),
     Operation("evaluate.concordance", "four counts: concordant, discordant, tied and "
               "comparable pairs of the site's rows (Harrell's concordance)", None),
 ]}
@@ -120,6 +122,7 @@ OPERATIONS = {op.name: op for op in [
 def _cli_functions():
     """The command line's site functions (imported late: the CLI imports the estimators)."""
     from ..cli import inputs, remote, scaling
+    from ..survival import _site as _cox_site
     from ..preprocessing._summaries import _transform_site
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
@@ -146,13 +149,15 @@ def _cli_functions():
                   cox_site.client_cox_inference: "fit.cox_inference",
                   cox_site.client_cox_baseline: "fit.cox_baseline",
                   cox_site.client_cox_residual_meat: "fit.cox_residuals",
-                  cox_site.site_concordance: "evaluate.concordance"}
+                  cox_site.site_concordance: "evaluate.concordance",
+                  cox_site.site_stratum_levels: "survival.strata_levels"}
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)
     steps = {holdout_rows, reorder_columns, _transform_site, remote.split_site,
              remote._columns, remote._one_hot_site, scaling._standardize_site,
-             inputs._site_columns, inputs.impute_site, inputs.drop_incomplete_site}
+             inputs._site_columns, inputs.impute_site, inputs.drop_incomplete_site,
+             _cox_site.move_strata_to_target}
     return operations, steps
 
 

@@ -43,7 +43,7 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "data.check_target", "data.inspect", "evaluate.response_sums",
                       "evaluate.deviances", "survival.event_times", "fit.risk_sets",
                       "fit.cox_inference", "fit.cox_baseline", "fit.cox_residuals",
-                      "evaluate.concordance")
+                      "evaluate.concordance", "survival.strata_levels")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

@@ -24,6 +24,7 @@ from ..solvers.risk_sets import RiskSetNewton, client_risk_set_sums
 from ._baseline import BaselineMixin, _strata_spec
 from ._concordance import concordance_counts, concordance_index, index_from_counts
 from ._site import (client_cox_baseline, client_cox_inference, client_cox_residual_meat,
+                    move_strata_to_target, site_stratum_levels,
                     site_event_times)
 from ._target import split_survival
 
@@ -60,7 +61,9 @@ class FedCoxPH(BaselineMixin, WaldMixin, FederatedLinearModel):
         so each site sends only its gradient and Hessian and no event time
         leaves it. A column (a DataFrame column name, or an index of ``X``'s
         columns): one baseline per level of the column, shared across sites;
-        the column is not a covariate. ``["site", column]``: both.
+        the column is not a covariate (with a ``FederatedDataset`` each
+        site moves it out of its covariates; at a site service every level
+        must hold ``min_level_count`` rows). ``["site", column]``: both.
     time_grid : None, array-like or int, default=None
         ``None``: exact event times. A shared baseline then needs, each
         round, every site's risk-set sums at the pooled distinct event times
@@ -300,9 +303,10 @@ class FedCoxPH(BaselineMixin, WaldMixin, FederatedLinearModel):
                              "steps and standard errors would need noise calibrated to the "
                              "partial likelihood); use privacy=SecureAggregation().")
         if isinstance(X, FederatedDataset):
-            if column is not None:
-                raise ValueError("strata on a column is for in-memory rows; with a "
-                                 "FederatedDataset use strata=None or 'site'.")
+            if column is not None:  # each site moves the column into its target
+                tables = X.map(site_stratum_levels, str(column))
+                self.strata_levels_ = np.unique(np.concatenate([t["levels"] for t in tables]))
+                X = X.apply(move_strata_to_target, str(column), self.strata_levels_)
             dataset = self._dataset(X, y, clients, sample_weight, validate=None)
         else:
             if y is None:

@@ -142,3 +142,35 @@ def site_concordance(site, coef, edges=None):
         np.add.at(events, (a[event], b[event]), 1.0)
         out.update(rows=rows, events=events)
     return out
+
+
+def _strata_column(site, column):
+    X = site.X
+    if not hasattr(X, "columns") or column not in X.columns:
+        raise SiteError(site.site, f"no strata column {column!r} among the site's columns.")
+    values = X[column]
+    if values.isna().any():
+        raise SiteError(site.site, f"strata column {column!r} has {int(values.isna().sum())} "
+                                   "missing value(s); give them a level or drop the rows.")
+    return values.astype(str).to_numpy()
+
+
+def site_stratum_levels(site, column):
+    """The levels of the strata column at the site, with their row counts."""
+    levels, counts = np.unique(_strata_column(site, column), return_counts=True)
+    return {"levels": levels.astype(str), "counts": counts.astype(float)}
+
+
+def move_strata_to_target(site, column, levels):
+    """A row step: the strata column leaves the covariates, and each row's level (its
+    index in the public, sorted ``levels``) becomes the target's third column."""
+    values = _strata_column(site, column)
+    levels = np.asarray(levels, dtype=str)
+    codes = np.searchsorted(levels, values)
+    if np.any(codes >= levels.size) or np.any(levels[np.minimum(codes, levels.size - 1)]
+                                               != values):
+        raise SiteError(site.site, f"a level of strata column {column!r} is not among the "
+                                   "pooled levels.")
+    y = survival_array(site.y)[:, :2]
+    return site.replace(X=site.X.drop(columns=[column]),
+                        y=np.column_stack([y, codes.astype(float)]))
