@@ -208,7 +208,7 @@ def test_cox_through_site_services(rossi, tmp_path, capsys):
         err = capsys.readouterr().err
         assert "allow_event_times" in err and "--strata site" in err and "--time-grid" in err
         assert main([*argv, "--strata", "prio"]) == 2
-        assert "stratifies by site only" in capsys.readouterr().err
+        assert "FedCoxPH(strata=COLUMN)" in capsys.readouterr().err
     finally:
         for server in servers:
             server.stop()
