@@ -52,6 +52,33 @@ def event_grid(Y):
             for s in np.unique(stratum[event])}
 
 
+def grid_positions(grid, Y):
+    """For each row, in the grid's layout (strata sorted, times increasing): the index
+    of the last grid time at or below its time in its stratum (``-1``: none, or a
+    stratum without events), and the index where its stratum's times start."""
+    time, stratum = Y[:, 0], Y[:, 2]
+    pos = np.full(len(time), -1)
+    first = np.zeros(len(time), dtype=int)
+    start = 0
+    for s in sorted(grid):
+        rows = stratum == s
+        k = np.searchsorted(grid[s], time[rows], side="right") - 1
+        pos[rows] = np.where(k >= 0, k + start, -1)
+        first[rows] = start
+        start += len(grid[s])
+    return pos, first
+
+
+def _prefix_sums(values, pos, first):
+    """Each row's sum of ``values`` over its stratum's grid times up to ``pos``
+    (the grid times at which it was at risk)."""
+    values = np.asarray(values, dtype=float)
+    cum = np.concatenate([np.zeros((1,) + values.shape[1:]), np.cumsum(values, axis=0)])
+    out = cum[pos + 1] - cum[first]
+    out[pos < 0] = 0.0
+    return out
+
+
 def risk_set_sums(X, eta, Y, sw, grid, order=2):
     """The risk-set sums of one site's rows at the grid's event times.
 
@@ -76,18 +103,11 @@ def risk_set_sums(X, eta, Y, sw, grid, order=2):
     -------
     sums : dict of ndarray
     """
-    time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
+    time, event = Y[:, 0], Y[:, 1] > 0
     strata = sorted(grid)
     K = sum(len(grid[s]) for s in strata)
     # each row's last grid time at or below its own time (its risk sets run up to it)
-    pos = np.full(len(time), -1)
-    start = 0
-    for s in strata:
-        rows = stratum == s
-        times = grid[s]
-        k = np.searchsorted(times, time[rows], side="right") - 1
-        pos[rows] = np.where(k >= 0, k + start, -1)
-        start += len(times)
+    pos, _ = grid_positions(grid, Y)
     at_risk = pos >= 0
     if np.any(event & ~at_risk):  # an event before its stratum's first grid time
         raise ValueError("an event time is not on the grid of event times.")
@@ -190,29 +210,17 @@ def score_residuals(X, eta, Y, sw, grid, h, xbar):
     every tied row sees the same risk set (the definition that does not
     depend on how rows are ordered or split over sites).
     """
-    time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
+    event = Y[:, 1] > 0
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
-    n, p = Xd.shape
-    strata = sorted(grid)
-    cum_h = np.concatenate([[0.0], np.cumsum(h)])
-    cum_hx = np.vstack([np.zeros((1, p)), np.cumsum(h[:, None] * xbar, axis=0)])
-    r = np.zeros((n, p))
-    start = 0
-    for s in strata:
-        rows = np.flatnonzero(stratum == s)
-        times = grid[s]
-        k = np.searchsorted(times, time[rows], side="right") - 1  # last grid time <= T_i
-        top = np.where(k >= 0, start + k + 1, start)  # prefix end, within this stratum
-        H = cum_h[top] - cum_h[start]
-        M = cum_hx[top] - cum_hx[start]
-        with np.errstate(over="ignore"):
-            risk = np.exp(eta[rows])
-        ri = -risk[:, None] * (Xd[rows] * H[:, None] - M)
-        ev = event[rows] & (k >= 0)
-        ri[ev] += Xd[rows][ev] - xbar[start + k[ev]]
-        r[rows] = ri * sw[rows, None]
-        start += len(times)
-    return r
+    pos, first = grid_positions(grid, Y)
+    H = _prefix_sums(h, pos, first)
+    M = _prefix_sums(h[:, None] * xbar, pos, first)
+    with np.errstate(over="ignore"):
+        risk = np.exp(eta)
+    r = -risk[:, None] * (Xd * H[:, None] - M)
+    ev = event & (pos >= 0)
+    r[ev] += Xd[ev] - xbar[pos[ev]]
+    return r * sw[:, None]
 
 
 class CoxPartialLikelihood(Datafit):
@@ -267,21 +275,13 @@ class CoxPartialLikelihood(Datafit):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             ct = np.bincount(rep, weights=c / den, minlength=K)
             bt = np.bincount(rep, weights=c * f / den, minlength=K)
-        time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
+        event = Y[:, 1] > 0
         with np.errstate(over="ignore"):
             phi = sw * np.exp(eta)
-        g = -sw * event
-        start = 0
-        cum = np.concatenate([[0.0], np.cumsum(ct)])
-        for s in sorted(grid):
-            rows = np.flatnonzero(stratum == s)
-            times = grid[s]
-            k = np.searchsorted(times, time[rows], side="right") - 1
-            top = np.where(k >= 0, start + k + 1, start)
-            g[rows] += phi[rows] * (cum[top] - cum[start])
-            ev = event[rows] & (k >= 0)
-            g[rows[ev]] -= phi[rows[ev]] * bt[start + k[ev]]
-            start += len(times)
+        pos, first = grid_positions(grid, Y)
+        g = -sw * event + phi * _prefix_sums(ct, pos, first)
+        ev = event & (pos >= 0)
+        g[ev] -= phi[ev] * bt[pos[ev]]
         return g[:, None]
 
     def design_terms(self, X, Z, Y, sw, hessian=True):

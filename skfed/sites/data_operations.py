@@ -266,7 +266,7 @@ class DataOperations:
                         raise Refused("min_level_count", "an interval of the time grid holds "
                                       f"fewer than {self.policy.min_level_count} events or "
                                       "rows here; use wider intervals")
-        return self._inference(client_cox_baseline, analyst, args, record)
+        return client_cox_baseline(session.objective, *values)
 
     def _op_fit_cox_residuals(self, analyst, args, record):
         from ..survival._site import client_cox_residual_meat

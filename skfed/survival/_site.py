@@ -110,13 +110,13 @@ def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
 def site_concordance(site, coef, edges=None):
     """Harrell's concordance counts of the risk scores ``X @ coef`` on the site's rows.
 
-    Returns the counts of concordant, discordant, tied-risk and comparable
-    pairs among its own rows, and the moments of its risk scores and log
-    follow-up times (``n``, sums and sums of squares). With ``edges`` (bin
-    edges ``{"time": ..., "risk": ...}``, public), also the histograms of
-    its rows and of its events over (time bin, risk bin): what the server
-    needs to count the pairs of rows at two different sites, to within the
-    pairs that share a bin.
+    Without ``edges``: the counts of concordant, discordant, tied-risk and
+    comparable pairs among its own rows, and the moments of its risk scores
+    and log follow-up times (``n``, sums and sums of squares). With
+    ``edges`` (bin edges ``{"time": ..., "risk": ...}``, public, from those
+    moments): only the histograms of its rows and of its events over (time
+    bin, risk bin), from which the server counts the pairs of rows at two
+    different sites, to within the pairs that share a bin.
     """
     from ..data.site import numeric_matrix
     from ._concordance import concordance_counts
@@ -128,20 +128,20 @@ def site_concordance(site, coef, edges=None):
         raise SiteError(site.site, f"{X.shape[1]} covariates here, {coef.size} coefficients.")
     event, time = y[:, 0] > 0, y[:, 1]
     risk = np.asarray(X @ coef).ravel()
-    out = {k: float(v) for k, v in concordance_counts(event, time, risk).items()}
     lt = np.log1p(time)
-    out.update(n=float(len(risk)), risk_sum=float(risk.sum()), risk_sq=float(risk @ risk),
-               time_sum=float(lt.sum()), time_sq=float(lt @ lt))
-    if edges is not None:
-        a = np.searchsorted(np.asarray(edges["time"], dtype=float), lt, side="right")
-        b = np.searchsorted(np.asarray(edges["risk"], dtype=float), risk, side="right")
-        shape = (len(edges["time"]) + 1, len(edges["risk"]) + 1)
-        rows = np.zeros(shape)
-        np.add.at(rows, (a, b), 1.0)
-        events = np.zeros(shape)
-        np.add.at(events, (a[event], b[event]), 1.0)
-        out.update(rows=rows, events=events)
-    return out
+    if edges is None:  # the first pass: the site's own pairs and the pooled moments' parts
+        out = {k: float(v) for k, v in concordance_counts(event, time, risk).items()}
+        out.update(n=float(len(risk)), risk_sum=float(risk.sum()), risk_sq=float(risk @ risk),
+                   time_sum=float(lt.sum()), time_sq=float(lt @ lt))
+        return out
+    a = np.searchsorted(np.asarray(edges["time"], dtype=float), lt, side="right")
+    b = np.searchsorted(np.asarray(edges["risk"], dtype=float), risk, side="right")
+    shape = (len(edges["time"]) + 1, len(edges["risk"]) + 1)
+    rows = np.zeros(shape)
+    np.add.at(rows, (a, b), 1.0)
+    events = np.zeros(shape)
+    np.add.at(events, (a[event], b[event]), 1.0)
+    return {"rows": rows, "events": events}
 
 
 def _strata_column(site, column):

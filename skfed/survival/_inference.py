@@ -1,0 +1,160 @@
+"""The pass at a fitted :class:`~skfed.survival.FedCoxPH`'s optimum and its results:
+information, log partial likelihoods, sandwich meats, the baseline's sums, and the
+regression table read from them."""
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ..datafits.cox import baseline_increments, cox_terms
+from ..linear_model._inference import InferenceError, _symmetric_inverse, site_sums
+from ..solvers.newton import unpack_upper
+from ..solvers.risk_sets import client_risk_set_sums
+from ._site import client_cox_baseline, client_cox_inference, client_cox_residual_meat
+
+
+class CoxInferenceMixin:
+    """``_final_pass`` (run by ``_fit_federated`` while the sites are open) and the
+    fitted inference it leaves: ``cov_params_``, ``loglike_``, ``summary()``..."""
+
+    # -- the pass at the optimum (called by _fit_federated while the sites are open)
+    def _final_pass(self, executor, problem, solver, theta):
+        from ..sites import SiteRefusal
+
+        self._inference, self._inference_why = None, None
+        self._baseline = self._baseline_why = None
+        N = problem.n_clients
+        scale = 1.0 / max(float(problem.weight_total), 1.0)
+        traffic = rounds = 0
+        p = problem.layout.n_coef
+        if self._by_site:
+            terms, traffic = site_sums(executor, solver, client_cox_inference,
+                                       (theta, self.cov_type), N, scale)
+            rounds = 1
+            information = unpack_upper(np.asarray(terms["information"]), p)
+            loglike, loglike_null = float(terms["loglike"]), float(terms["loglike_null"])
+            meat = None if self.cov_type == "nonrobust" else unpack_upper(
+                np.asarray(terms["meat"]), p)
+            if self.privacy is None:  # each site's own: no sum to mask
+                try:
+                    replies = executor.map(client_cox_baseline, [(j, (theta, self.time_grid_))
+                                                                 for j in range(N)])
+                    self._baseline = {"by_site": True, "replies": replies}
+                    rounds += 1
+                except SiteRefusal as refusal:  # the fit stands; predictions say why not
+                    self._baseline_why = str(refusal)
+        else:
+            # the risk-set sums at the fit and at zero, each site's times the public
+            # scale (masked under secure aggregation, which checks that scale)
+            grid = self._fit_grid
+
+            def pooled(theta, order):
+                sums, cost = site_sums(executor, solver, client_risk_set_sums,
+                                       (theta, grid, order), N, scale)
+                return {k: np.asarray(v, dtype=float) for k, v in sums.items()}, cost
+
+            sums, traffic = pooled(theta, 2)
+            value, _, information = cox_terms(sums, self.ties)
+            null, extra = pooled(np.zeros_like(theta), 0)
+            traffic += extra
+            loglike, loglike_null = -value, -cox_terms(null, self.ties, 0)[0]
+            h, xbar = baseline_increments(sums)
+            self._baseline = {"by_site": False, "grid": grid, "hazard": h}
+            rounds = 2
+            meat = None
+            if self.cov_type != "nonrobust":
+                terms, extra = site_sums(executor, solver, client_cox_residual_meat,
+                                         (theta, grid, h, xbar, self.cov_type), N, scale)
+                meat = unpack_upper(np.asarray(terms["meat"]), p)
+                traffic += extra
+                rounds += 1
+        self._inference_cost = (traffic, rounds)
+        names = self._covariate_names(p)
+        why = None
+        if self.alpha > 0 and self.l1_ratio > 0:
+            why = (f"the L1 part of the penalty (l1_ratio={self.l1_ratio:g}) has no second "
+                   "derivative at the zeros it makes, so there is no information matrix; "
+                   "refit with l1_ratio=0 (ridge) or alpha=0 for standard errors")
+        elif self.alpha > 0:
+            # lifelines' standard errors of a penalized fit: the inverse of the
+            # penalized information (the ridge adds W alpha on the diagonal)
+            information = information + float(problem.weight_total) * self.alpha * np.eye(p)
+        cov = None
+        if why is None:
+            inverse, why = _symmetric_inverse(information, names)
+            if inverse is not None:
+                cov = inverse if meat is None else inverse @ meat @ inverse
+        self._inference = {"loglike": loglike, "loglike_null": loglike_null, "cov": cov,
+                           "names": names}
+        self._inference_why = why
+
+    def _covariate_names(self, p):
+        if hasattr(self, "feature_names_in_"):
+            return [str(c) for c in self.feature_names_in_]
+        return [f"x{k}" for k in range(p)]
+
+    # -- fitted results ----------------------------------------------------------
+    def _cov(self):
+        check_is_fitted(self)
+        info = getattr(self, "_inference", None)
+        if info is None or info["cov"] is None:
+            why = getattr(self, "_inference_why", None) or "no inference for this fit"
+            raise InferenceError(f"FedCoxPH: no standard errors for this fit: "
+                                 f"{why.rstrip('.')}.")
+        return info["cov"]
+
+    @property
+    def cov_params_(self):
+        """Covariance of ``coef_`` (``cov_type``)."""
+        return self._cov()
+
+    @property
+    def params_(self):
+        """The coefficients, as the Wald tests read them (``coef_``)."""
+        check_is_fitted(self)
+        return self.coef_
+
+    @property
+    def loglike_(self):
+        """The log partial likelihood at the fit."""
+        check_is_fitted(self)
+        return self._inference["loglike"]
+
+    @property
+    def loglike_null_(self):
+        """The log partial likelihood at ``coef_ = 0``."""
+        check_is_fitted(self)
+        return self._inference["loglike_null"]
+
+    @property
+    def param_names_(self):
+        """Covariate names (``feature_names_in_`` or ``x0, x1, ...``)."""
+        check_is_fitted(self)
+        return list(self._inference["names"])
+
+    def summary(self, alpha=0.05):
+        """The regression table with hazard ratios (lifelines' ``summary`` columns).
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+            One minus the confidence level of the intervals.
+
+        Returns
+        -------
+        table : pandas.DataFrame or dict
+            Rows: covariates. Columns ``coef``, ``exp(coef)``, ``se(coef)``,
+            the intervals of ``coef`` and of ``exp(coef)``, ``z`` and ``p``.
+        """
+        ci = self.conf_int(alpha)
+        level = f"{100 * (1 - alpha):g}%"
+        columns = {"coef": self.coef_, "exp(coef)": self.hazard_ratios_, "se(coef)": self.bse_,
+                   f"coef lower {level}": ci[:, 0], f"coef upper {level}": ci[:, 1],
+                   f"exp(coef) lower {level}": np.exp(ci[:, 0]),
+                   f"exp(coef) upper {level}": np.exp(ci[:, 1]),
+                   "z": self.tvalues_, "p": self.pvalues_}
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            return {"index": self.param_names_, **columns}
+        return pd.DataFrame(columns, index=pd.Index(self.param_names_, name="covariate"))
+
