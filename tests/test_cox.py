@@ -367,7 +367,7 @@ def test_efron_equals_lifelines(name, split, strata):
     ll0 = O.cox_derivatives(np.zeros(X.shape[1]), X, tm, ev, None, strata_rows)[0]
     assert est.loglike_null_ == pytest.approx(ll0, rel=1e-12)
     assert est.n_clients_ == 4
-    assert 1 <= est.n_iter_ <= est.max_rounds
+    assert 1 <= est.n_iter_ <= 8  # Newton: a handful of rounds (measured 5 or 6)
     bytes_up = np.asarray(est.history_.to_dict()["bytes_up"], float)
     assert np.nansum(bytes_up) > 0
     np.testing.assert_allclose(est.predict(X), X.to_numpy() @ est.coef_, rtol=1e-12, atol=1e-12)
