@@ -12,12 +12,10 @@ from ..base import FederatedLinearModel, fit_all_or_nothing
 from ..data import FederatedDataset
 from ..data.site import Targets
 from ..datafits.cox import CoxPartialLikelihood
-from ..executors import EXECUTORS, Executor
 from ..federation.clients import describe_label
 from ..federation.layout import Layout
 from ..linear_model._inference import WaldMixin
 from ..penalties import ElasticNet
-from ..privacy.secure_rounds import SecureAggregation
 from ..solvers.newton import FedNewton
 from ..solvers.risk_sets import RiskSetNewton
 from ._baseline import BaselineMixin, _strata_spec
@@ -195,15 +193,10 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
         "time_grid": [None, "array-like", Interval(Integral, 2, None, closed="left")],
         "cov_type": [StrOptions(set(COV_TYPES))],
         "solver": [StrOptions({"auto", "newton"}), FedNewton],
-        "max_rounds": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "monitor_every": [Interval(Integral, 1, None, closed="left")],
-        "privacy": [SecureAggregation, None],
-        "executor": [StrOptions(set(EXECUTORS)), Executor],
-        "n_jobs": [Integral, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "warm_start": ["boolean"],
+        # the shared parameters it takes, as every estimator checks them
+        **{k: FederatedLinearModel._parameter_constraints[k]
+           for k in ("max_rounds", "tol", "monitor_every", "privacy", "executor", "n_jobs",
+                     "random_state", "verbose", "warm_start")},
     }
     # the Cox model has no intercept, every site takes part in every Newton round,
     # and each site weighs its share of the (weighted) rows: the pooled likelihood
