@@ -1,4 +1,5 @@
-"""``skfed site serve CONFIG``: run a site service (see ``docs/data-officers.md``)."""
+"""``skfed site serve CONFIG``: run a site service; ``skfed site check CONFIG``: list every
+problem of its configuration, or what it allows (see ``docs/data-officers.md``)."""
 
 import signal
 import sys
@@ -11,17 +12,23 @@ def add_site_parser(sub):
         "serve", help="answer skfed's named operations on this site's datasets, under its "
                       "policy, with an audit log (gRPC over mutual TLS)")
     serve.add_argument("config", help="the site's TOML configuration")
-    check = actions.add_parser("check", help="read the configuration and say what it allows")
+    check = actions.add_parser(
+        "check", help="read the configuration: list every problem (exit 2), or say what it "
+                      "allows")
     check.add_argument("config", help="the site's TOML configuration")
 
 
 def run_site(args):
-    from ..sites.policy import load_config
+    from ..sites.policy import check_config
 
-    try:
-        config = load_config(args.config)
-    except (ValueError, OSError) as exc:
-        print(f"skfed site: error: {exc}", file=sys.stderr)
+    # serve and check read the configuration alike: a problem stops the service
+    config, problems = check_config(args.config)
+    if problems:
+        if len(problems) > 1:
+            print(f"skfed site: error: {len(problems)} problems in {args.config!r}; the "
+                  "service does not start:", file=sys.stderr)
+        for problem in problems:
+            print(f"skfed site: error: {problem}", file=sys.stderr)
         return 2
     if args.site_command == "check":
         print(describe_config(config))
@@ -48,20 +55,29 @@ def describe_config(config):
     """What a site's configuration allows, in words (``skfed site check``)."""
     p = config.policy
     lines = [f"site {config.name!r} listens on {config.listen}",
-             f"datasets: " + ", ".join(
-                 f"{d.name} ({'all columns' if d.columns is None else ', '.join(d.columns)})"
-                 for d in config.datasets.values()),
-             "analysts: " + ("any analyst certificate of the federation's CA"
-                             if p.analysts is None else ", ".join(p.analysts)),
+             "datasets: " + ", ".join(f"{d.name} ({_listed(d.columns, 'all columns')})"
+                                      for d in config.datasets.values()),
+             "analysts: " + _listed(p.analysts, "any analyst certificate of the federation's "
+                                                "CA"),
              "operations: " + ", ".join(p.operations),
-             "solvers: " + ("all of skfed's" if p.solvers is None else ", ".join(p.solvers)),
+             "solvers: " + _listed(p.solvers, "all of skfed's"),
+             "losses: " + _listed(p.losses, "all of skfed's"),
              f"min_rows = {p.min_rows}, min_level_count = {p.min_level_count}, "
              f"max_parameters_per_row = {p.max_parameters_per_row}",
+             f"work: max_local_iterations = {p.max_local_iterations}, max_request_seconds = "
+             f"{p.max_request_seconds:g}",
              "require: " + (", ".join(p.require) or "nothing"),
-             *(f"analyst {a}: datasets {', '.join(r.get('datasets', ['all']))}; operations "
-               f"{', '.join(r.get('operations', ['all served']))}" for a, r in p.access.items()),
+             *(f"analyst {a}: datasets {_listed(r.get('datasets'), 'all')}; operations "
+               f"{_listed(r.get('operations'), 'all served')}" for a, r in p.access.items()),
              f"privacy: epsilon_budget = {p.epsilon_budget} per dataset, max_delta = "
              f"{p.max_delta}, min_noise_multiplier = {p.min_noise_multiplier}; ledger "
              f"{config.ledger}",
              f"audit log: {config.audit}"]
     return "\n".join(lines)
+
+
+def _listed(values, everything):
+    """A policy list in words: ``None`` allows everything, an empty list nothing."""
+    if values is None:
+        return everything
+    return ", ".join(values) if values else "none"

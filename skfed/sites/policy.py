@@ -24,8 +24,15 @@ The site's administrator writes one TOML file (paths relative to it)::
 
 Every rule has a safe default and is checked at the site, before any
 computation on the rows; a refusal names the rule and the site.
+
+The configuration fails closed: an unknown table or key (``[polcy]``,
+``colums``) stops the service, naming it, and an empty list means nothing,
+never everything (``operations = []`` serves no operation, ``columns = []``
+no column); a site that would answer nothing, or no one, is refused.
+``skfed site check`` lists every problem (:func:`check_config`).
 """
 
+import difflib
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -48,6 +55,16 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
 REQUIREMENTS = ("secure_aggregation", "differential_privacy")
+#: the keys of [policy] (:class:`Policy`)
+POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_level_count",
+               "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
+               "min_noise_multiplier", "allow_exact_quantiles", "allow_event_times",
+               "max_local_iterations", "max_request_seconds")
+#: every table of a site's configuration and the keys it takes ([datasets] and [access]:
+#: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
+TABLES = {"site": ("name", "listen"), "tls": ("ca", "cert", "key"),
+          "datasets": ("path", "columns"), "policy": POLICY_KEYS, "audit": ("path",),
+          "privacy": ("ledger",), "access": ("datasets", "operations")}
 
 
 class Refused(Exception):
@@ -79,6 +96,9 @@ class DatasetConfig:
 @dataclass
 class Policy:
     """What the site allows (see the module docstring and ``docs/data-officers.md``).
+
+    ``None`` in a list allows everything (the key left out); an empty list
+    allows nothing.
 
     Attributes
     ----------
@@ -119,6 +139,13 @@ class Policy:
         Whether the exact federated median (the imputer's bisection) may run:
         it releases the site's minimum, maximum and the values next to each
         threshold, single rows' values.
+    max_local_iterations : int
+        The most iterations of any loop (rounds of a local fit, local steps,
+        inner iterations) an analyst's request may ask of the site
+        (:func:`skfed.sites.host.check_work`); refused before any work.
+    max_request_seconds : float
+        The longest a request may run; the answer of one that ran longer is
+        not released.
     allow_event_times : bool
         Whether exact event times may leave the site (a Cox model whose
         baseline hazard is shared across sites, without a time grid): the
@@ -146,6 +173,9 @@ class Policy:
     min_noise_multiplier: float = 0.0
     allow_exact_quantiles: bool = False
     allow_event_times: bool = False
+    #: analyst-chosen work (host.py reads these); the defaults admit skfed's own defaults
+    max_local_iterations: int = 100_000
+    max_request_seconds: float = 600.0
     #: per analyst: {"datasets": (...), "operations": (...)} narrowing the rest
     access: dict = field(default_factory=dict)
 
@@ -166,12 +196,49 @@ class SiteConfig:
     ledger: Path = None
 
 
+class _Problems(list):
+    """The problems of one configuration, collected so that ``skfed site check`` names
+    them all (and :func:`load_config` refuses to start on any of them)."""
+
+    def take(self, parse, *args, default=None, **kwargs):
+        """``parse(*args, **kwargs)``; on ``ValueError``, note it and return ``default``."""
+        try:
+            return parse(*args, **kwargs)
+        except ValueError as exc:
+            self.append(str(exc))
+            return default
+
+    def unknown(self, what, table, known):
+        """Note each key of ``table`` (named ``what``) that is not in ``known``: a
+        misspelt key would otherwise be ignored, and its rule silently not apply."""
+        for key in table:
+            if key not in known:
+                self.append(f"{what} has an unknown key {key!r}{_closest(key, known)}; "
+                            f"known keys: {sorted(known)}.")
+
+
+def _closest(name, known, template="{!r}"):
+    """`` (did you mean ...?)`` with the known name closest to ``name``, if one is close."""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f" (did you mean {template.format(close[0])}?)" if close else ""
+
+
 def _strings(value, what):
     if value is None:
         return None
-    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{what} must be a list of strings; got {value!r}.")
     return tuple(value)
+
+
+def _names(raw, key, known, known_as, what="[policy]"):
+    """``raw[key]``: names each in ``known``; ``None`` if absent, ``()`` if empty (an
+    empty list allows nothing, never everything)."""
+    values = _strings(raw.get(key), f"{what} {key}")
+    bad = [v for v in values or () if v not in known]
+    if bad:
+        raise ValueError(f"{what} {key} names {bad[0]!r}{known_as} {sorted(known)}.")
+    return values
 
 
 def _number(raw, key, default, *, integer, minimum):
@@ -190,130 +257,242 @@ def _boolean(raw, key, default):
     return value
 
 
-def parse_policy(raw):
-    """A :class:`Policy` from the ``[policy]`` table (unknown keys are refused)."""
-    from . import operations
-
-    known = {"analysts", "operations", "solvers", "losses", "min_rows", "min_level_count",
-             "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
-             "min_noise_multiplier", "allow_exact_quantiles", "allow_event_times"}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(f"[policy] has an unknown key {unknown[0]!r}; known keys: "
-                         f"{sorted(known)}.")
-    ops = _strings(raw.get("operations"), "[policy] operations") or DEFAULT_OPERATIONS
-    bad = [op for op in ops if op not in operations.OPERATIONS]
-    if bad:
-        raise ValueError(f"[policy] operations names {bad[0]!r}, which is not a site "
-                         f"operation; the operations are {sorted(operations.OPERATIONS)}.")
-    require = _strings(raw.get("require", []), "[policy] require")
-    bad = [r for r in require if r not in REQUIREMENTS]
-    if bad:
-        raise ValueError(f"[policy] require names {bad[0]!r}; use {list(REQUIREMENTS)}.")
-    solvers = _strings(raw.get("solvers"), "[policy] solvers")
-    if solvers is not None:
-        from ..solvers import SOLVERS
-
-        bad = [s for s in solvers if s not in SOLVERS]
-        if bad:
-            raise ValueError(f"[policy] solvers names {bad[0]!r}; skfed's solvers are "
-                             f"{sorted(SOLVERS)}.")
-    losses = _strings(raw.get("losses"), "[policy] losses")
-    if losses is not None:
-        from .. import datafits
-
-        known_losses = sorted(n for n, c in vars(datafits).items()
-                              if isinstance(c, type) and issubclass(c, datafits.Datafit)
-                              and c is not datafits.Datafit)
-        bad = [x for x in losses if x not in known_losses]
-        if bad:
-            raise ValueError(f"[policy] losses names {bad[0]!r}; skfed's losses are "
-                             f"{known_losses}.")
-    return Policy(
-        analysts=_strings(raw.get("analysts"), "[policy] analysts"), operations=ops,
-        solvers=solvers, losses=losses,
-        min_rows=_number(raw, "min_rows", 10, integer=True, minimum=1),
-        min_level_count=_number(raw, "min_level_count", 5, integer=True, minimum=1),
-        max_parameters_per_row=_number(raw, "max_parameters_per_row",
-                                       DEFAULT_MAX_PARAMETERS_PER_ROW, integer=False,
-                                       minimum=0),
-        require=require, min_sites=_number(raw, "min_sites", 1, integer=True, minimum=1),
-        epsilon_budget=_number(raw, "epsilon_budget", 10.0, integer=False, minimum=0),
-        max_delta=_number(raw, "max_delta", 1e-5, integer=False, minimum=0),
-        min_noise_multiplier=_number(raw, "min_noise_multiplier", 0.0, integer=False,
-                                     minimum=0),
-        allow_exact_quantiles=_boolean(raw, "allow_exact_quantiles", False),
-        allow_event_times=_boolean(raw, "allow_event_times", False))
+#: the numeric keys of [policy]: (integer, minimum); their defaults are :class:`Policy`'s
+_NUMBERS = {"min_rows": (True, 1), "min_level_count": (True, 1),
+            "max_parameters_per_row": (False, 0), "min_sites": (True, 1),
+            "epsilon_budget": (False, 0), "max_delta": (False, 0),
+            "min_noise_multiplier": (False, 0), "max_local_iterations": (True, 1),
+            "max_request_seconds": (False, 1)}
 
 
-def _parse_access(raw, datasets, policy):
-    """``[access.<analyst>]``: ``datasets`` and ``operations`` that analyst may use."""
+def _policy_names(raw, problems):
+    """The name lists of ``[policy]``: who, which operations, solvers, losses, protection."""
+    from .. import datafits
+    from ..solvers import SOLVERS
+    from .operations import OPERATIONS
+
+    losses = [n for n, c in vars(datafits).items() if isinstance(c, type)
+              and issubclass(c, datafits.Datafit) and c is not datafits.Datafit]
+    take = problems.take
+    names = {
+        "analysts": take(_strings, raw.get("analysts"), "[policy] analysts"),
+        # on a bad name: every operation, so that [access] is checked against something
+        "operations": take(_names, raw, "operations", OPERATIONS, ", which is not a site "
+                           "operation; the operations are", default=DEFAULT_OPERATIONS),
+        "solvers": take(_names, raw, "solvers", SOLVERS, "; skfed's solvers are"),
+        "losses": take(_names, raw, "losses", losses, "; skfed's losses are"),
+        "require": take(_names, raw, "require", REQUIREMENTS, "; use", default=()) or ()}
+    # a site that answers nothing, or no one, is a mistake: refused rather than served
+    if names["operations"] == ():
+        problems.append("[policy] operations = [] serves no operation: the site would answer "
+                        "nothing (leave the key out to serve every operation).")
+    elif names["operations"] is None:
+        names["operations"] = DEFAULT_OPERATIONS
+    if names["analysts"] == ():
+        problems.append("[policy] analysts = [] allows no analyst: the site would answer no "
+                        "one (leave the key out to allow every analyst certificate of the "
+                        "federation's CA).")
+    return names
+
+
+def parse_policy(raw, problems=None):
+    """A :class:`Policy` from the ``[policy]`` table.
+
+    Parameters
+    ----------
+    raw : dict
+        The table, as TOML reads it. An empty list allows nothing (no
+        operation, solver, loss or analyst), never everything.
+    problems : _Problems, optional
+        Where :func:`check_config` collects every problem; without it, any
+        problem raises.
+
+    Returns
+    -------
+    policy : Policy
+
+    Raises
+    ------
+    ValueError
+        Without ``problems``: naming every unknown key and bad value, one a
+        line.
+    """
+    found = _Problems() if problems is None else problems
+    found.unknown("[policy]", raw, POLICY_KEYS)
+    numbers = {key: found.take(_number, raw, key, getattr(Policy, key), integer=integer,
+                               minimum=minimum, default=getattr(Policy, key))
+               for key, (integer, minimum) in _NUMBERS.items()}
+    flags = {key: found.take(_boolean, raw, key, False, default=False)
+             for key in ("allow_exact_quantiles", "allow_event_times")}
+    policy = Policy(**_policy_names(raw, found), **numbers, **flags)
+    if problems is None and found:
+        raise ValueError("\n".join(found))
+    return policy
+
+
+def _parse_access(raw, datasets, policy, problems=None):
+    """``[access.<analyst>]``: the ``datasets`` and ``operations`` one analyst may use.
+
+    An empty list there allows that analyst nothing. ``datasets``: the names
+    the site declares; ``problems`` as in :func:`parse_policy`.
+    """
+    found = _Problems() if problems is None else problems
     access = {}
     for analyst, rules in raw.items():
-        if not isinstance(rules, dict) or set(rules) - {"datasets", "operations"}:
-            raise ValueError(f"[access.{analyst}] takes datasets = [...] and operations = "
-                             "[...] only.")
+        what = f"[access.{analyst}]"
+        if not isinstance(rules, dict):
+            found.append(f"{what} must be a table taking datasets = [...] and operations = "
+                         f"[...] only; got {rules!r}.")
+            continue
+        found.unknown(what, rules, TABLES["access"])
         entry = {}
-        for key, known in (("datasets", datasets), ("operations", policy.operations)):
-            values = _strings(rules.get(key), f"[access.{analyst}] {key}")
+        # operations = [] is already a problem: not one more per [access] table
+        served = policy.operations or DEFAULT_OPERATIONS
+        for key, known in (("datasets", datasets), ("operations", served)):
+            values = found.take(_names, rules, key, known, ", which the site does not serve; "
+                                "it serves", what)
             if values is not None:
-                bad = [v for v in values if v not in known]
-                if bad:
-                    raise ValueError(f"[access.{analyst}] {key} names {bad[0]!r}, which the "
-                                     f"site does not serve; it serves {sorted(known)}.")
                 entry[key] = values
         access[analyst] = entry
+    if problems is None and found:
+        raise ValueError("\n".join(found))
     return access
 
 
-def load_config(path):
-    """Read a site's TOML configuration; paths are resolved against its folder.
+def _parse_datasets(raw, base, problems):
+    """``[datasets.<name>]``: each dataset's file and usable columns (``columns = []``: no
+    column); a site whose datasets serve nothing is refused."""
+    datasets = {}
+    for name, conf in raw.items():
+        what = f"[datasets.{name}]"
+        if not isinstance(conf, dict) or not isinstance(conf.get("path"), str) \
+                or not conf["path"]:
+            problems.append(f"{what} needs path = '...'.")
+            if not isinstance(conf, dict):
+                continue
+        problems.unknown(what, conf, TABLES["datasets"])
+        columns = problems.take(_strings, conf.get("columns"), f"{what} columns")
+        if isinstance(conf.get("path"), str) and conf["path"]:
+            datasets[name] = DatasetConfig(name, (base / conf["path"]).resolve(), columns)
+    if not raw:
+        problems.append("[datasets] declares no dataset: the site would serve nothing.")
+    elif datasets and all(d.columns == () for d in datasets.values()):
+        problems.append("every dataset has columns = []: the site would serve no column "
+                        "(leave the key out to serve every column of the file).")
+    return datasets
 
-    Raises ``ValueError`` naming the missing or malformed key.
+
+def _path(table, tab, key, base, default=None):
+    value = table.get(key, default)
+    if not isinstance(value, str) or not value:
+        got = "" if value is None else f"; got {value!r}"
+        raise ValueError(f"[{tab}] {key} must be a path (relative to the config file){got}.")
+    return (base / value).resolve()
+
+
+def _site_name(value):
+    try:
+        return check_site_name(value)
+    except ValueError as exc:
+        raise ValueError(f"[site] name: {exc}") from None
+
+
+def _listen(value):
+    if not isinstance(value, str) or ":" not in value:
+        raise ValueError("[site] listen must be 'host:port' (e.g. '127.0.0.1:50051').")
+    return value
+
+
+def _tables(raw, where, problems):
+    """Each known table of ``raw`` (``{}`` if absent); notes unknown, missing and
+    malformed tables. An unknown table is never ignored: ``[polcy]`` would drop its
+    rules."""
+    for name, value in raw.items():
+        if name not in TABLES:
+            kind = (f"an unknown table [{name}]{_closest(name, TABLES, '[{}]')}"
+                    if isinstance(value, dict)
+                    else f"an unknown top-level key {name!r}{_closest(name, TABLES)}")
+            problems.append(f"{where} has {kind}, whose rules would not apply; the tables "
+                            f"are {', '.join(f'[{t}]' for t in TABLES)}.")
+    tables = {}
+    for name in TABLES:
+        value = raw.get(name, {})
+        if name not in raw and name in ("site", "tls"):
+            problems.append(f"{where} needs a [{name}] table.")
+        elif not isinstance(value, dict):
+            problems.append(f"[{name}] must be a table; got {name} = {value!r}.")
+            value = {}
+        if name not in ("datasets", "access", "policy"):  # those are checked by their parsers
+            problems.unknown(f"[{name}]", value, TABLES[name])
+        tables[name] = value
+    return tables
+
+
+def check_config(path):
+    """Every problem of a site's configuration, and the configuration if it has none.
+
+    Parameters
+    ----------
+    path : str or Path
+        The site's TOML file; the paths in it are relative to its folder.
+
+    Returns
+    -------
+    config : SiteConfig or None
+        ``None`` if any problem was found.
+    problems : list of str
+        Each problem, naming its table and key (with the closest known name
+        of a misspelt one); empty if the configuration is fine.
     """
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"no site configuration at {str(path)!r}.") from None
+        return None, [f"no site configuration at {str(path)!r}."]
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{str(path)!r} is not valid TOML: {exc}.") from None
-    base = path.resolve().parent
+        return None, [f"{str(path)!r} is not valid TOML: {exc}."]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [f"{str(path)!r} cannot be read: {exc}."]
+    base, problems = path.resolve().parent, _Problems()
+    tables = _tables(raw, repr(str(path)), problems)
+    site, tls, take = tables["site"], tables["tls"], problems.take
+    name = take(_site_name, site.get("name")) if "site" in raw else None
+    listen = take(_listen, site.get("listen")) if "site" in raw else None
+    ca, cert, key = ((take(_path, tls, "tls", k, base) for k in TABLES["tls"])
+                     if "tls" in raw else (None, None, None))
+    audit = take(_path, tables["audit"], "audit", "path", base, "audit.jsonl")
+    ledger = take(_path, tables["privacy"], "privacy", "ledger", base, "privacy-ledger.json")
+    datasets = _parse_datasets(tables["datasets"], base, problems)
+    policy = parse_policy(tables["policy"], problems)
+    policy.access = _parse_access(tables["access"], list(tables["datasets"]), policy,
+                                  problems)
+    if problems:
+        return None, list(problems)
+    return SiteConfig(name=name, listen=listen, ca=ca, cert=cert, key=key, datasets=datasets,
+                      policy=policy, audit=audit, data_dir=base, ledger=ledger), []
 
-    def table(name):
-        value = raw.get(name)
-        if not isinstance(value, dict):
-            raise ValueError(f"{str(path)!r} needs a [{name}] table.")
-        return value
 
-    def file(tab, key):
-        value = table(tab).get(key)
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"[{tab}] {key} must be a path (relative to the config file).")
-        return (base / value).resolve()
+def load_config(path):
+    """Read a site's TOML configuration; paths are resolved against its folder.
 
-    site = table("site")
-    name = check_site_name(site.get("name"))
-    listen = site.get("listen")
-    if not isinstance(listen, str) or ":" not in listen:
-        raise ValueError("[site] listen must be 'host:port' (e.g. '127.0.0.1:50051').")
-    datasets = {}
-    for dname, dconf in table("datasets").items():
-        if not isinstance(dconf, dict) or not isinstance(dconf.get("path"), str):
-            raise ValueError(f"[datasets.{dname}] needs path = '...'.")
-        datasets[dname] = DatasetConfig(dname, (base / dconf["path"]).resolve(),
-                                        _strings(dconf.get("columns"),
-                                                 f"[datasets.{dname}] columns"))
-    if not datasets:
-        raise ValueError("[datasets] declares no dataset: the site would serve nothing.")
-    audit = raw.get("audit", {})
-    audit_path = (base / audit["path"]).resolve() if audit.get("path") else base / "audit.jsonl"
-    privacy = raw.get("privacy", {})
-    ledger = ((base / privacy["ledger"]).resolve() if privacy.get("ledger")
-              else base / "privacy-ledger.json")
-    policy = parse_policy(raw.get("policy", {}))
-    policy.access = _parse_access(raw.get("access", {}), datasets, policy)
-    return SiteConfig(name=name, listen=listen, ca=file("tls", "ca"), cert=file("tls", "cert"),
-                      key=file("tls", "key"), datasets=datasets,
-                      policy=policy, audit=audit_path,
-                      data_dir=base, ledger=ledger)
+    Parameters
+    ----------
+    path : str or Path
+        The site's TOML file.
+
+    Returns
+    -------
+    config : SiteConfig
+
+    Raises
+    ------
+    ValueError
+        On any problem :func:`check_config` finds, naming every one, one a
+        line: an unknown table or key, a missing or malformed value, a
+        service that would answer nothing. The service fails closed: it does
+        not start on a configuration it does not fully understand.
+    """
+    config, problems = check_config(path)
+    if problems:
+        raise ValueError("\n".join(problems))
+    return config

@@ -1,0 +1,170 @@
+"""A site's configuration fails closed: an unknown table or key stops the service, an
+empty list means nothing, and ``skfed site check`` lists every problem at once."""
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("cryptography")
+
+from sklearn.datasets import load_diabetes  # noqa: E402
+
+from skfed.cli.main import main  # noqa: E402
+from skfed.deploy import make_certificates  # noqa: E402
+from skfed.sites.policy import DEFAULT_OPERATIONS, check_config, load_config  # noqa: E402
+
+from ._sites import site_config  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certificates(tmp_path_factory.mktemp("certs"), ["hospital-a"])
+
+
+@pytest.fixture
+def write(tmp_path, certs):
+    """Write a configuration for hospital-a (one dataset, ``visits``), then apply
+    ``edits``: ``{old: new}`` replacements of its text."""
+
+    def write(policy="", extra="", columns=None, edits=()):
+        path = site_config(tmp_path, "hospital-a", certs=certs,
+                           datasets={"visits": ("visits.csv", columns)}, policy=policy,
+                           extra=extra)
+        text = path.read_text()
+        for old, new in dict(edits).items():
+            assert old in text
+            text = text.replace(old, new)
+        path.write_text(text)
+        return path
+
+    return write
+
+
+# --- unknown tables and keys stop the service -------------------------------------------
+def test_an_unknown_table_is_refused_not_ignored(write):
+    # its require would silently not apply: the site would serve unprotected fits
+    path = write(extra='[polcy]\nrequire = ["secure_aggregation", "differential_privacy"]')
+    with pytest.raises(ValueError, match=r"unknown table \[polcy\] \(did you mean \[policy\]"):
+        load_config(path)
+
+
+def test_a_misspelt_column_list_is_refused(write):
+    # colums would have served every column of the file
+    path = write(columns=["age", "bmi"], edits={"columns =": "colums ="})
+    with pytest.raises(ValueError, match=r"\[datasets.visits\] has an unknown key 'colums' "
+                                         r"\(did you mean 'columns'\?\)"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("table, key, close", [("[site]", "lisen", "listen"),
+                                                ("[tls]", "keyfile", "key"),
+                                                ("[audit]", "paths", "path")])
+def test_an_unknown_key_in_a_table_is_refused(write, table, key, close):
+    path = write(edits={f"{table}\n": f'{table}\n{key} = "x"\n'})
+    with pytest.raises(ValueError, match=rf"\{table[:-1]}\] has an unknown key '{key}' "
+                                         rf"\(did you mean '{close}'\?\)"):
+        load_config(path)
+
+
+def test_an_unknown_key_in_an_access_table_is_refused(write):
+    path = write(extra='[access.analyst]\ndataset = ["visits"]')
+    with pytest.raises(ValueError, match=r"\[access.analyst\] has an unknown key 'dataset' "
+                                         r"\(did you mean 'datasets'\?\)"):
+        load_config(path)
+
+
+def test_an_unknown_top_level_key_is_refused(write):
+    path = write(edits={"[site]\n": "min_rows = 3\n[site]\n"})
+    with pytest.raises(ValueError, match="unknown top-level key 'min_rows'"):
+        load_config(path)
+
+
+# --- an empty list means nothing, never everything -------------------------------------
+def test_no_operation_is_refused_at_load(write):
+    with pytest.raises(ValueError, match=r"operations = \[\] serves no operation"):
+        load_config(write(policy="operations = []"))
+    assert load_config(write()).policy.operations == DEFAULT_OPERATIONS  # absent: all
+
+
+def test_no_analyst_is_refused_at_load(write):
+    with pytest.raises(ValueError, match=r"analysts = \[\] allows no analyst"):
+        load_config(write(policy="analysts = []"))
+
+
+def test_no_column_is_refused_at_load(write, tmp_path):
+    with pytest.raises(ValueError, match=r"columns = \[\]: the site would serve no column"):
+        load_config(write(columns=[]))
+    # beside a dataset that serves columns, columns = [] is that dataset's: none
+    path = write(columns=[], extra='[datasets.other]\npath = "other.csv"')
+    assert load_config(path).datasets["visits"].columns == ()
+    assert load_config(path).datasets["other"].columns is None
+
+
+def test_empty_solvers_and_losses_allow_none(write):
+    policy = load_config(write(policy="solvers = []\nlosses = []")).policy
+    assert policy.solvers == () and policy.losses == ()
+    assert load_config(write()).policy.solvers is None  # absent: all of skfed's
+
+
+def test_empty_solvers_refuse_every_fit_at_a_real_service(write, certs, tmp_path):
+    pytest.importorskip("grpc")
+    from skfed import FederatedDataset, FedLasso
+    from skfed.sites import SiteRefusal
+    from skfed.sites.transport import SiteServer
+
+    load_diabetes(as_frame=True).frame.iloc[:120].to_csv(tmp_path / "visits.csv", index=False)
+    server = SiteServer(load_config(write(policy="solvers = []"))).start()
+    data = None
+    try:
+        data = FederatedDataset.from_sites(
+            {"hospital-a": f"127.0.0.1:{server.port}"}, dataset="visits", target="target",
+            ca_file=certs.ca.cert, cert_file=certs.client.cert, key_file=certs.client.key)
+        with pytest.raises(SiteRefusal, match="is not allowed at this site") as info:
+            FedLasso(alpha=1.0).fit(data)
+        assert info.value.rule == "solvers"
+    finally:
+        if data is not None:
+            data.close()
+        server.stop()
+
+
+# --- skfed site check and skfed site serve -----------------------------------------------
+def test_check_lists_every_problem_at_once(write, capsys):
+    path = write(policy="operations = []\nmin_rows = 0", columns=["age"],
+                 extra='[polcy]\nrequire = ["secure_aggregation"]\n'
+                       '[access.analyst]\ndataset = ["visits"]',
+                 edits={"columns =": "colums =", "[tls]\n": '[tls]\ncrl = "x"\n'})
+    assert main(["site", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    expected = ["unknown table [polcy]", "[tls] has an unknown key 'crl'",
+                "[datasets.visits] has an unknown key 'colums'",
+                "operations = [] serves no operation", "min_rows must be an integer >= 1",
+                "[access.analyst] has an unknown key 'dataset'"]
+    for problem in expected:
+        assert problem in err, problem
+    assert f"{len(expected)} problems in" in err
+    _, problems = check_config(path)
+    assert len(problems) == len(expected)
+    with pytest.raises(ValueError) as info:  # load_config names them all, one a line
+        load_config(path)
+    assert str(info.value).splitlines() == problems
+
+
+def test_check_describes_a_good_configuration(write, capsys):
+    path = write(policy='min_rows = 20\nsolvers = []\nrequire = ["secure_aggregation"]',
+                 extra='[access.analyst]\noperations = []')
+    assert main(["site", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "site 'hospital-a'" in out and "min_rows = 20" in out
+    assert "solvers: none" in out and "require: secure_aggregation" in out
+    assert "analyst analyst: datasets all; operations none" in out
+
+
+def test_serve_stops_on_an_unknown_table(write):
+    path = write(extra='[polcy]\nrequire = ["secure_aggregation"]')
+    done = subprocess.run([sys.executable, "-m", "skfed", "site", "serve", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "unknown table [polcy]" in done.stderr
+    assert "serving" not in done.stdout
