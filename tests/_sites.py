@@ -66,3 +66,24 @@ def split_frames(frame, n_sites, *, by=None):
         rank = frame[by].rank(method="first").to_numpy() - 1
         site = (rank * n_sites // len(frame)).astype(int)
     return [frame[site == k] for k in range(n_sites)]
+
+
+def with_site_partitions(local, folders, dataset, min_rows=10):
+    """The in-process dataset ``local`` (sites' rows in their files' order) with the fixed
+    partitions each site service draws from its own secret for ``dataset``: the held-out
+    parts of both homes are then the same rows (the test reads the sites' secret files,
+    which no analyst can)."""
+    import json
+
+    secrets = {name: bytes.fromhex(json.loads(
+        (Path(folder) / "partition-secrets.json").read_text())[dataset])
+        for name, folder in folders.items()}
+    return local.apply(_attach_partitions, secrets, min_rows)
+
+
+def _attach_partitions(site, secrets, min_rows):
+    from skfed.data.site import SitePartitions
+
+    partitions = SitePartitions.draw(secrets[site.site], site.n_samples, min_rows)
+    return site.replace(meta=dict(site.meta, row_ids=np.arange(site.n_samples),
+                                  partitions=partitions))

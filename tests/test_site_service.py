@@ -30,7 +30,8 @@ from skfed.sites.codec import MessageError, decode, encode  # noqa: E402
 from skfed.sites.policy import load_config  # noqa: E402
 from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
 
-from ._sites import SITES, site_config, split_frames, start_site, stop_sites  # noqa: E402
+from ._sites import (SITES, site_config, split_frames, start_site, stop_sites,  # noqa: E402
+                     with_site_partitions)
 
 
 @pytest.fixture(scope="module")
@@ -651,8 +652,9 @@ def clinic(tmp_path, federation):
 
     def start(policy=""):
         addresses, parts = {}, split_frames(frame, 3, by="age")
+        start.folders = {}  # the last federation's site folders (their partition secrets)
         for k, name in enumerate(SITES):
-            folder = tmp_path / f"{name}-{len(servers)}"
+            folder = start.folders[name] = tmp_path / f"{name}-{len(servers)}"
             folder.mkdir()
             parts[k].to_csv(folder / "visits.csv", index=False)
             parts[k] = pd.read_csv(folder / "visits.csv")  # the reference reads the same file
@@ -745,15 +747,29 @@ def test_model_selection_over_sites(federation):
 def test_holdout_drawn_at_the_sites(federation):
     data = _remote(federation, "visits", "target")
     X, y, site = _local(federation, "visits", "target")
-    local = FederatedDataset.from_arrays(X, y, site)
+    # the same rows held out in process only with the sites' own partitions (their secrets)
+    local = with_site_partitions(FederatedDataset.from_arrays(X, y, site),
+                                 federation["folders"], "visits")
     (train, test), (ltrain, ltest) = data.holdout(0.25, random_state=3), local.holdout(
         0.25, random_state=3)
     assert list(train.n_samples) == list(ltrain.n_samples)
+    # the held-out rows are whole partitions of the site's (a quarter: two of ten)
+    for part in ltest.map(_partitions_held):
+        assert part == (2, 0)
     assert list(test.n_samples + train.n_samples) == list(data.n_samples)
     remote, ref = FedLasso(alpha=0.5).fit(train), FedLasso(alpha=0.5).fit(ltrain)
     np.testing.assert_allclose(remote.coef_, ref.coef_, rtol=1e-9, atol=1e-9)
     assert remote.score(test) == pytest.approx(ref.score(ltest), rel=1e-12)
     data.close()
+
+
+def _partitions_held(site):
+    """(partitions wholly held out, partitions split) of an in-process held-out part."""
+    partitions = site.meta["partitions"]
+    held = np.unique(partitions.of_row[site.meta["row_ids"]])
+    whole = sum(np.sum(partitions.of_row == p) == np.sum(
+        partitions.of_row[site.meta["row_ids"]] == p) for p in held)
+    return int(whole), int(len(held) - whole)
 
 
 def test_access_per_analyst(one_site):
@@ -908,8 +924,9 @@ def test_skfed_fit_through_site_services(clinic, federation, capsys):
     out = capsys.readouterr().out
     assert "--impute mean" in out and "hospital-c" in out
     # the same steps on the same rows in this process
-    local = FederatedDataset.from_arrays(frame.drop(columns=["target", "patient_id"]),
-                                         frame["target"].to_numpy(), site)
+    local = with_site_partitions(FederatedDataset.from_arrays(
+        frame.drop(columns=["target", "patient_id"]), frame["target"].to_numpy(), site),
+        clinic.folders, "visits")
     ref = fit_sites(local, target="target", model="lasso", categorical=["ward"],
                     impute="mean", strength=0.5)
     printed = [line.split() for line in out.splitlines() if line.strip().startswith("bmi ")]

@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._messages import count
 from ..preprocessing import FedOneHotEncoder, FedSimpleImputer
+from ..data.site import site_rows
 
 #: cells read as missing values (``pandas.read_csv`` reads these as NaN too)
 MISSING = {"", "na", "nan", "null", "n/a", "none"}
@@ -235,6 +236,11 @@ class ColumnImputer(TransformerMixin, BaseEstimator):
         Number of features.
     """
 
+    #: the fitted state a site service receives with the constructor's parameters for
+    #: ``transform`` (:mod:`skfed.sites.codec`; nothing else is accepted)
+    _wire_attributes = ("numeric_imputer_", "categorical_imputer_", "feature_names_in_",
+                        "n_features_in_")
+
     def __init__(self, features, categorical=(), strategy=None):
         self.features = features
         self.categorical = categorical
@@ -367,6 +373,10 @@ class ColumnEncoder(TransformerMixin, BaseEstimator):
     n_features_in_ : int
         Number of input columns.
     """
+
+    #: the fitted state a site service receives with the constructor's parameters for
+    #: ``transform`` (:mod:`skfed.sites.codec`; nothing else is accepted)
+    _wire_attributes = ("encoder_", "feature_names_out_", "indicators_", "n_features_in_")
 
     def __init__(self, features, categorical=()):
         self.features = features
@@ -503,15 +513,14 @@ def drop_incomplete_site(site, impute):
     keep = ~_missing_target(site.y)
     if not impute:
         keep &= ~site.X.isna().any(axis=1).to_numpy()
-    y = site.y[keep]
+    site = site_rows(site, keep)
+    y = site.y
     if y.dtype == object:  # a column with gaps read as objects: its numbers back
         try:
             y = y.astype(float)
         except (TypeError, ValueError):
             pass
-    return site.replace(X=site.X.iloc[keep], y=y,
-                        sample_weight=None if site.sample_weight is None
-                        else site.sample_weight[keep])
+    return site.replace(y=y)
 
 
 def site_problems(sites, reports, categorical, *, impute, drop_incomplete):

@@ -116,10 +116,14 @@ def _is_numpy_dtype(dtype):
 
 
 def held_out_mask(site, test_size, seed, *, min_rows=2):
-    """The site's held-out rows, drawn at the site from ``seed`` and its name.
+    """The site's held-out rows, drawn at the site.
 
-    ``ceil(test_size * n)`` rows (at least one), the same at every home of the
-    rows (in process, on a Dask worker, at a site service).
+    Where the rows carry no :class:`SitePartitions` (in process, on a Dask
+    worker: the analyst's own trusted homes), ``ceil(test_size * n)`` rows (at
+    least one) drawn from ``seed`` and the site's name. A site service gives
+    its rows fixed partitions drawn from a secret only the site holds: the
+    held-out part is then a union of whole partitions, which ``seed`` picks,
+    so that no analyst chooses which rows are left out (:func:`partition_mask`).
     """
     import zlib
 
@@ -130,17 +134,83 @@ def held_out_mask(site, test_size, seed, *, min_rows=2):
     if not 0 < test_size < 1:
         raise ValueError(f"test_size must be in (0, 1); got {show(test_size)}.")
     rng = np.random.default_rng([int(seed), zlib.crc32(str(site.site).encode())])
+    partitions = site.meta.get("partitions")
+    if partitions is not None:
+        return partitions.mask(site, test_size, rng)
     mask = np.zeros(n, dtype=bool)
     mask[rng.permutation(n)[:max(1, int(np.ceil(test_size * n)))]] = True
     return mask
 
 
+@dataclass(frozen=True)
+class SitePartitions:
+    """A site's fixed partitions of one dataset's rows, drawn from the site's secret.
+
+    The rows of the whole table are dealt, in an order only the site knows,
+    into ``count`` partitions of nearly equal size, each of at least
+    ``min_rows`` rows; a row keeps its partition whatever row steps come
+    before a held-out part is drawn. Any two held-out parts then differ by
+    whole partitions, so the difference of two answers is a sum over at least
+    ``min_rows`` rows (the differencing attack of issue 27 needs single rows).
+
+    Parameters
+    ----------
+    of_row : ndarray of int, shape (n_table_rows,) or None
+        The partition of each row of the whole table (``None``: too few rows
+        to hold out any part).
+    count : int
+    min_rows : int
+        The site's ``min_rows``: the fewest rows of a part and of its rest.
+    """
+
+    of_row: object
+    count: int
+    min_rows: int
+
+    #: partitions at the most (a held-out share is a multiple of 1 / count)
+    MOST = 10
+
+    @classmethod
+    def draw(cls, secret, n_rows, min_rows):
+        """Partitions of ``n_rows`` rows from the site's ``secret`` (bytes)."""
+        count = min(cls.MOST, n_rows // max(1, int(min_rows)))
+        if count < 2:
+            return cls(None, 0, int(min_rows))
+        order = np.random.default_rng(int.from_bytes(secret, "big")).permutation(n_rows)
+        of_row = np.empty(n_rows, dtype=np.intp)
+        of_row[order] = np.arange(n_rows) * count // n_rows
+        return cls(of_row, count, int(min_rows))
+
+    def mask(self, site, test_size, rng):
+        """The held-out rows: ``round(test_size * count)`` whole partitions (at least
+        one, at most all but one) that ``rng`` picks; refused where the part, its
+        rest or a partition the rows touch holds fewer than ``min_rows`` rows."""
+        if self.of_row is None:
+            raise SiteError(site.site, f"too few rows to hold out a part of at least "
+                                       f"{self.min_rows} rows and keep as many (the site's "
+                                       "min_rows)")
+        part = self.of_row[site.meta["row_ids"]]
+        taken = int(np.clip(round(test_size * self.count), 1, self.count - 1))
+        mask = np.isin(part, rng.permutation(self.count)[:taken])
+        sizes = np.bincount(part, minlength=self.count)
+        if min(mask.sum(), (~mask).sum()) < self.min_rows or np.any(
+                (sizes > 0) & (sizes < self.min_rows)):
+            raise SiteError(site.site, f"after the row steps, a held-out part, its rest or "
+                                       f"one of the site's partitions would hold fewer than "
+                                       f"{self.min_rows} rows (the site's min_rows)")
+        return mask
+
+
 def site_rows(site, mask):
-    """The site's rows where ``mask`` is true."""
+    """The site's rows where ``mask`` is true (their original row numbers kept along)."""
     take = (lambda m: site.X.iloc[m]) if hasattr(site.X, "iloc") else (lambda m: site.X[m])
+    meta = dict(site.meta)
+    if "row_ids" in meta:
+        meta["row_ids"] = np.asarray(meta["row_ids"])[mask]
     return site.replace(X=take(mask), y=None if site.y is None else site.y[mask],
                         sample_weight=None if site.sample_weight is None
-                        else site.sample_weight[mask])
+                        else site.sample_weight[mask], meta=meta,
+                        offset=None if site.offset is None else np.asarray(site.offset)[mask])
 
 
 def holdout_rows(site, test_size, seed, held_out, *, min_rows=2):
