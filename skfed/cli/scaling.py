@@ -52,6 +52,11 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         Number of sites whose summaries were merged.
     """
 
+    #: the fitted state a site service receives with the constructor's parameters for
+    #: ``transform`` (:mod:`skfed.sites.codec`; nothing else is accepted)
+    _wire_attributes = ("mean_", "scale_", "n_clients_", "n_features_in_",
+                        "feature_names_in_")
+
     def __init__(self, indicators=()):
         self.indicators = indicators
 

@@ -40,6 +40,10 @@ class FederatedProblem:
     n_samples: np.ndarray
     lipschitz: list = field(default_factory=list)
     pooled_lipschitz: dict = None
+    #: set after construction when a fit knows it (the pooled weight sum, which the
+    #: Cox solvers scale by): it travels to a site service with the fields
+    #: (:mod:`skfed.sites.codec`); the penalty's split is recomputed there
+    _wire_attributes = ("weight_total",)
 
     def __post_init__(self):
         if self.penalty is None:

@@ -155,6 +155,10 @@ class FedOneHotEncoder(TransformerMixin, BaseEstimator):
     }
 
     __metadata_request__fit = {"clients": True}
+    #: the fitted state a site service receives with the constructor's parameters for
+    #: ``transform`` (:mod:`skfed.sites.codec`; nothing else is accepted)
+    _wire_attributes = ("encoder_", "drop_idx_", "categories_", "n_features_in_",
+                        "feature_names_in_", "clients_", "n_clients_")
 
     def __init__(self, *, categories="auto", drop=None, sparse_output=False, dtype=np.float64,
                  handle_unknown="error", feature_name_combiner="concat"):

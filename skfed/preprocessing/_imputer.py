@@ -245,6 +245,11 @@ class FedSimpleImputer(TransformerMixin, BaseEstimator):
     }
 
     __metadata_request__fit = {"clients": True}
+    #: the fitted state a site service receives with the constructor's parameters for
+    #: ``transform`` (:mod:`skfed.sites.codec`; nothing else is accepted)
+    _wire_attributes = ("statistics_", "indicator_features_", "_fit_dtype", "_fill_dtype",
+                        "n_rounds_", "n_features_in_", "feature_names_in_", "clients_",
+                        "n_clients_")
 
     def __init__(self, *, missing_values=np.nan, strategy="mean", fill_value=None, copy=True,
                  add_indicator=False, keep_empty_features=False):

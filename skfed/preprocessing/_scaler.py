@@ -116,6 +116,10 @@ class FedStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     }
 
     __metadata_request__fit = {"clients": True}
+    #: the fitted state a site service receives with the constructor's parameters for
+    #: ``transform`` (:mod:`skfed.sites.codec`; nothing else is accepted)
+    _wire_attributes = ("mean_", "var_", "scale_", "n_samples_seen_", "n_features_in_",
+                        "feature_names_in_", "clients_", "n_clients_")
 
     def __init__(self, *, with_mean=True, with_std=True, copy=True):
         self.with_mean = with_mean

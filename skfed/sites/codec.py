@@ -9,14 +9,26 @@ penalties, layouts: :func:`allowed_classes`). It travels as::
 
 The header describes the tree; each array is a ``dtype``, a ``shape`` and a
 byte range of the tail, rebuilt with :func:`numpy.frombuffer` (never with
-``pickle``: object arrays are refused both ways). An allow-listed object is
-rebuilt by ``cls.__new__`` and its attributes are set from the decoded tree:
-no constructor, ``__reduce__`` or ``__setstate__`` of the sender's choice
-runs, and a class outside the list is refused by name. Compare ``pickle``,
-which runs whatever callable the sender names.
+``pickle``: object arrays are refused both ways).
+
+An allow-listed object travels as its declared state only
+(:func:`wire_attributes`): its constructor's parameters and, where its class
+declares them in ``_wire_attributes``, the few values the analyst's side
+derives for it and the site needs (a solver's step sizes, a fitted
+transformer's statistics). It is rebuilt by its own constructor from those
+parameters, so the class's own invariants hold, and is then given the
+declared values. Any other attribute is refused, naming the class and the
+attribute: a message cannot add to an object what its class does not have (a
+wrapped ``solver`` on a plain solver, a ``differentially_private`` flag), so
+what an object *is* at the site is its class. No ``__reduce__``,
+``__setstate__`` or function of the sender's choice runs, and a class outside
+the list is refused by name. Compare ``pickle``, which runs whatever callable
+the sender names.
 """
 
 import base64
+import functools
+import inspect
 import json
 import math
 import struct
@@ -27,6 +39,20 @@ MAGIC = b"SKF1"
 #: the most a decoded message may announce (arrays included)
 MAX_MESSAGE_BYTES = 1 << 30
 _ARRAY_KINDS = "biufcUS"
+
+#: the fitted state of the scikit-learn transformers skfed's own transformers hold
+#: (what their ``transform`` reads): their classes cannot declare it themselves.
+#: SimpleImputer's ``indicator_`` is left out: a MissingIndicator is not allow-listed.
+_FOREIGN_WIRE_ATTRIBUTES = {
+    "sklearn.preprocessing._encoders.OneHotEncoder": (
+        "categories_", "drop_idx_", "n_features_in_", "feature_names_in_",
+        "_infrequent_enabled", "_drop_idx_after_grouping", "_n_features_outs",
+        "_default_to_infrequent_mappings", "_infrequent_indices"),
+    "sklearn.impute._base.SimpleImputer": (
+        "statistics_", "_fit_dtype", "n_features_in_", "feature_names_in_"),
+    "sklearn.preprocessing._data.StandardScaler": (
+        "mean_", "var_", "scale_", "n_samples_seen_", "n_features_in_", "feature_names_in_"),
+}
 
 
 class MessageError(ValueError):
@@ -133,15 +159,52 @@ def _class_name(obj):
     return name
 
 
+@functools.lru_cache(maxsize=None)
+def wire_attributes(cls):
+    """``(parameters, derived)``: the attribute names an allow-listed ``cls`` travels with.
+
+    ``parameters`` are its constructor's named parameters (what it is rebuilt
+    from); ``derived`` the attributes the analyst's side computes for it that
+    the site needs, as the classes of its hierarchy declare them in their own
+    ``_wire_attributes`` (each class the ones its own code sets; the
+    scikit-learn transformers' are listed here). Nothing else travels, and a
+    message naming anything else is refused.
+
+    Parameters
+    ----------
+    cls : type
+
+    Returns
+    -------
+    parameters, derived : tuple of str
+    """
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):  # a builtin constructor: no parameters of its own
+        parameters = ()
+    else:
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        parameters = tuple(p.name for p in list(signature.parameters.values())[1:]
+                           if p.kind in named)
+    declared = [name for klass in reversed(cls.__mro__)
+                for name in vars(klass).get("_wire_attributes", ())]
+    declared += _FOREIGN_WIRE_ATTRIBUTES.get(f"{cls.__module__}.{cls.__qualname__}", ())
+    derived = tuple(name for name in dict.fromkeys(declared) if name not in parameters)
+    return parameters, derived
+
+
 def _state(obj):
-    # the object's own __getstate__ (a solver leaves its driver-side executor out)
-    state = obj.__getstate__() if hasattr(obj, "__dict__") else None
-    state = dict(state if isinstance(state, dict) else getattr(obj, "__dict__", {}))
-    for name in getattr(type(obj), "_driver_only", ()):  # what only the analyst's side uses
-        state.pop(name, None)
-    for slot in getattr(type(obj), "__slots__", ()):
-        if hasattr(obj, slot):
-            state[slot] = getattr(obj, slot)
+    """What travels of an allow-listed object: its constructor's parameters, then the
+    declared derived attributes it has (an unfitted transformer has none)."""
+    parameters, derived = wire_attributes(type(obj))
+    state = {}
+    for name in parameters:
+        try:
+            state[name] = getattr(obj, name)
+        except AttributeError:  # the constructor keeps it under another name
+            raise MessageError(f"a {type(obj).__name__} cannot travel: its constructor's "
+                               f"parameter {name!r} is not one of its attributes.") from None
+    state.update((name, getattr(obj, name)) for name in derived if hasattr(obj, name))
     return state
 
 
@@ -209,6 +272,12 @@ def encode(value):
 
 def decode(data):
     """The value :func:`encode` wrote; :class:`MessageError` for anything else."""
+    tree, tail = _frame(data)
+    return _Reader(tail).walk(tree)
+
+
+def _frame(data):
+    """``(header tree, tail of array bytes)`` of a message, its framing checked."""
     data = bytes(data)
     if len(data) > MAX_MESSAGE_BYTES:
         raise MessageError("message too large.")
@@ -221,97 +290,125 @@ def decode(data):
         tree = json.loads(data[8:8 + size])
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise MessageError("malformed message header.") from None
-    tail = memoryview(data)[8 + size:]
-    classes = allowed_classes()
+    return tree, memoryview(data)[8 + size:]
 
-    def array(node):
+
+class _Reader:
+    """Rebuilds a message's tree; each tagged node (``{"$a": ...}``) has its reader."""
+
+    def __init__(self, tail):
+        self.tail = tail
+
+    def walk(self, node):
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [self.walk(x) for x in node]
+        if not isinstance(node, dict):
+            raise MessageError("malformed message tree.")
+        for tag, read in _TAGS:  # in this order: a node's first tag decides
+            if tag in node:
+                return read(self, node)
+        if any(k.startswith("$") for k in node):
+            raise MessageError("unknown message node.")
+        return {k: self.walk(x) for k, x in node.items()}
+
+    def array(self, node):
         start, length = node["$a"]
         dtype = np.dtype(node["dtype"])
         if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
             raise MessageError(f"arrays of dtype {dtype} are refused.")
-        if not (0 <= start and 0 <= length and start + length <= len(tail)):
+        if not (0 <= start and 0 <= length and start + length <= len(self.tail)):
             raise MessageError("array outside the message.")
         shape = tuple(int(s) for s in node["shape"])
         if any(s < 0 for s in shape) or math.prod(shape) * dtype.itemsize != length:
             raise MessageError("array shape does not match its bytes.")
-        return np.frombuffer(tail[start:start + length], dtype=dtype).reshape(shape).copy()
+        return np.frombuffer(self.tail[start:start + length], dtype=dtype).reshape(shape).copy()
 
-    def walk(node):
-        if node is None or isinstance(node, (bool, int, float, str)):
-            return node
-        if isinstance(node, list):
-            return [walk(x) for x in node]
-        if not isinstance(node, dict):
-            raise MessageError("malformed message tree.")
-        if "$a" in node:
-            return array(node)
-        if "$b" in node:
-            try:
-                return base64.b64decode(node["$b"], validate=True)
-            except (ValueError, TypeError):
-                raise MessageError("malformed bytes.") from None
-        if "$f" in node:
-            if node["$f"] not in ("nan", "inf", "-inf"):
-                raise MessageError("malformed float.")
-            return float(node["$f"])
-        if "$s" in node:
-            return walk(node["$s"])[0]
-        if "$dtype" in node:
-            if node.get("type") == "builtin":
-                builtin = {"float": float, "int": int, "bool": bool, "str": str}
-                if node["$dtype"] not in builtin:
-                    raise MessageError("malformed dtype.")
-                return builtin[node["$dtype"]]
-            dtype = np.dtype(str(node["$dtype"]))
-            if dtype.kind not in _ARRAY_KINDS + "O" or (dtype.hasobject and dtype.kind != "O"):
+    def raw_bytes(self, node):
+        try:
+            return base64.b64decode(node["$b"], validate=True)
+        except (ValueError, TypeError):
+            raise MessageError("malformed bytes.") from None
+
+    def special_float(self, node):
+        if node["$f"] not in ("nan", "inf", "-inf"):
+            raise MessageError("malformed float.")
+        return float(node["$f"])
+
+    def scalar(self, node):
+        return self.walk(node["$s"])[0]
+
+    def dtype(self, node):
+        if node.get("type") == "builtin":
+            builtin = {"float": float, "int": int, "bool": bool, "str": str}
+            if node["$dtype"] not in builtin:
                 raise MessageError("malformed dtype.")
-            return dtype.type if node.get("type") else dtype
-        if "$oa" in node:
-            items = [walk(x) for x in node["$oa"]]
-            if not all(x is None or isinstance(x, (str, int, float, bool)) for x in items):
-                raise MessageError("malformed object array.")
-            out = np.empty(len(items), dtype=object)
-            out[:] = items
-            return out.reshape(tuple(int(d) for d in node["shape"]))
-        if "$fn" in node:
-            fn = allowed_functions().get(node["$fn"])
-            if fn is None:
-                raise MessageError(f"function {str(node['$fn'])[:80]!r} is not one a site "
-                                   "message may name: refused.")
-            return fn
-        if "$t" in node:
-            return tuple(walk(x) for x in node["$t"])
-        if "$set" in node:
-            return {_hashable(walk(x)) for x in node["$set"]}
-        if "$m" in node:
-            return {_hashable(walk(k)): walk(x) for k, x in node["$m"]}
-        if "$csr" in node:
-            import scipy.sparse as sp
+            return builtin[node["$dtype"]]
+        dtype = np.dtype(str(node["$dtype"]))
+        if dtype.kind not in _ARRAY_KINDS + "O" or (dtype.hasobject and dtype.kind != "O"):
+            raise MessageError("malformed dtype.")
+        return dtype.type if node.get("type") else dtype
 
-            d, i, p, shape = node["$csr"]
-            return sp.csr_matrix((walk(d), walk(i), walk(p)), shape=tuple(shape))
-        if "$o" in node:
-            cls = classes.get(node["$o"])
-            if cls is None:
-                raise MessageError(f"class {str(node['$o'])[:80]!r} is not one a site message "
-                                   "may carry: refused.")
-            state = walk(node.get("state", {}))
-            if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
-                raise MessageError("malformed object state.")
-            obj = cls.__new__(cls)
-            for key, val in state.items():
-                _check_attribute(cls, key, val)
-                object.__setattr__(obj, key, val)
-            return obj
-        if any(k.startswith("$") for k in node):
-            raise MessageError("unknown message node.")
-        return {k: walk(x) for k, x in node.items()}
+    def object_array(self, node):
+        items = [self.walk(x) for x in node["$oa"]]
+        if not all(x is None or isinstance(x, (str, int, float, bool)) for x in items):
+            raise MessageError("malformed object array.")
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out.reshape(tuple(int(d) for d in node["shape"]))
 
-    return walk(tree)
+    def function(self, node):
+        fn = allowed_functions().get(node["$fn"])
+        if fn is None:
+            raise MessageError(f"function {str(node['$fn'])[:80]!r} is not one a site "
+                               "message may name: refused.")
+        return fn
+
+    def tuple_node(self, node):
+        return tuple(self.walk(x) for x in node["$t"])
+
+    def set_node(self, node):
+        return {_hashable(self.walk(x)) for x in node["$set"]}
+
+    def mapping(self, node):
+        return {_hashable(self.walk(k)): self.walk(x) for k, x in node["$m"]}
+
+    def sparse(self, node):
+        import scipy.sparse as sp
+
+        d, i, p, shape = node["$csr"]
+        return sp.csr_matrix((self.walk(d), self.walk(i), self.walk(p)), shape=tuple(shape))
+
+    def allowed_object(self, node):
+        """An allow-listed object, from its declared state only (see the module docstring):
+        the names are checked before any value is decoded."""
+        cls = allowed_classes().get(node["$o"])
+        if cls is None:
+            raise MessageError(f"class {str(node['$o'])[:80]!r} is not one a site message "
+                               "may carry: refused.")
+        raw = node.get("state", {})
+        if not isinstance(raw, dict) or any(k.startswith("$") for k in raw):
+            raise MessageError("malformed object state.")
+        parameters, derived = wire_attributes(cls)
+        for key in raw:
+            _check_attribute(cls, key, parameters, derived)
+        state = {key: self.walk(value) for key, value in raw.items()}
+        for key, value in state.items():
+            if callable(value) and not isinstance(value, type):
+                raise MessageError(f"attribute {key[:40]!r} cannot hold a function.")
+        return _rebuild(cls, state, parameters)
 
 
-def _check_attribute(cls, key, value):
-    """An attribute a message may set: data, never a method, a property or a dunder
+_TAGS = (("$a", _Reader.array), ("$b", _Reader.raw_bytes), ("$f", _Reader.special_float),
+         ("$s", _Reader.scalar), ("$dtype", _Reader.dtype), ("$oa", _Reader.object_array),
+         ("$fn", _Reader.function), ("$t", _Reader.tuple_node), ("$set", _Reader.set_node),
+         ("$m", _Reader.mapping), ("$csr", _Reader.sparse), ("$o", _Reader.allowed_object))
+
+
+def _check_attribute(cls, key, parameters, derived):
+    """An attribute a message may set on a ``cls``: one of its constructor's parameters
+    or of the derived attributes it declares; never a dunder, a method or a property
     (a function named in a message could otherwise stand in for a method)."""
     if key.startswith("__"):
         raise MessageError(f"attribute {key[:40]!r} cannot be set by a message.")
@@ -319,8 +416,25 @@ def _check_attribute(cls, key, value):
     if callable(shadowed) or isinstance(shadowed, property):
         raise MessageError(f"attribute {key[:40]!r} of a {cls.__name__} is a method or a "
                            "property; a message cannot replace it.")
-    if callable(value) and not isinstance(value, type):
-        raise MessageError(f"attribute {key[:40]!r} cannot hold a function.")
+    if key not in parameters and key not in derived:
+        raise MessageError(
+            f"a {cls.__name__} cannot carry the attribute {key[:40]!r}: it is neither a "
+            "parameter of its constructor nor a derived attribute its class declares "
+            "(refused, not ignored: the site decides from the object's class what it is).")
+
+
+def _rebuild(cls, state, parameters):
+    """A ``cls`` made by its own constructor from the message's parameters, then given
+    the declared derived attributes the message carries."""
+    try:
+        obj = cls(**{k: v for k, v in state.items() if k in parameters})
+    except Exception as exc:  # the class's own checks (a range, a missing parameter)
+        raise MessageError(f"a {cls.__name__} cannot be built from the message's parameters "
+                           f"({type(exc).__name__}: {str(exc)[:120]}).") from None
+    for key, value in state.items():
+        if key not in parameters:
+            object.__setattr__(obj, key, value)  # a frozen dataclass's too
+    return obj
 
 
 def _hashable(value):

@@ -21,6 +21,7 @@ class _ControlVariateSolver(FederatedSolver):
     #: "auto" gives each client the step of its own smoothness (centralized
     #: solvers, whose server can weigh the replies); else the roughest client's
     per_client_steps = False
+    _wire_attributes = ("steps_", "client_steps_", "uniform_steps_")  # see FederatedSolver
 
     def _check_common(self):
         check_positive(self.lr, "lr", allow_auto=True)

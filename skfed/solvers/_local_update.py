@@ -38,6 +38,8 @@ class LocalUpdateSolver(FederatedSolver):
         ``"inverse_sqrt"`` uses ``eta_c / sqrt(r + 1)`` in round ``r``.
     """
 
+    _wire_attributes = ("schedule_", "steps_", "coef_step_")  # see FederatedSolver
+
     def _check_local_params(self):
         check_positive(self.client_lr, "client_lr", allow_auto=True)
         check_positive(self.server_lr, "server_lr")

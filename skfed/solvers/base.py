@@ -65,6 +65,11 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     #: the broadcast ``theta``, which is the current server model: the monitor
     #: reads them instead of a pass of its own (``federation.rounds``)
     monitors_in_replies = False
+    #: what :meth:`setup` derives that a site's client code reads: sent to a site
+    #: service with the constructor's parameters, and nothing else is accepted
+    #: (:mod:`skfed.sites.codec`; each subclass declares the attributes its own
+    #: ``setup`` sets)
+    _wire_attributes = ("problem_",)
 
     def monitor_sums_in_replies(self, replies, weights):
         """``(sum_j a_j f_j, sum_j a_j grad f_j)`` at the broadcast model from a

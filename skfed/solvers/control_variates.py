@@ -139,6 +139,7 @@ class LocalGECL(_ControlVariateSolver):
 
     name = "local-gecl"
     per_client_steps = True
+    _wire_attributes = ("decentralized_",)  # see FederatedSolver
     requires_full_participation = True
     # The first local gradient is taken at the previous local model (stale by a
     # round): with K = 1, step 1/L diverges on the diabetes splits and 1/(2L)

@@ -20,6 +20,7 @@ from .topology import mixing_matrix
 class _DecentralizedSolver(_ControlVariateSolver):
     requires_full_participation = True
     min_auto_divisor = 4
+    _wire_attributes = ("mixing_", "adjacency_", "degrees_")  # see FederatedSolver
 
     def setup(self, problem, participation=1.0):
         super().setup(problem, participation)

@@ -129,6 +129,7 @@ class FedDualAvg(LocalUpdateSolver):
 
     name = "feddualavg"
     client_prox = True
+    _wire_attributes = ("nesterov_", "sampled_")  # see FederatedSolver
 
     def __init__(self, client_lr="auto", server_lr=1.0, *, local_steps=1,
                  local_epochs=None, batch_size=None, client_lr_schedule="constant",

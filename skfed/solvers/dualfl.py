@@ -185,6 +185,9 @@ class DualFL(FederatedSolver):
     requires_full_participation = True
     requires_smooth_datafit = False  # the hinge loss is solved in the dual
     penalty_support = "prox"
+    _wire_attributes = ("dual_", "direct_", "adaptive_", "balanced_",  # see FederatedSolver
+                        "initial_balance_", "alpha_", "nu_", "local_steps_", "local_q_",
+                        "rho_", "bound_")
 
     def check_problem(self, problem, participation):
         super().check_problem(problem, participation)

@@ -55,6 +55,7 @@ class FedMLS(FederatedSolver):
     requires_smooth_datafit = False
     penalty_support = "subgradient"
     polish_output = True
+    _wire_attributes = ("gradient_weight_", "ball_")  # see FederatedSolver
 
     def guarantee(self, problem, participation=1.0):
         return "sublinear", "subgradient-type local solves: converges, at a sublinear rate"

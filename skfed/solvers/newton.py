@@ -173,6 +173,8 @@ class FedNewton(FederatedSolver):
     #: the line search globalizes the step: no curvature bound needed (GLMs)
     requires_curvature_bound = False
     penalty_support = "prox"
+    _wire_attributes = ("hessian_", "message_bytes_", "subproblem_tol_",  # see FederatedSolver
+                        "initial_curvature_")
 
     def __init__(self, hessian="auto", *, max_message_bytes=8 * 2**20, memory=20,
                  subproblem_tol="auto", max_subproblem_iter=10000):

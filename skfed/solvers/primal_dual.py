@@ -35,6 +35,7 @@ from .base import FederatedSolver, check_positive
 class _PrimalDualSolver(FederatedSolver):
     duals_on_server = False
     polish_output = False
+    _wire_attributes = ("rho_", "steps_", "q_", "direct_")  # see FederatedSolver
 
     def __init__(self, rho="auto", *, local_steps=None, local_solver="auto", local_tol=1e-10,
                  local_rtol=1e-2, max_local_iter=1000):

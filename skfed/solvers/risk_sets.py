@@ -59,6 +59,7 @@ class RiskSetNewton(FedNewton):
     """
 
     name = "newton-risk-sets"
+    _wire_attributes = ("scale_",)  # see FederatedSolver
 
     def __init__(self, grid=None, *, subproblem_tol="auto", max_subproblem_iter=10000):
         self.grid = grid
