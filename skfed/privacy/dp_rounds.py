@@ -211,9 +211,11 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
     polish_output = False  # the polish step needs a monitoring pass
     monitors_in_replies = False  # nothing is monitored
     differentially_private = True
-    #: the server's accountant and noise seeds stay with it: a site service
+    #: what a site service receives besides the fixed-point code: the noise and the
+    #: rounds it checks against its policy and charges its ledger for. The server's
+    #: accountant, noise seeds and noise report stay with it: a site service
     #: accounts and draws its noise itself (skfed.sites.guard)
-    _driver_only = ("accountant_", "noise_rng_")
+    _wire_attributes = ("noise_multiplier_", "rounds_")
 
     def needs_smoothness(self, layout, datafit):
         return False
@@ -307,6 +309,22 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
             noise_rng = np.random.default_rng(message["noise_seed"])  # None: OS entropy
             vector = vector + noise_rng.normal(0.0, message["noise_std"], size=vector.shape)
         return vector
+
+    def _kept_for_recovery(self, reply, vector, shapes, message):
+        """The clipped, noised vector the round released: a site keeps nothing from
+        before its noise, so no later message can make it send that."""
+        return {"vector": vector, "shapes": shapes,
+                "coefficients": dict(message["coefficients"])}
+
+    def _recovery_vector(self, pending, message):
+        """The released vector again, unchanged: its coefficients were fixed (ones) when
+        its noise was added, and a recovery cannot weigh it anew."""
+        if set(message["coefficients"]) != set(pending["coefficients"]) or any(
+                not np.array_equal(message["coefficients"][f], c)
+                for f, c in pending["coefficients"].items()):
+            raise ValueError("differential privacy: a noised reply can be masked again "
+                             "only with the coefficients it was released with.")
+        return pending["vector"], pending["shapes"]
 
     def aggregate(self, server, replies, weights, participants):
         masked = set(replies[0]["masked"].parties)

@@ -42,7 +42,10 @@ with the reason. Recovery of the lost site's own message by secret sharing
 (Bonawitz et al.) is not implemented: its reply is lost, as when it fails
 before masking. Under differential privacy a lost site stops the fit with
 :class:`~skfed.privacy.DropoutError` (the noise shares and the public count
-were set for the full round).
+were set for the full round), and what a site keeps of a round for recovery
+is the vector it released, clipped and noised: nothing from before its noise
+can be asked for again (a site service refuses such a recovery outright,
+:mod:`skfed.sites.guard`).
 """
 
 import os
@@ -169,6 +172,10 @@ class SecureAggregationSolver(FederatedSolver):
 
     #: client states (private keys, duals) stay at the sites after the fit
     keeps_states_at_sites = True
+    #: what a site service receives besides the constructor's parameters: the
+    #: fixed-point code it masks in (the server's exchange counter, session and
+    #: recoveries stay with the server; skfed.sites.codec accepts nothing else)
+    _wire_attributes = ("fixed_point_",)
 
     def __init__(self, solver, config, max_rounds=None):
         self.solver = solver
@@ -317,6 +324,21 @@ class SecureAggregationSolver(FederatedSolver):
         clipping and noise under differential privacy)."""
         return vector
 
+    def _kept_for_recovery(self, reply, vector, shapes, message):
+        """What a site keeps of its round for a dropout recovery.
+
+        Without noise the released vector is the reply's summed fields times
+        public coefficients: the site keeps those fields, and a recovery
+        weighs them by the smaller round's coefficients (the same exact
+        reply, weighted anew). :class:`~skfed.privacy.dp_rounds.
+        DifferentiallyPrivateSolver` keeps the clipped, noised vector instead.
+        """
+        return {"fields": {f: reply[f] for f in message["coefficients"]}}
+
+    def _recovery_vector(self, pending, message):
+        """``(vector, shapes)`` a site masks again in a dropout recovery."""
+        return _concatenate(pending["fields"], message["coefficients"])
+
     def client_update(self, client, state, message, rng):
         kind = message["kind"]
         if kind == "keys":
@@ -324,31 +346,36 @@ class SecureAggregationSolver(FederatedSolver):
             return {"public_key": party.public_key()}, dict(state, party=party)
         if kind == "key-list":
             return {}, dict(state, keys=dict(message["keys"]))
-        if kind == "sums":  # a module-level function of the site's rows, summed
-            reply = message["fn"](client, *message["args"])
-            coefficients = {f: message["coefficient"] for f in reply}
-        elif kind == "monitor" and "sum_scale" in message:  # sums the solver pools itself
-            reply = self.solver.monitor_reply(client, message["theta"], message["sum_scale"])
-            coefficients = {f: 1.0 for f in reply}
-        elif kind == "monitor":
-            value, grad = client.value_and_gradient(message["theta"])
-            reply, coefficients = {"value": value, "grad": grad}, {
-                "value": message["weight"], "grad": message["weight"]}
+        if kind in ("sums", "monitor"):
+            vector, shapes = _concatenate(*self._pass_reply(client, message))
         elif kind == "remask":  # the round again, for the sites that are left
-            reply, coefficients = state["pending"], message["coefficients"]
+            vector, shapes = self._recovery_vector(state["pending"], message)
         else:
             reply, inner = self.solver.client_update(client, state["inner"], message["inner"],
                                                      rng)
-            coefficients = message["coefficients"]
-            # kept (at the site) until the next round, in case a site drops after masking
-            state = dict(state, inner=inner, pending={f: reply[f] for f in coefficients})
-        vector, shapes = _concatenate(reply, coefficients)
-        if kind == "round":
+            vector, shapes = _concatenate(reply, message["coefficients"])
             vector = self._privatize(vector, message)
+            # kept (at the site) until the next round, in case a site drops after
+            # masking: what the round released, never anything from before its noise
+            state = dict(state, inner=inner,
+                         pending=self._kept_for_recovery(reply, vector, shapes, message))
         peers = {p: state["keys"][p] for p in message["parties"]}
         masked = state["party"].mask(vector, message["exchange"], peers,
                                      fixed_point=self.fixed_point_)
         return {"masked": masked, "shapes": shapes}, state
+
+    def _pass_reply(self, client, message):
+        """``(reply, coefficients)`` of a masked pass that is not a round: an inference
+        pass (``"sums"``) or a monitoring pass (``"monitor"``)."""
+        if message["kind"] == "sums":  # a module-level function of the site's rows, summed
+            reply = message["fn"](client, *message["args"])
+            return reply, {f: message["coefficient"] for f in reply}
+        if "sum_scale" in message:  # sums the solver pools itself
+            reply = self.solver.monitor_reply(client, message["theta"], message["sum_scale"])
+            return reply, {f: 1.0 for f in reply}
+        value, grad = client.value_and_gradient(message["theta"])
+        return {"value": value, "grad": grad}, {"value": message["weight"],
+                                                "grad": message["weight"]}
 
     def _sums(self, replies):
         shapes = replies[0]["shapes"]
@@ -401,6 +428,25 @@ class SecureAggregationSolver(FederatedSolver):
         traffic = sum(replies[j]["masked"].nbytes for j in replies) + problem.n_clients * (
             sum(a.nbytes if isinstance(a, np.ndarray) else 8 for a in args) + 8)
         return sums, traffic
+
+    def masked_smoothness(self, executor):
+        """``(constants, bytes)``: the pooled loss's trace-bound smoothness constants
+        (those of :meth:`ClientObjective.lipschitz` with ``exact=False``, pooled over the
+        rows) from one masked pass of the sites' sums; no site's own constant is sent."""
+        from ..datafits.base import joint_factor
+        from ..federation.rounds import client_smoothness_sums
+
+        problem = self.problem_
+        curvature = problem.datafit.step_curvature
+        if curvature is None:  # a non-smooth loss: no constants (as each site would say)
+            return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}, 0
+        sums, traffic = self.masked_site_sums(executor, client_smoothness_sums, (),
+                                              1.0 / problem.weight_total)
+        L_coef = curvature * float(sums["squares"][0])
+        L_int = curvature if problem.layout.fit_intercept else 0.0
+        joint = (joint_factor(curvature, sums["features"], L_coef, L_int)
+                 if problem.layout.fit_intercept else 1.0)
+        return {"coef": L_coef, "intercept": L_int, "joint": joint}, traffic
 
     def monitor_sums(self, executor, theta):
         """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta), bytes)`` by a masked pass."""

@@ -18,11 +18,24 @@ against; a site service therefore does not take the server's word for it:
 - **no small rounds**: a round must list the site and at least
   ``max(2, min_sites)`` verified parties, and a pending reply is masked
   again (dropout recovery) at most once, for fewer parties;
+- **no replays**: the exchange numbers of a session's masked messages must
+  increase (a replayed exchange would use its one-time masks twice);
+- **one answer per model, one recovery per round**: under differential
+  privacy nothing is masked again (an honest fit stops on a lost site, and
+  a recovery would leave one site's noise share alone in a difference of
+  two sums), and a second round at a model the session has already
+  answered is refused while the site adds noise; without noise a repeated
+  model is answered (Newton evaluates its point again when its step
+  vanishes) but never recovered, so one round's replies at a model are
+  masked again at most once;
 - under differential privacy the **noise is the site's**: it draws it with its
   operating system's randomness, at the standard deviation it computes from a
   noise multiplier and clip bound no weaker than its policy, and charges its
   own budget (:mod:`skfed.sites.ledger`) before the first noisy reply.
 """
+
+import hashlib
+from numbers import Integral
 
 import numpy as np
 
@@ -59,7 +72,9 @@ class SecureAggregationGuard:
         self.min_sites = max(2, int(min_sites))
         self.session = self.party = None
         self.weights = None  # party -> signed weight sum, once the key list is verified
-        self.remasked = False
+        self.last_exchange = None  # the last masked exchange answered (they must increase)
+        self.last_parties, self.remasked, self.repeated = set(), False, False
+        self.models = set()  # digests of the models of the rounds this session answered
 
     # -- key agreement -----------------------------------------------------
     def sign_key(self, message, reply, weight_sum):
@@ -68,6 +83,9 @@ class SecureAggregationGuard:
         from cryptography.hazmat.primitives.asymmetric import ec
 
         self.session, self.party = bytes(message["session"]), int(message["party"])
+        # new keys, new masks: exchanges count afresh, against a key list verified anew
+        self.weights, self.last_exchange = None, None
+        self.last_parties, self.remasked = set(), False
         key = serialization.load_pem_private_key(self._key, password=None)
         payload = key_payload(self.session, self.party, self.site, reply["public_key"],
                               weight_sum)
@@ -119,8 +137,23 @@ class SecureAggregationGuard:
         self.weights = weights
 
     # -- rounds ------------------------------------------------------------
-    def check_round(self, message, differentially_private):
-        """A masked round's parties and this site's coefficients, before it masks."""
+    def check_round(self, message, differentially_private, noisy=False):
+        """A masked round's parties and this site's coefficients, before it masks.
+
+        Parameters
+        ----------
+        message : dict
+            A ``"round"``, ``"remask"`` or ``"monitor"`` message.
+        differentially_private : bool
+            The session's fit is differentially private (coefficients of 1,
+            no recovery).
+        noisy : bool, default=False
+            The site adds noise to the round (a repeated model is refused).
+
+        Returns
+        -------
+        parties : list of int
+        """
         if self.weights is None:
             raise Refused("require", "a masked round before a verified key list")
         parties = [int(p) for p in message.get("parties", ())]
@@ -132,14 +165,8 @@ class SecureAggregationGuard:
             raise Refused("min_sites", f"a round of {len(parties)} sites; this site requires "
                                        f"at least {self.min_sites}")
         kind = message.get("kind")
-        if kind == "round":
-            self.last_parties, self.remasked = set(parties), False
-        elif kind == "remask":  # dropout recovery: once a round, for fewer sites
-            if self.remasked or not set(parties) < getattr(self, "last_parties", set()):
-                raise Refused("require", "a reply masked again with the same or more sites, "
-                                         "or twice (two masks of one reply under different "
-                                         "coefficients would reveal it)")
-            self.remasked = True
+        exchange = self._next_exchange(message)
+        model = self._check_recovery(message, kind, parties, differentially_private, noisy)
         # a public scale of the sites' sums (a shared Cox baseline): one for every site
         scales = [m["sum_scale"] for m in (message, message.get("inner")) if isinstance(m, dict)
                   and "sum_scale" in m]
@@ -166,20 +193,59 @@ class SecureAggregationGuard:
                 raise Refused("require", f"the coefficient of {field!r} is not the share the "
                                          "public weights give this site (a server singling "
                                          "a site out)")
+        # every check passed: the exchange is spent, the round's model answered
+        self.last_exchange = exchange
+        if kind == "round":
+            self.last_parties, self.remasked = set(parties), False
+            self.repeated = model in self.models
+            self.models.add(model)
+        elif kind == "remask":
+            self.remasked = True
         return parties
+
+    def _next_exchange(self, message):
+        """The message's exchange number, refused unless after the session's last."""
+        exchange = message.get("exchange")
+        if not isinstance(exchange, Integral) or isinstance(exchange, bool):
+            raise Refused("message", "a masked message without an integer exchange number")
+        if self.last_exchange is not None and exchange <= self.last_exchange:
+            raise Refused("require", f"exchange {int(exchange)} is not after this session's "
+                                     f"last ({int(self.last_exchange)}): a replayed exchange "
+                                     "(its one-time masks would be used twice)")
+        return int(exchange)
+
+    def _check_recovery(self, message, kind, parties, differentially_private, noisy):
+        """Refuse a repeated noisy round and an unsafe recovery; returns a round's model
+        digest (None for other kinds)."""
+        if kind == "round":
+            model = _model_digest(message.get("inner"))
+            if noisy and model in self.models:
+                raise Refused("differential_privacy", "a second round at a model this "
+                              "session has already answered (each answer at one model "
+                              "would add a fresh draw of the noise)")
+            return model
+        if kind != "remask":
+            return None
+        if differentially_private:
+            raise Refused("differential_privacy", "a noised reply masked again for fewer "
+                          "sites (the difference of the two sums would be one site's reply "
+                          "under its own share of the noise only)")
+        if self.remasked or not set(parties) < self.last_parties:
+            raise Refused("require", "a reply masked again with the same or more sites, "
+                                     "or twice (two masks of one reply under different "
+                                     "coefficients would reveal it)")
+        if self.repeated:
+            raise Refused("require", "a recovery of a round at a model this session had "
+                                     "already answered (recoveries of one model for "
+                                     "different sites would reveal each site's reply)")
+        return None
 
     def check_sums(self, message):
         """A masked inference pass: one of skfed's inference functions, every verified site
         taking part, and the public scale (the inverse of the signed total weight)."""
-        from ..linear_model import _inference
+        from .operations import masked_passes
 
-        from ..solvers.risk_sets import client_risk_set_sums
-        from ..survival._site import client_cox_inference, client_cox_residual_meat
-
-        if message.get("fn") not in (_inference.client_inference_terms,
-                                     _inference.client_null_terms,
-                                     _inference.client_tweedie_log_c, client_cox_inference,
-                                     client_risk_set_sums, client_cox_residual_meat):
+        if message.get("fn") not in masked_passes():
             raise Refused("message", "a masked pass of a function that is not an inference "
                                      "pass")
         if self.weights is None or sorted(int(p) for p in message.get("parties", ())) != sorted(
@@ -190,6 +256,7 @@ class SecureAggregationGuard:
                           atol=0):
             raise Refused("require", "the pass's coefficient is not the public scale (a server "
                                      "singling a site out)")
+        self.last_exchange = self._next_exchange(message)
 
     def _share(self, kind, parties):
         """This site's coefficient(s) under the public rules (samples, or uniform)."""
@@ -201,6 +268,32 @@ class SecureAggregationGuard:
                                      "solver with weighted or summed replies")
         total = sum(self.weights[p] for p in parties)
         return (self.weights[self.party] / total, 1.0 / len(parties))
+
+
+def _model_digest(inner):
+    """A digest of a round's model: the floating-point values of its broadcast, by place.
+
+    Integers and strings are left out: a round counter renumbered by the
+    server does not make a model new.
+    """
+    digest = hashlib.sha256()
+
+    def walk(value, place):
+        if isinstance(value, dict):
+            for key in sorted(value, key=str):
+                walk(value[key], f"{place}/{key}")
+        elif isinstance(value, (list, tuple)):
+            for k, item in enumerate(value):
+                walk(item, f"{place}/{k}")
+        elif isinstance(value, (float, np.floating, np.ndarray)) and np.asarray(
+                value).dtype.kind in "fc":
+            array = np.asarray(value)
+            array = array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
+            digest.update(f"{place}:{array.shape}".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+
+    walk(inner, "")
+    return digest.hexdigest()
 
 
 class PrivateRounds:
