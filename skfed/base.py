@@ -33,7 +33,7 @@ from ._messages import count, plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
 from .privacy.dp_rounds import budget_warning, noise_warning
-from .privacy.secure_rounds import SecureAggregation
+from .privacy.secure_rounds import SecureAggregation, SecureAggregationSolver
 
 
 def _state_key(solver, labels, layout):
@@ -260,7 +260,12 @@ class FederatedLinearModel(BaseEstimator):
             # solvers that take no step from the smoothness constants (Newton) get
             # cheap bounds for the monitor and skip the pooled eigenvalue pass
             # (none at all under differential privacy: they would cross without noise)
-            exact = None if private else solver.needs_smoothness(layout, datafit)
+            # under secure aggregation a solver that takes no step from them (Newton) gets
+            # the pooled constants as a masked sum once the keys are agreed
+            # (SecureAggregationSolver.masked_smoothness): no site's own constant leaves it
+            needs = solver.needs_smoothness(layout, datafit)
+            masked = isinstance(solver, SecureAggregationSolver)
+            exact = None if private or (masked and not needs) else needs
             summaries = executor.map(client_summary,
                                      [(j, (exact,)) for j in range(len(labels))])
             sums = np.array([s["weight_sum"] for s in summaries])

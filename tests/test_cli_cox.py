@@ -169,7 +169,7 @@ def test_cox_through_site_services(rossi, tmp_path, capsys):
     from skfed.sites.policy import load_config
     from skfed.sites.transport import SiteServer
 
-    from ._sites import SITES, site_config, split_frames
+    from ._sites import SITES, site_config, split_frames, with_site_partitions
 
     _, frame = rossi
     frame = frame.drop(columns=["site"])
@@ -192,9 +192,10 @@ def test_cox_through_site_services(rossi, tmp_path, capsys):
         assert "exp(coef)" in out
         # the same steps on the same rows in this process
         pooled = pd.concat(parts, ignore_index=True)
-        local = FederatedDataset.from_arrays(
+        local = with_site_partitions(FederatedDataset.from_arrays(
             pooled[COVARIATES], pooled[["arrest", "week"]].to_numpy(float),
-            np.repeat(list(SITES), [len(p) for p in parts]))
+            np.repeat(list(SITES), [len(p) for p in parts])),
+            {name: tmp_path / name for name in SITES}, "rossi")
         ref = fit_sites(local, target=["arrest", "week"], model="cox", strata="site",
                         tol=1e-10)
         assert _printed(out, "prio")[2] == pytest.approx(

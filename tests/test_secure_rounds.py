@@ -70,10 +70,13 @@ def test_newton_lasso_equals_the_unmasked_fit(diabetes):
     assert abs(secure.intercept_ - plain.intercept_) <= bound
     # the zeros of the Lasso are the same
     np.testing.assert_array_equal(secure.coef_ == 0, plain.coef_ == 0)
-    # the key agreement is one setup round: 32 bytes up per site, the list down
-    N = 4
-    assert secure.history_.setup_rounds == plain.history_.setup_rounds + 1
-    assert secure.history_.setup_bytes - plain.history_.setup_bytes == 32 * N + 32 * N * N
+    # the key agreement is one setup round (32 bytes up per site, the list down); the
+    # monitor's smoothness constants one more, a masked sum of 1 + d fields per site
+    # (no site's own constant is sent)
+    N, d = 4, X.shape[1]
+    assert secure.history_.setup_rounds == plain.history_.setup_rounds + 2
+    assert secure.history_.setup_bytes - plain.history_.setup_bytes == (
+        32 * N + 32 * N * N + N * (8 * (1 + d) + 8))
     assert secure.solver_.name == "newton" and plain.history_.privacy is None
 
 

@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError
@@ -21,6 +22,16 @@ def client_summary(client, exact=True):
     without noise)."""
     return {"n_samples": client.n_samples, "weight_sum": client.weight_sum,
             "lipschitz": None if exact is None else client.lipschitz(exact)}
+
+
+def client_smoothness_sums(client):
+    """A site's part of the pooled loss's trace-bound constants, as sums over its rows:
+    ``sum_i w_i ||x_i||^2`` and ``sum_i w_i x_i`` (summed masked over the sites, then
+    divided by the public total weight: :meth:`SecureAggregationSolver.masked_smoothness`)."""
+    X, sw = client.X, client.sample_weight
+    squares = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+    return {"squares": np.atleast_1d(float(sw @ np.asarray(squares).ravel())),
+            "features": np.asarray(X.T @ sw, dtype=float).ravel()}
 
 
 def client_monitor(client, theta):
@@ -315,6 +326,12 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         session_bytes, session_rounds = open_session(executor)
         history.setup_bytes += session_bytes
         history.setup_rounds += session_rounds
+        if problem.pooled_lipschitz is None and None in problem.lipschitz and not getattr(
+                solver, "differentially_private", False):
+            # the monitor's constants as one masked pass (no site's own constant leaves it)
+            problem.pooled_lipschitz, smoothness_bytes = solver.masked_smoothness(executor)
+            history.setup_bytes += smoothness_bytes
+            history.setup_rounds += 1
 
     objective, stationarity, mon_bytes = monitor(theta)
     blocks_now = monitor.last_blocks

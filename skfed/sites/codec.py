@@ -86,7 +86,8 @@ def allowed_classes():
 
         from ..linear_model._inference import Family
 
-        classes = [ColumnEncoder, ColumnImputer, Family, FedOneHotEncoder, FedSimpleImputer, FedStandardScaler, FeatureScaler,
+        classes = [ColumnEncoder, ColumnImputer, Family, FedOneHotEncoder, FedSimpleImputer,
+                   FedStandardScaler, FeatureScaler,
                    Targets,
                    layout.Layout, problem.FederatedProblem,
                    schedule.LocalSchedule, quadratic_model.DenseModel,
@@ -133,15 +134,10 @@ def allowed_functions():
         functions += [f for name, f in vars(_summaries).items()
                       if name.endswith("_summary") and callable(f)]
         functions += list(registry()[1])  # the declared row steps
-        from ..linear_model import _inference
+        from .operations import masked_passes
 
-        # the inference passes a masked "sums" step names (skfed.sites.guard checks them)
-        from ..solvers.risk_sets import client_risk_set_sums
-        from ..survival._site import client_cox_inference, client_cox_residual_meat
-
-        functions += [_inference.client_inference_terms, _inference.client_null_terms,
-                      _inference.client_tweedie_log_c, client_cox_inference,
-                      client_risk_set_sums, client_cox_residual_meat]
+        # the passes a masked "sums" step names (skfed.sites.guard checks them)
+        functions += list(masked_passes())
         _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
     return _FUNCTIONS
 

@@ -15,6 +15,7 @@ write the audit line, encode.
 import logging
 import secrets
 import threading
+import time
 
 import numpy as np
 
@@ -60,6 +61,7 @@ class SiteHost(DataOperations):
 
         self.ledger = PrivacyLedger(config.ledger, self.policy.epsilon_budget)
         self._tables = {}
+        self._partition_cache = {}
         self._sessions = {}
         self._lock = threading.Lock()
 
@@ -81,7 +83,14 @@ class SiteHost(DataOperations):
             if op not in OPERATIONS:
                 raise Refused("operations", f"{op[:64]!r} is not a site operation")
             self._check_analyst(analyst, op)
+            self._check_protection(OPERATIONS[op], args)
+            check_work(args, self.policy.max_local_iterations)
+            started = time.monotonic()
             value = getattr(self, "_op_" + op.replace(".", "_"))(analyst, args, record)
+            seconds = time.monotonic() - started
+            if seconds > self.policy.max_request_seconds:  # its answer is not released
+                raise Refused("max_request_seconds", f"the request ran {seconds:.0f} s, past "
+                               f"this site's {self.policy.max_request_seconds:g} s")
             reply = encode({"ok": value})
             record.update(outcome="ok", bytes=len(reply))
             return reply
@@ -115,6 +124,18 @@ class SiteHost(DataOperations):
         allowed_ops = self.policy.access.get(analyst, {}).get("operations")
         if allowed_ops is not None and op not in allowed_ops:
             raise Refused("access", f"analyst {analyst!r} may not use operation {op!r} here")
+
+    def _check_protection(self, operation, args):
+        """Where the policy requires protection, no number computed from this site's rows
+        alone leaves it: an operation whose reply would be one is refused, whatever the
+        message says; a fit's masked steps are the guard's (:meth:`_guard`)."""
+        required = self.policy.require
+        if required and operation.discloses(args) == "rows":
+            needs = " and ".join(r.replace("_", " ") for r in required)
+            raise Refused("require", f"this site requires {needs}: "
+                                      f"{operation.name} would release numbers computed from "
+                                      "this site's rows alone (only masked sums of a protected "
+                                      "fit leave it)")
 
     def _rows(self, args, record, what):
         """The request's rows (its dataset reference) and their count with positive
@@ -158,10 +179,13 @@ class SiteHost(DataOperations):
         drop = [c for c in drop if c in table.columns]
         site = split_table(self.name, table, target=target, sample_weight=weight, drop=drop,
                            offset=offset)
+        # every row keeps its number in the table and its partition (held-out parts are
+        # whole partitions, drawn from the site's secret: no analyst picks the rows)
+        site.meta.update(row_ids=np.arange(len(table)), partitions=self._partitions(conf))
         for step in ref.get("steps") or ():  # declared row steps, in order (skfed's own code)
             site = self._step(site, step)
         holdout = ref.get("holdout")
-        if holdout is not None:  # training or held-out rows, drawn here by the shared rule
+        if holdout is not None:  # training or held-out rows, whole partitions of the site's
             from ..data.site import holdout_rows
 
             try:
@@ -188,7 +212,28 @@ class SiteHost(DataOperations):
                          check_validate=False)
             if args[1:] != ["transform"]:
                 raise Refused("message", "a transformer step runs transform only")
-        return fn(site, *args)
+        kept = fn(site, *args)
+        # a step that leaves rows out (a filter, a held-out part) leaves none or at least
+        # min_rows: else the difference of two answers would be a sum over a few rows
+        left_out = site.n_samples - kept.n_samples
+        if 0 < left_out < self.policy.min_rows or 0 < kept.n_samples < self.policy.min_rows:
+            raise Refused("min_rows", "a row step would leave out, or keep, fewer than "
+                                       f"{self.policy.min_rows} rows (a part of the rows and "
+                                       "its rest must each hold at least min_rows)")
+        return kept
+
+    def _partitions(self, conf):
+        """The dataset's fixed partitions, from the site's secret for it (kept in the
+        site's folder, readable by the service's account only; made on first use)."""
+        from ..data.site import SitePartitions
+
+        with self._lock:
+            if conf.name not in self._partition_cache:
+                folder = self.config.data_dir or self.config.ledger.parent
+                secret = _partition_secret(folder / "partition-secrets.json", conf.name)
+                self._partition_cache[conf.name] = SitePartitions.draw(
+                    secret, len(self._tables[conf.name]), self.policy.min_rows)
+            return self._partition_cache[conf.name]
 
     def _table(self, conf):
         with self._lock:
@@ -346,7 +391,12 @@ class SiteHost(DataOperations):
         if kind == "key-list":
             session.guard.verify_key_list(message, state["party"].public_key())
         elif kind in ("round", "remask", "monitor"):
-            parties = session.guard.check_round(message, _private(solver))
+            from numbers import Real
+
+            # noise unless the multiplier is zero (then an honest model may come again)
+            sigma = getattr(solver, "noise_multiplier_", None)
+            noisy = _private(solver) and not (isinstance(sigma, Real) and sigma <= 0)
+            parties = session.guard.check_round(message, _private(solver), noisy=noisy)
             if _private(solver) and kind == "round":
                 if session.private is None:
                     session.private = PrivateRounds()
@@ -371,15 +421,23 @@ class SiteHost(DataOperations):
         return message
 
     def _check_solver(self, solver):
-        inner = getattr(solver, "solver", solver)  # under a privacy wrapper: the solver in it
+        """The policy's solver rules, decided from what the step's solver *is* (its class,
+        checked here), never from attributes a message says it carries: the allow-list
+        reads the solver inside a real privacy wrapper, and a step is masked or noised
+        only when its class masks or noises it (:func:`_masked`, :func:`_private`)."""
+        from ..solvers.base import FederatedSolver
+
+        inner = solver.solver if _masked(solver) else solver
+        if not isinstance(inner, FederatedSolver) or _masked(inner):
+            # honest wrappers hold one plain solver; another wrapper would hide its name
+            raise Refused("message", "a privacy wrapper must hold one of skfed's solvers")
         allowed = self.policy.solvers
         if allowed is not None and inner.name not in allowed:
             raise Refused("solvers", f"solver {inner.name!r} is not allowed at this site")
-        if "secure_aggregation" in self.policy.require and inner is solver:
+        if "secure_aggregation" in self.policy.require and not _masked(solver):
             raise Refused("require", "this site requires secure aggregation and the step "
                                       "is not masked")
-        if "differential_privacy" in self.policy.require and not getattr(
-                solver, "differentially_private", False):
+        if "differential_privacy" in self.policy.require and not _private(solver):
             raise Refused("require", "this site requires differential privacy and the "
                                       "step adds no noise")
 
@@ -391,13 +449,18 @@ class SiteHost(DataOperations):
         return True
 
 def _masked(solver):
+    """Whether the site masks this step: its class is skfed's secure-aggregation wrapper."""
     from ..privacy.secure_rounds import SecureAggregationSolver
 
     return isinstance(solver, SecureAggregationSolver)
 
 
 def _private(solver):
-    return bool(getattr(solver, "differentially_private", False))
+    """Whether the site clips and noises this step: its class is skfed's
+    differential-privacy wrapper (a masked solver too), whatever a message claims."""
+    from ..privacy.dp_rounds import DifferentiallyPrivateSolver
+
+    return isinstance(solver, DifferentiallyPrivateSolver)
 
 
 def _positive_rows(site):
@@ -410,3 +473,52 @@ def _vector(value, session, features=False):
     if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != (size,):
         raise Refused("message", f"expected a float vector of {size} parameters")
     return value
+
+
+def _partition_secret(path, dataset):
+    """The site's secret for ``dataset``'s partitions (32 random bytes), persisted in
+    ``path`` (JSON, mode 0600) so that partitions stay the same across restarts: a new
+    draw would let two answers differ by a few rows."""
+    import json
+    import os
+
+    secrets_by_dataset = json.loads(path.read_text()) if path.exists() else {}
+    if dataset not in secrets_by_dataset:
+        secrets_by_dataset[dataset] = secrets.token_hex(32)
+        temporary = path.with_name(path.name + ".tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(secrets_by_dataset, out)
+        os.replace(temporary, path)
+    return bytes.fromhex(secrets_by_dataset[dataset])
+
+
+#: the parameters of skfed's estimators and solvers that set how much work a request
+#: asks of the site (rounds of a local fit, local steps, inner iterations)
+WORK_PARAMETERS = ("max_rounds", "max_iter", "local_steps", "local_epochs", "max_local_iter",
+                   "max_subproblem_iter")
+
+
+def check_work(value, most, _seen=None):
+    """Refuse a request whose objects ask for more than ``most`` iterations of any loop
+    (the policy's ``max_local_iterations``): analyst-chosen work is bounded."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen or isinstance(value, (str, bytes, np.ndarray, int, float)):
+        return
+    seen.add(id(value))
+    if isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, (list, tuple)):
+        children = list(value)
+    elif type(value).__module__.startswith(("skfed.", "sklearn.")):
+        for name in WORK_PARAMETERS:
+            count = getattr(value, name, None)
+            if isinstance(count, (int, float, np.number)) and not isinstance(count, bool) \
+                    and count > most:
+                raise Refused("max_local_iterations", f"{type(value).__name__}({name}="
+                               f"{count:g}) asks for more than this site's {most} iterations")
+        children = list(vars(value).values()) if hasattr(value, "__dict__") else []
+    else:
+        return
+    for child in children:
+        check_work(child, most, seen)

@@ -23,6 +23,17 @@ from ..federation.smoothness import client_curvature_matvec, client_feature_mean
 from ..preprocessing._summaries import _summarize_site, _template_site
 
 
+#: what a reply may carry, by class (the site's gate reads it, :mod:`skfed.sites.host`):
+#: ``nothing`` row-derived (a handle, a check that passed, a zero-row schema); ``counts``
+#: (row, level and missing-value counts and weight sums, each under ``min_rows`` /
+#: ``min_level_count``: the public setup of a fit, released whatever protection the site
+#: requires); ``rows``: numbers computed from this site's rows alone (sums, moments,
+#: curvature, scores), which a site that requires secure aggregation or differential
+#: privacy never releases; ``masked``: a fit's step, whose protection the site's guard
+#: decides from the session (:mod:`skfed.sites.guard`)
+DISCLOSURES = ("nothing", "counts", "rows", "masked")
+
+
 @dataclass(frozen=True)
 class Operation:
     """A named site operation: what it runs and what its reply releases."""
@@ -33,15 +44,25 @@ class Operation:
     function: object = None
     #: runs on a fit session's client objective (else on a dataset's rows)
     on_session: bool = False
+    #: the class of what the reply releases (:data:`DISCLOSURES`)
+    disclosure: str = "rows"
+
+    def discloses(self, args):
+        """The disclosure class of one request: a client summary without smoothness
+        constants (``exact=None``) releases counts only."""
+        if self.name == "fit.client_summary" and args.get("exact") is None:
+            return "counts"
+        return self.disclosure
 
 
 OPERATIONS = {op.name: op for op in [
     Operation("dataset.describe", "row count, column names and kinds, whether a target and "
-              "weights are present", describe),
+              "weights are present", describe, disclosure="counts"),
     Operation("data.summary", "row count, weight sum, feature count; for a classifier the "
-              "classes held, with counts (each >= min_level_count)", site_summary),
+              "classes held, with counts (each >= min_level_count)", site_summary,
+              disclosure="counts"),
     Operation("fit.open", "nothing (the site builds its client objective and keeps it)",
-              client_objective),
+              client_objective, disclosure="nothing"),
     Operation("fit.client_summary", "row count, weight sum and the loss's smoothness "
               "constants", client_summary, True),
     Operation("fit.monitor", "the mean loss and its gradient at the broadcast model",
@@ -51,8 +72,9 @@ OPERATIONS = {op.name: op for op in [
     Operation("fit.feature_mean", "the weighted mean of the features", client_feature_mean,
               True),
     Operation("fit.step", "the solver's reply of one round (its declared sums; masked under "
-              "secure aggregation)", client_round, True),
-    Operation("fit.close", "nothing (the session's objective and states are dropped)"),
+              "secure aggregation)", client_round, True, disclosure="masked"),
+    Operation("fit.close", "nothing (the session's objective and states are dropped)",
+              disclosure="nothing"),
     Operation("fit.inference", "at the fitted model: the p x p information, and the sandwich's "
               "p x p meat (HC0/HC1) or the outer product of the site's score sum (cluster); "
               "Pearson chi-square, deviance and log-likelihood sums", None, True),
@@ -61,7 +83,7 @@ OPERATIONS = {op.name: op for op in [
     Operation("fit.inference_dispersion", "the Tweedie density's series term, summed", None,
               True),
     Operation("preprocess.schema", "the checked columns' names and dtypes (zero rows)",
-              _template_site),
+              _template_site, disclosure="nothing"),
     Operation("preprocess.summary", "one federated transformer's per-site summary: sums and "
               "counts (scaler, mean imputer); levels each held by >= min_level_count rows "
               "(one-hot encoder, most-frequent imputer); with allow_exact_quantiles, the "
@@ -78,20 +100,22 @@ OPERATIONS = {op.name: op for op in [
     Operation("stats.crosstab", "the count of every pair of levels (missing values a level) and "
               "the margins; every count from 1 to min_level_count - 1 blanked, with the "
               "complementary cells along its row and column, each listed with the reason; "
-              "columns whose values are mostly in levels below min_level_count refused", None),
+              "columns whose values are mostly in levels below min_level_count refused", None,
+              disclosure="counts"),
     Operation("stats.event_table", "per time (coarsened until every bin holds "
-              ">= min_level_count rows) the numbers of events and censorings, per group", None),
+              ">= min_level_count rows) the numbers of events and censorings, per group", None,
+              disclosure="counts"),
     Operation("evaluate.response_sums", "two numbers: the sum of weights and of weighted "
               "targets (the mean response of a GLM score's null model)", None),
     Operation("evaluate.deviances", "two numbers: the weighted deviance of a GLM's predictions "
               "and of a constant (its D^2 score)", None),
     Operation("data.check_target", "nothing (the target is checked to be in the family's "
-              "range; an error gives the number of values outside it)", None),
+              "range; an error gives the number of values outside it)", None, disclosure="nothing"),
     Operation("data.inspect", "per column the numbers of missing, non-numeric and non-finite "
               "values, and the numbers of rows without a target or incomplete (no value)",
-              None),
+              None, disclosure="counts"),
     Operation("data.check", "nothing (the site's features are checked to be numeric and "
-              "finite; an error names the column)", None),
+              "finite; an error names the column)", None, disclosure="nothing"),
     Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
               "the site's own training rows (the local-only baseline of skfed fit)", None),
     Operation("evaluate.score", "four weighted sums per target (regression) or two "
@@ -99,7 +123,7 @@ OPERATIONS = {op.name: op for op in [
     Operation("survival.event_times", "per stratum, the distinct event times (or the time "
               "grid's interval indices) with the number of events at each; without "
               "allow_event_times each must hold >= min_level_count events (times coarsened "
-              "so for the quantiles of time_grid=k)", None),
+              "so for the quantiles of time_grid=k)", None, disclosure="counts"),
     Operation("fit.risk_sets", "at each broadcast event time (a shared Cox baseline): the "
               "sums of w exp(x'b), w exp(x'b) x and w exp(x'b) x x' over the site's rows at "
               "risk and over its events there, and its event count and weight; without "
@@ -113,7 +137,7 @@ OPERATIONS = {op.name: op for op in [
     Operation("fit.cox_residuals", "the sandwich's p x p meat from the site's score "
               "residuals at a broadcast baseline", None, True),
     Operation("survival.strata_levels", "the levels of a Cox model's strata column with "
-              "their row counts (each >= min_level_count)", None),
+              "their row counts (each >= min_level_count)", None, disclosure="counts"),
     Operation("evaluate.concordance", "four counts: concordant, discordant, tied and "
               "comparable pairs of the site's rows (Harrell's concordance)", None),
 ]}
@@ -159,6 +183,20 @@ def _cli_functions():
              inputs._site_columns, inputs.impute_site, inputs.drop_incomplete_site,
              _cox_site.move_strata_to_target}
     return operations, steps
+
+
+def masked_passes():
+    """The site functions a masked ``sums`` step of a fit may name (its inference passes,
+    the risk-set sums and the monitor's smoothness sums): run at the site, summed masked
+    over every verified site (:meth:`skfed.sites.guard.SecureAggregationGuard.check_sums`)."""
+    from ..federation.rounds import client_smoothness_sums
+    from ..linear_model import _inference
+    from ..solvers.risk_sets import client_risk_set_sums
+    from ..survival._site import client_cox_inference, client_cox_residual_meat
+
+    return (_inference.client_inference_terms, _inference.client_null_terms,
+            _inference.client_tweedie_log_c, client_cox_inference, client_risk_set_sums,
+            client_cox_residual_meat, client_smoothness_sums)
 
 
 _REGISTRY = None

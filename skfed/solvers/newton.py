@@ -236,7 +236,10 @@ class FedNewton(FederatedSolver):
                                 NEWTON_SUBPROBLEM_TOL if full else QUASI_NEWTON_SUBPROBLEM_TOL)
         # the first quasi-Newton step: a proximal-gradient step at the pooled
         # smoothness, per block (then B_0 = gamma I from the latest pair)
-        self.initial_curvature_ = 1.0 / problem.block_steps(worst_client=False)
+        # (only quasi-Newton takes that step: a full-Hessian Newton fit under secure
+        # aggregation has no constants at setup, its monitor gets them masked later)
+        self.initial_curvature_ = None if full else 1.0 / problem.block_steps(
+            worst_client=False)
         return self
 
     # -- rounds -----------------------------------------------------------

@@ -1,0 +1,142 @@
+"""The site's gate over the whole operation table (issue 27, findings 3 and item 4).
+
+One real service (gRPC over mutual TLS) whose policy requires secure aggregation and
+differential privacy, ``min_rows = 10`` and a budget. Every operation of
+:data:`skfed.sites.operations.OPERATIONS` is called directly, as a modified client would
+send it: none answers with a number computed from this site's rows alone. Operations
+that release such numbers are refused (rule ``require``) before they run, whatever their
+arguments; a fit's step is refused unless the site itself masks and noises it; the
+others release nothing or counts. Every refusal is in the audit log with its rule.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("cryptography")
+
+from sklearn.datasets import load_diabetes  # noqa: E402
+
+from skfed.data.site import Targets  # noqa: E402
+from skfed.datafits import Quadratic  # noqa: E402
+from skfed.deploy import make_certificates  # noqa: E402
+from skfed.federation.layout import Layout  # noqa: E402
+from skfed.sites import SiteRefusal, SiteServiceError  # noqa: E402
+from skfed.sites.audit import read_audit  # noqa: E402
+from skfed.sites.operations import DISCLOSURES, OPERATIONS  # noqa: E402
+from skfed.sites.policy import load_config  # noqa: E402
+from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
+from skfed.solvers import FedNewton  # noqa: E402
+
+from ._sites import site_config  # noqa: E402
+
+DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": None}
+#: the operations whose replies hold no number computed from the rows, or counts only
+#: (each reviewed: a new operation is "rows" until declared otherwise, so refused here)
+NOT_ROWS = {"fit.open", "fit.close", "data.check", "data.check_target", "preprocess.schema",
+            "dataset.describe", "data.summary", "data.inspect", "survival.strata_levels",
+            "survival.event_times", "stats.crosstab", "stats.event_table", "fit.step"}
+
+
+@pytest.fixture(scope="module")
+def protected(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gate")
+    certs = make_certificates(root / "certs", ["hospital-a"], analysts=["analyst-b"])
+    load_diabetes(as_frame=True).frame.iloc[:120].to_csv(root / "visits.csv", index=False)
+    path = site_config(root, "hospital-a", certs=certs,
+                       datasets={"visits": ("visits.csv", None)},
+                       policy='min_rows = 10\nrequire = ["secure_aggregation", '
+                              '"differential_privacy"]\nepsilon_budget = 1.0')
+    server = SiteServer(load_config(path)).start()
+    conn = SiteConnection("hospital-a", f"127.0.0.1:{server.port}", ca_file=certs.ca.cert,
+                          cert_file=certs.client.cert, key_file=certs.client.key)
+    yield conn, root
+    conn.close()
+    server.stop()
+
+
+def _session(conn):
+    layout = Layout(n_features=10, n_outputs=1, fit_intercept=True)
+    return conn.call("fit.open", dataset=DATASET, datafit=Quadratic(), layout=layout,
+                     targets=Targets())
+
+
+def test_every_operation_declares_what_it_releases():
+    assert {op.disclosure for op in OPERATIONS.values()} <= set(DISCLOSURES)
+    assert {name for name, op in OPERATIONS.items() if op.disclosure != "rows"} == NOT_ROWS
+
+
+@pytest.mark.parametrize("name", sorted(set(OPERATIONS) - NOT_ROWS))
+def test_row_derived_operations_are_refused_before_they_run(protected, name):
+    conn, root = protected
+    handle = _session(conn)
+    # the arguments an honest client would send do not matter: the gate refuses first
+    args = {"dataset": DATASET, "session": handle, "theta": np.zeros(11),
+            "vector": np.ones(10), "exact": True, "args": []}
+    with pytest.raises(SiteRefusal, match="requires secure aggregation and differential "
+                                          "privacy") as info:
+        conn.call(name, **args)
+    assert info.value.rule == "require"
+    line = read_audit(root / "audit.jsonl")[-1]
+    assert line["operation"] == name and line["outcome"] == "refused"
+    assert line["rule"] == "require"
+
+
+def test_a_client_summary_gives_counts_only(protected):
+    conn, _ = protected
+    handle = _session(conn)
+    with pytest.raises(SiteRefusal, match="fit.client_summary"):
+        conn.call("fit.client_summary", session=handle, exact=False)
+    summary = conn.call("fit.client_summary", session=handle, exact=None)
+    assert summary["lipschitz"] is None and summary["n_samples"] == 120
+
+
+def test_an_unmasked_step_is_refused(protected):
+    import hashlib
+
+    from skfed.sites.codec import encode
+
+    conn, root = protected
+    handle = _session(conn)
+    blob = np.frombuffer(encode(FedNewton()), dtype=np.uint8)
+    with pytest.raises(SiteRefusal) as info:
+        conn.call("fit.step", session=handle, solver=blob,
+                  solver_digest=hashlib.sha256(blob).hexdigest(), client=0, seed=0,
+                  message={"trial": np.zeros(11)}, state={})
+    assert info.value.rule == "require"
+    assert read_audit(root / "audit.jsonl")[-1]["rule"] == "require"
+
+
+@pytest.mark.parametrize("name", sorted(NOT_ROWS - {"fit.step", "fit.open", "fit.close"}))
+def test_the_others_release_no_row_value(protected, name):
+    """Called with arguments of the right form, they answer with counts, names or
+    nothing (an error is fine too): never a mean, a sum of values or a curvature."""
+    conn, _ = protected
+    args = {"dataset.describe": {}, "data.summary": {"task": "regression"},
+            "data.inspect": {"args": [[]]}, "data.check": {},
+            "data.check_target": {"args": ["gaussian", 0.0, False]},
+            "preprocess.schema": {"estimator": None, "validate": None},
+            "survival.strata_levels": {"args": ["sex"]},
+            "survival.event_times": {"args": [None, None, False]},
+            "stats.crosstab": {"args": ["sex", "sex", 1]},
+            "stats.event_table": {"args": [None, None]}}[name]
+    try:
+        reply = conn.call(name, dataset=DATASET, **args)
+    except (SiteRefusal, SiteServiceError):
+        return
+    assert _no_row_values(reply), (name, reply)
+
+
+def _no_row_values(value):
+    """Counts, names, kinds and flags only: integers (or integral floats), strings,
+    booleans and None, in dicts and lists (a dict's keys are names: columns, or levels,
+    each held by at least min_level_count rows)."""
+    if isinstance(value, dict):
+        return all(_no_row_values(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_no_row_values(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "biuUSO" or bool(np.all(value == np.round(value)))
+    if isinstance(value, (float, np.floating)):
+        return float(value).is_integer() or not np.isfinite(value)
+    return value is None or isinstance(value, (bool, int, str, np.integer, np.bool_))
