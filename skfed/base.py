@@ -33,7 +33,7 @@ from ._messages import count, plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
 from .solvers.base import message_nbytes
 from .privacy.dp_rounds import budget_warning, noise_warning
-from .privacy.secure_rounds import SecureAggregation, SecureAggregationSolver
+from .privacy.secure_rounds import SecureAggregation
 
 
 def _state_key(solver, labels, layout):
@@ -242,7 +242,7 @@ class FederatedLinearModel(BaseEstimator):
             weighting = choice["client_weighting"]
         if self.privacy is not None:  # every exchange masked; the solver works on sums
             solver = self.privacy.wrap(solver, self.max_rounds)
-        private = getattr(solver, "differentially_private", False)
+        private = solver.differentially_private
         theta0, resume = layout.zeros(), None
         if self.warm_start and hasattr(self, "_theta") and self._theta.shape == theta0.shape:
             theta0 = self._theta.copy()
@@ -264,8 +264,7 @@ class FederatedLinearModel(BaseEstimator):
             # the pooled constants as a masked sum once the keys are agreed
             # (SecureAggregationSolver.masked_smoothness): no site's own constant leaves it
             needs = solver.needs_smoothness(layout, datafit)
-            masked = isinstance(solver, SecureAggregationSolver)
-            exact = None if private or (masked and not needs) else needs
+            exact = None if private or (solver.masked and not needs) else needs
             summaries = executor.map(client_summary,
                                      [(j, (exact,)) for j in range(len(labels))])
             sums = np.array([s["weight_sum"] for s in summaries])

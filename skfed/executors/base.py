@@ -48,6 +48,11 @@ class Executor(ABC):
         they run (0 in process), reported as ``history_.placement_bytes``.
     """
 
+    #: clients lost for good (a site service that stopped answering): the monitor then
+    #: reports the objective of the others; none here
+    lost = frozenset()
+    placement_bytes_ = 0
+
     def __init__(self, n_jobs=None):
         self.n_jobs = n_jobs
 

@@ -55,13 +55,13 @@ class FederationResult:
 class _Monitor:
     """Objective and proximal-gradient-mapping norm of the global objective.
 
-    ``secure``: a solver run under secure aggregation, whose
-    ``monitor_sums`` gathers the clients' weighted losses and gradients as
-    masked sums (the server never sees one client's).
+    ``solver``: its :meth:`~skfed.solvers.base.FederatedSolver.monitor_sums` gathers
+    the clients' weighted losses and gradients itself where it can (as masked sums
+    under secure aggregation: the server never sees one client's), else the plain pass.
     """
 
-    def __init__(self, problem, executor, secure=None):
-        self.problem, self.executor, self.secure = problem, executor, secure
+    def __init__(self, problem, executor, solver):
+        self.problem, self.executor, self.solver = problem, executor, solver
         self.last_mapped = self.last_blocks = None
 
     @functools.cached_property
@@ -70,17 +70,17 @@ class _Monitor:
         return self.problem.block_steps(worst_client=False)
 
     def __call__(self, theta):
-        if self.secure is not None:
-            sums = self.secure.monitor_sums(self.executor, theta)
-            if sums is None:  # no monitoring (differential privacy)
-                self.last_mapped = self.last_blocks = None
-                return np.nan, np.nan, 0
+        sums = self.solver.monitor_sums(self.executor, theta)
+        if sums is None:  # no monitoring (differential privacy)
+            self.last_mapped = self.last_blocks = None
+            return np.nan, np.nan, 0
+        if sums is not NotImplemented:
             loss, grad, traffic = sums
             return (*self.evaluate_sums(theta, loss, grad), traffic)
         problem, N = self.problem, self.problem.n_clients
         # sites an executor reports lost for good (a site service that stopped answering,
         # under a solver that goes on without it): the objective of the sites left
-        lost = set(getattr(self.executor, "lost", ()))
+        lost = self.executor.lost
         if lost:
             alive = [j for j in range(N) if j not in lost]
             results = self.executor.map(client_monitor, [(j, (theta,)) for j in alive])
@@ -308,8 +308,7 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     history = ConvergenceHistory()
     history.setup_bytes = setup_bytes
     history.setup_rounds = setup_rounds
-    monitor = _Monitor(problem, executor, secure=solver if hasattr(solver, "monitor_sums")
-                       else None)
+    monitor = _Monitor(problem, executor, solver)
     sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
     n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
 
@@ -321,17 +320,14 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
         states = [solver.init_client(j, theta) for j in range(N)]
     executor.place_states(states)  # client state lives with the client from now on
     # under secure aggregation the keys are agreed before anything else is sent
-    open_session = getattr(solver, "open_session", None)
-    if open_session is not None:
-        session_bytes, session_rounds = open_session(executor)
-        history.setup_bytes += session_bytes
-        history.setup_rounds += session_rounds
-        if problem.pooled_lipschitz is None and None in problem.lipschitz and not getattr(
-                solver, "differentially_private", False):
-            # the monitor's constants as one masked pass (no site's own constant leaves it)
-            problem.pooled_lipschitz, smoothness_bytes = solver.masked_smoothness(executor)
-            history.setup_bytes += smoothness_bytes
-            history.setup_rounds += 1
+    session_bytes, session_rounds = solver.open_session(executor)
+    history.setup_bytes += session_bytes
+    history.setup_rounds += session_rounds
+    if solver.masked and not solver.differentially_private and None in problem.lipschitz:
+        # the monitor's constants as one masked pass (no site's own constant leaves it)
+        problem.pooled_lipschitz, smoothness_bytes = solver.masked_smoothness(executor)
+        history.setup_bytes += smoothness_bytes
+        history.setup_rounds += 1
 
     objective, stationarity, mon_bytes = monitor(theta)
     blocks_now = monitor.last_blocks
@@ -459,9 +455,9 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     if solver.polish_output and rnd > 0:
         theta = _polish(monitor, layout, history, theta)
     _progress_done(verbose, rnd, max_rounds, converged)
-    history.placement_bytes = getattr(executor, "placement_bytes_", 0)
+    history.placement_bytes = executor.placement_bytes_
     # client states stay at the sites under secure aggregation (keys, duals)
-    states = None if getattr(solver, "keeps_states_at_sites", False) else \
+    states = None if solver.keeps_states_at_sites else \
         executor.collect_states()
     return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged,
                             server=server, states=states)

@@ -256,9 +256,8 @@ def site_sums(executor, solver, fn, args, n_clients, coefficient):
     Under secure aggregation (``solver.masked_site_sums``) each site's reply
     is masked and only the sum decoded; ``coefficient`` (public) scales every
     field before masking, to keep it within the fixed-point range."""
-    masked = getattr(solver, "masked_site_sums", None)
-    if masked is not None:
-        sums, traffic = masked(executor, fn, args, coefficient)
+    if solver.masked:
+        sums, traffic = solver.masked_site_sums(executor, fn, args, coefficient)
         return {k: np.asarray(v) / coefficient for k, v in sums.items()}, traffic
     replies = executor.map(fn, [(j, args) for j in range(n_clients)])
     # a name or number costs 8 bytes (the family's spec: three such fields)
@@ -447,7 +446,7 @@ class GLMInferenceMixin(WaldMixin):
         self._inference_why = None
         self._inference_cost = (0, 0)
         why = self._penalized()
-        if why is None and getattr(solver, "differentially_private", False):
+        if why is None and solver.differentially_private:
             why = ("inference is not made under differential privacy: the pass would send "
                    "each site's information matrix and sums without noise, outside the "
                    "privacy budget")
@@ -474,11 +473,6 @@ class GLMInferenceMixin(WaldMixin):
         self._inference["family"] = family
         if self._inference["why"] is not None:
             self._inference_why = self._inference["why"]
-
-    def _record_inference_cost(self):
-        traffic, rounds = getattr(self, "_inference_cost", (0, 0))
-        self.history_.inference_bytes = int(traffic)
-        self.history_.inference_rounds = int(rounds)
 
     def _parameter_names(self, layout):
         names = (list(map(str, self.feature_names_in_)) if hasattr(self, "feature_names_in_")

@@ -65,7 +65,7 @@ _PROOF_FIELDS = ("signature", "certificate", "site", "weight_sum")
 
 def _why_not_summed(solver):
     """Why a solver's server cannot work from sums (the refusal names it)."""
-    if getattr(solver, "topology", "centralized") != "centralized" or solver.name == "dsgd":
+    if solver.topology != "centralized" or solver.name == "dsgd":
         return "it is decentralized: there is no server, neighbours exchange their models"
     if solver.name == "afedpd":
         return "its server keeps every site's dual variable and updates it from that site's own model"
@@ -172,6 +172,7 @@ class SecureAggregationSolver(FederatedSolver):
 
     #: client states (private keys, duals) stay at the sites after the fit
     keeps_states_at_sites = True
+    masked = True
     #: what a site service receives besides the constructor's parameters: the
     #: fixed-point code it masks in (the server's exchange counter, session and
     #: recoveries stay with the server; skfed.sites.codec accepts nothing else)
@@ -193,9 +194,8 @@ class SecureAggregationSolver(FederatedSolver):
 
     def monitor_sums_in_replies(self, replies, weights):
         sums = self._sums(replies)  # the solver's declared "weighted" value and grad
-        from_sums = getattr(self.solver, "monitor_from_sums", None)
-        if from_sums is not None:  # a loss pooled from other sums (a shared Cox baseline)
-            return from_sums(sums)
+        if self.solver.pools_own_monitor:  # a loss pooled from other sums (a Cox baseline)
+            return self.solver.monitor_from_sums(sums)
         return sums["value"], sums["grad"]
 
     def may_stop(self, server, tol):
@@ -370,7 +370,7 @@ class SecureAggregationSolver(FederatedSolver):
         if message["kind"] == "sums":  # a module-level function of the site's rows, summed
             reply = message["fn"](client, *message["args"])
             return reply, {f: message["coefficient"] for f in reply}
-        if "sum_scale" in message:  # sums the solver pools itself
+        if self.solver.pools_own_monitor:  # sums the solver pools itself (by its class)
             reply = self.solver.monitor_reply(client, message["theta"], message["sum_scale"])
             return reply, {f: 1.0 for f in reply}
         value, grad = client.value_and_gradient(message["theta"])
@@ -452,8 +452,7 @@ class SecureAggregationSolver(FederatedSolver):
         """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta), bytes)`` by a masked pass."""
         problem = self.problem_
         exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
-        scale = getattr(self.solver, "scale_", None)
-        extra = {} if not hasattr(self.solver, "monitor_reply") else {"sum_scale": scale}
+        extra = {"sum_scale": self.solver.scale_} if self.solver.pools_own_monitor else {}
         replies = self._run(executor, "monitoring", [
             (j, {"kind": "monitor", "theta": theta, "weight": float(a), "exchange": exchange,
                  "parties": parties, **extra}) for j, a in enumerate(problem.weights)])

@@ -339,9 +339,9 @@ class SiteHost(DataOperations):
         if not isinstance(solver, FederatedSolver):
             raise Refused("message", "fit.step needs one of skfed's solvers")
         self._check_solver(solver)
-        grid = getattr(getattr(solver, "solver", solver), "grid", None)
-        if grid is not None:  # a shared Cox baseline: the rounds carry risk-set sums
-            self._check_risk_sets(session.objective.Y, grid)
+        inner = solver.solver if _masked(solver) else solver
+        if inner.pools_own_monitor:  # a shared Cox baseline: the rounds carry risk-set sums
+            self._check_risk_sets(session.objective.Y, inner.grid)
         client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
         message = args.get("message")
         with session.lock:  # the state of one client advances one round at a time
@@ -394,7 +394,7 @@ class SiteHost(DataOperations):
             from numbers import Real
 
             # noise unless the multiplier is zero (then an honest model may come again)
-            sigma = getattr(solver, "noise_multiplier_", None)
+            sigma = solver.noise_multiplier_ if _private(solver) else None
             noisy = _private(solver) and not (isinstance(sigma, Real) and sigma <= 0)
             parties = session.guard.check_round(message, _private(solver), noisy=noisy)
             if _private(solver) and kind == "round":

@@ -65,6 +65,18 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     #: the broadcast ``theta``, which is the current server model: the monitor
     #: reads them instead of a pass of its own (``federation.rounds``)
     monitors_in_replies = False
+    #: the server decodes only masked sums of the sites' messages (secure aggregation)
+    masked = False
+    #: each site clips and noises its message (differential privacy; masked as well)
+    differentially_private = False
+    #: the clients' states stay at the sites after the fit (keys, duals): not returned
+    keeps_states_at_sites = False
+    #: the monitor's loss and gradient are pooled by the solver from sums of its own
+    #: (a shared Cox baseline's risk-set sums): :meth:`monitor_reply`, :meth:`monitor_from_sums`
+    pools_own_monitor = False
+    #: how the clients talk: through a server, or along a graph (decentralized solvers
+    #: take ``topology`` as a parameter)
+    topology = "centralized"
     #: what :meth:`setup` derives that a site's client code reads: sent to a site
     #: service with the constructor's parameters, and nothing else is accepted
     #: (:mod:`skfed.sites.codec`; each subclass declares the attributes its own
@@ -77,6 +89,18 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         ``weights`` are the objective weights ``a_j``)."""
         values = np.array([r["value"] for r in replies])
         return float(weights @ values), sum(a * r["grad"] for a, r in zip(weights, replies))
+
+    def open_session(self, executor):
+        """Exchanges of the fit's session before round one (secure aggregation's key
+        agreement); returns the ``(bytes, rounds)`` spent: none by default."""
+        return 0, 0
+
+    def monitor_sums(self, executor, theta):
+        """The monitor's ``(pooled loss, pooled gradient, bytes)`` at ``theta`` from a
+        pass of the solver's own (masked sums, or sums it pools itself); ``None``: no
+        monitoring is allowed (differential privacy); ``NotImplemented`` (the default):
+        the round loop's plain pass (:mod:`skfed.federation.rounds`)."""
+        return NotImplemented
 
     def rejected_trial(self, server):
         """Whether the aggregate that produced ``server`` rejected the point the

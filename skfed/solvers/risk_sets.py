@@ -101,6 +101,8 @@ class RiskSetNewton(FedNewton):
                                     float(message["sum_scale"])), state
 
     # -- the monitor: the pooled loss and gradient from sums (also when masked) --
+    pools_own_monitor = True
+
     def monitor_reply(self, client, theta, scale):
         """What a site sends for the monitor: its order-1 sums at ``theta``."""
         return client_risk_set_sums(client, theta, self.grid, 1, scale)
