@@ -303,161 +303,219 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     ``resume=(server, states)`` continues from a previous run's solver state
     (``warm_start``): duals, control variates and anchors included.
     """
-    N = problem.n_clients
-    layout = problem.layout
-    history = ConvergenceHistory()
-    history.setup_bytes = setup_bytes
-    history.setup_rounds = setup_rounds
-    monitor = _Monitor(problem, executor, solver)
-    sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
-    n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
+    loop = _RoundLoop(solver, problem, executor, max_rounds=max_rounds, tol=tol,
+                      participation=participation, entropy=entropy, verbose=verbose,
+                      monitor_every=monitor_every)
+    loop.open(theta0, resume, setup_bytes, setup_rounds)
+    loop.start()
+    while not loop.converged and loop.rnd < max_rounds:
+        if loop.one_round():
+            break
+    return loop.finish()
 
-    theta = np.array(theta0, dtype=float)
-    if resume is not None:
-        server, states = resume
-    else:
-        server = solver.init_server(theta)
-        states = [solver.init_client(j, theta) for j in range(N)]
-    executor.place_states(states)  # client state lives with the client from now on
-    # under secure aggregation the keys are agreed before anything else is sent
-    session_bytes, session_rounds = solver.open_session(executor)
-    history.setup_bytes += session_bytes
-    history.setup_rounds += session_rounds
-    if solver.masked and not solver.differentially_private and None in problem.lipschitz:
-        # the monitor's constants as one masked pass (no site's own constant leaves it)
-        problem.pooled_lipschitz, smoothness_bytes = solver.masked_smoothness(executor)
-        history.setup_bytes += smoothness_bytes
-        history.setup_rounds += 1
 
-    objective, stationarity, mon_bytes = monitor(theta)
-    blocks_now = monitor.last_blocks
-    if np.any(theta):
-        _, scale, extra = monitor(layout.zeros())
-        mon_bytes += extra
-    else:
-        scale = stationarity
-    target = tol * scale
-    # per output (one-vs-rest): tol times that output's own stationarity at zero;
-    # an output already stationary there is held to the overall target
-    block_targets = None
-    if monitor.last_blocks is not None:
-        block_targets = np.where(monitor.last_blocks > 0, tol * monitor.last_blocks, target)
-    monitor.last_blocks = blocks_now
+class _RoundLoop:
+    """The state of one fit's rounds, shared by the steps of :func:`run_federation`."""
 
-    def stationary(stationarity):
-        if not stationarity <= target:
+    def __init__(self, solver, problem, executor, *, max_rounds, tol, participation, entropy,
+                 verbose, monitor_every):
+        self.solver, self.problem, self.executor = solver, problem, executor
+        self.max_rounds, self.tol, self.entropy = max_rounds, tol, entropy
+        self.verbose, self.monitor_every = verbose, monitor_every
+        self.layout, N = problem.layout, problem.n_clients
+        self.history = ConvergenceHistory()
+        self.monitor = _Monitor(problem, executor, solver)
+        self.sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
+        self.n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
+        self.smooth = problem.datafit.smooth
+        # the monitor of a round's model read from the next round's replies
+        self.fused = solver.monitors_in_replies and self.n_active == N
+        self.pending = None  # that round's record, awaiting them
+        self.rnd, self.converged = 0, False
+
+    def open(self, theta0, resume, setup_bytes, setup_rounds):
+        """The initial states placed at the clients, and the session's setup exchanges."""
+        solver, problem, history = self.solver, self.problem, self.history
+        history.setup_bytes, history.setup_rounds = setup_bytes, setup_rounds
+        self.theta = np.array(theta0, dtype=float)
+        if resume is not None:
+            self.server, states = resume
+        else:
+            self.server = solver.init_server(self.theta)
+            states = [solver.init_client(j, self.theta) for j in range(problem.n_clients)]
+        self.executor.place_states(states)  # client state lives with the client from now on
+        # under secure aggregation the keys are agreed before anything else is sent
+        session_bytes, session_rounds = solver.open_session(self.executor)
+        history.setup_bytes += session_bytes
+        history.setup_rounds += session_rounds
+        if solver.masked and not solver.differentially_private and None in problem.lipschitz:
+            # the monitor's constants as one masked pass (no site's own constant leaves it)
+            problem.pooled_lipschitz, smoothness_bytes = solver.masked_smoothness(
+                self.executor)
+            history.setup_bytes += smoothness_bytes
+            history.setup_rounds += 1
+
+    def start(self):
+        """Round 0: the monitor at the start and at zero (the stopping rule's scale)."""
+        monitor, tol = self.monitor, self.tol
+        objective, stationarity, mon_bytes = monitor(self.theta)
+        blocks_now = monitor.last_blocks
+        if np.any(self.theta):
+            _, self.scale, extra = monitor(self.layout.zeros())
+            mon_bytes += extra
+        else:
+            self.scale = stationarity
+        self.target = tol * self.scale
+        # per output (one-vs-rest): tol times that output's own stationarity at zero;
+        # an output already stationary there is held to the overall target
+        self.block_targets = None
+        if monitor.last_blocks is not None:
+            self.block_targets = np.where(monitor.last_blocks > 0, tol * monitor.last_blocks,
+                                          self.target)
+        monitor.last_blocks = blocks_now
+        nnz, rank = _model_stats(self.layout, self.theta)
+        self.started = time.perf_counter()
+        self.history.append(round=0, objective=objective, stationarity=stationarity, nnz=nnz,
+                            rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
+                            monitor_bytes=mon_bytes, n_participants=0, n_dropped=0,
+                            wall_time=0.0)
+        self.converged = self.smooth and self.stationary(stationarity) and \
+            self.solver.may_stop(self.server, tol)
+
+    # -- the stopping rule ------------------------------------------------
+    def stationary(self, stationarity):
+        if not stationarity <= self.target:
             return False
-        return block_targets is None or bool(np.all(monitor.last_blocks <= block_targets))
-    nnz, rank = _model_stats(layout, theta)
-    start = time.perf_counter()
-    history.append(round=0, objective=objective, stationarity=stationarity, nnz=nnz,
-                   rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
-                   monitor_bytes=mon_bytes, n_participants=0, n_dropped=0, wall_time=0.0)
-    smooth = problem.datafit.smooth
-    converged = smooth and stationary(stationarity) and solver.may_stop(server, tol)
-    # the monitor of a round's model read from the next round's replies
-    fused = solver.monitors_in_replies and n_active == N
-    pending = None  # that round's record, awaiting them
-    rnd = 0
+        return self.block_targets is None or bool(
+            np.all(self.monitor.last_blocks <= self.block_targets))
 
-    def record(objective, stationarity, mon_bytes, fields):
-        nonlocal converged
-        history.append(objective=objective, stationarity=stationarity,
-                       monitor_bytes=mon_bytes, **fields)
+    def record(self, objective, stationarity, mon_bytes, fields):
+        self.history.append(objective=objective, stationarity=stationarity,
+                            monitor_bytes=mon_bytes, **fields)
         if not np.isnan(objective):
-            converged = ((stationary(stationarity) if smooth else _plateaued(history, tol))
-                         and solver.may_stop(server, tol))
-        _progress(verbose, fields["round"], max_rounds, objective, stationarity, target,
-                  scale)
+            self.converged = ((self.stationary(stationarity) if self.smooth
+                               else _plateaued(self.history, self.tol))
+                              and self.solver.may_stop(self.server, self.tol))
+        _progress(self.verbose, fields["round"], self.max_rounds, objective, stationarity,
+                  self.target, self.scale)
 
-    def would_stop(stationarity):
+    def would_stop(self, stationarity):
         """``record``'s stopping rule, before the record (fused monitor, smooth loss)."""
-        return smooth and stationary(stationarity) and solver.may_stop(server, tol)
+        return self.smooth and self.stationary(stationarity) and self.solver.may_stop(
+            self.server, self.tol)
 
-    while not converged and rnd < max_rounds:
-        if n_active == N:
+    # -- one round --------------------------------------------------------
+    def one_round(self):
+        """Broadcast, client updates, aggregation and the round's record; ``True`` when
+        the round was spent on monitoring only (the fit stops)."""
+        solver, N, rnd = self.solver, self.problem.n_clients, self.rnd
+        if self.n_active == N:
             active = np.arange(N)
         else:
-            active = np.sort(sampler.choice(N, size=n_active, replace=False))
-        message = solver.broadcast(server, rnd)
+            active = np.sort(self.sampler.choice(N, size=self.n_active, replace=False))
+        message = solver.broadcast(self.server, rnd)
         # one seed per client and round, whoever runs it
-        seeds = np.random.SeedSequence(entropy, spawn_key=(1, rnd)).generate_state(N)
-        messages = solver.personalize_round(server, message, active)
-        by_client, failures = executor.run_round(
+        seeds = np.random.SeedSequence(self.entropy, spawn_key=(1, rnd)).generate_state(N)
+        messages = solver.personalize_round(self.server, message, active)
+        by_client, failures = self.executor.run_round(
             solver, rnd + 1, [(j, m, seeds[j]) for j, m in zip(active, messages)],
             retry=solver.requires_full_participation)
         if failures:
-            _handle_failures(solver, executor, history, rnd + 1, failures, len(active))
+            _handle_failures(solver, self.executor, self.history, rnd + 1, failures,
+                             len(active))
             active = np.array([j for j in active if j in by_client])
         replies = [by_client[j] for j in active]
         bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
-        deferred = None
-        if pending is not None:  # these replies are at theta: its monitor
-            if len(active) == N:
-                objective, stationarity = monitor.evaluate_sums(
-                    theta, *solver.monitor_sums_in_replies(replies, problem.weights))
-                mon_bytes = 0
-            else:  # a client dropped: monitor on a pass of its own
-                objective, stationarity, mon_bytes = monitor(theta)
-            if not smooth or would_stop(stationarity):
-                record(objective, stationarity, mon_bytes, pending)
-            else:  # recorded after the aggregate: theta may be a rejected trial
-                deferred = (objective, stationarity, mon_bytes, pending)
-            pending = None
-            if converged:  # the round was spent on monitoring only
-                history.records[-1]["monitor_bytes"] += bytes_up + bytes_down
-                break
-        weights = problem.weights[active] / problem.weights[active].sum()
-        previous = server
-        server = solver.aggregate(server, replies, weights, active)
-        # a line-search trial the solver has just rejected is not a model: its objective
-        # (possibly far above the model's) is not recorded as the round's
-        rejected = solver.rejected_trial(server)
+        deferred = self._monitor_pending(replies, active)
+        if self.converged:  # the fused monitor stopped the fit: the round was spent on
+            # monitoring only
+            self.history.records[-1]["monitor_bytes"] += bytes_up + bytes_down
+            return True
+        weights = self.problem.weights[active] / self.problem.weights[active].sum()
+        previous = self.server
+        self.server = solver.aggregate(self.server, replies, weights, active)
+        self._settle_trial(deferred)
+        self.theta = solver.server_model(self.server)
+        self.rnd += 1
+        nnz, rank = _model_stats(self.layout, self.theta)
+        models = solver.client_models(previous, message, replies)
+        fields = dict(
+            round=self.rnd, nnz=nnz, rank=rank,
+            consensus=_consensus(models, weights) if models is not None else np.nan,
+            bytes_up=bytes_up, bytes_down=bytes_down, n_participants=len(active),
+            n_dropped=len(failures), wall_time=time.perf_counter() - self.started,
+        )
+        self._record_round(fields)
+        return False
+
+    def _monitor_pending(self, replies, active):
+        """The fused monitor: the model of the last round read from these replies (which
+        are at it). Returns its record when it must wait for the aggregate (the model may
+        be a rejected trial), else ``None`` (recorded now, or nothing was pending)."""
+        if self.pending is None:
+            return None
+        if len(active) == self.problem.n_clients:
+            objective, stationarity = self.monitor.evaluate_sums(
+                self.theta, *self.solver.monitor_sums_in_replies(replies,
+                                                                 self.problem.weights))
+            mon_bytes = 0
+        else:  # a client dropped: monitor on a pass of its own
+            objective, stationarity, mon_bytes = self.monitor(self.theta)
+        fields, self.pending = self.pending, None
+        if not self.smooth or self.would_stop(stationarity):
+            self.record(objective, stationarity, mon_bytes, fields)
+            return None
+        return objective, stationarity, mon_bytes, fields
+
+    def _settle_trial(self, deferred):
+        """After the aggregate: a line-search trial the solver has just rejected is not a
+        model, and its objective (possibly far above the model's) is not the round's."""
+        rejected = self.solver.rejected_trial(self.server)
         if deferred is not None:
             objective, stationarity, mon_bytes, fields = deferred
             if rejected:
                 objective = stationarity = np.nan
-            record(objective, stationarity, mon_bytes, fields)
-            converged = False  # would_stop said so, at the server that was monitored
-        elif rejected and history.records[-1]["round"] == rnd:  # monitored by a pass
-            history.records[-1]["objective"] = history.records[-1]["stationarity"] = np.nan
-        theta = solver.server_model(server)
-        rnd += 1
+            self.record(objective, stationarity, mon_bytes, fields)
+            self.converged = False  # would_stop said so, at the server that was monitored
+        elif rejected and self.history.records[-1]["round"] == self.rnd:  # monitored by a pass
+            self.history.records[-1]["objective"] = np.nan
+            self.history.records[-1]["stationarity"] = np.nan
 
-        nnz, rank = _model_stats(layout, theta)
-        models = solver.client_models(previous, message, replies)
-        fields = dict(
-            round=rnd, nnz=nnz, rank=rank,
-            consensus=_consensus(models, weights) if models is not None else np.nan,
-            bytes_up=bytes_up, bytes_down=bytes_down, n_participants=len(active),
-            n_dropped=len(failures), wall_time=time.perf_counter() - start,
-        )
+    def _record_round(self, fields):
+        """The round's record: monitored now, by the next round's replies (fused), or not
+        at all (between ``monitor_every`` rounds)."""
+        rnd, max_rounds = self.rnd, self.max_rounds
         # fused: the next round's replies monitor this model; but when the solver
         # may stop here, a gradient pass is cheaper than a round (Newton: no Hessians)
-        if rnd < max_rounds and fused and not solver.may_stop(server, tol):
-            pending = fields
-        elif rnd < max_rounds and rnd % monitor_every:
-            record(np.nan, np.nan, 0, fields)
+        if rnd < max_rounds and self.fused and not self.solver.may_stop(self.server, self.tol):
+            self.pending = fields
+        elif rnd < max_rounds and rnd % self.monitor_every:
+            self.record(np.nan, np.nan, 0, fields)
         else:
-            record(*monitor(theta), fields)
-    if not converged and rnd > 0:
-        # the fit ended on a point the solver had not accepted yet (a line-search trial):
-        # if it would reject it, the model is the last accepted point, whose record is the
-        # one before (the round that evaluated it)
-        fallback = solver.fallback_model(server, history.records[-1]["objective"])
-        if fallback is not None and len(history.records) > 1:
-            theta = np.array(fallback, dtype=float)
-            nnz, rank = _model_stats(layout, theta)
-            previous_record = history.records[-2]
-            history.records[-1].update(objective=previous_record["objective"],
-                                       stationarity=previous_record["stationarity"],
-                                       nnz=nnz, rank=rank)
-    if solver.polish_output and rnd > 0:
-        theta = _polish(monitor, layout, history, theta)
-    _progress_done(verbose, rnd, max_rounds, converged)
-    history.placement_bytes = executor.placement_bytes_
-    # client states stay at the sites under secure aggregation (keys, duals)
-    states = None if solver.keeps_states_at_sites else \
-        executor.collect_states()
-    return FederationResult(theta=theta, history=history, n_iter=rnd, converged=converged,
-                            server=server, states=states)
+            self.record(*self.monitor(self.theta), fields)
+
+    # -- the end ----------------------------------------------------------
+    def finish(self):
+        """The model (the last accepted point, polished where the solver asks), the
+        history and the client states."""
+        history, rnd = self.history, self.rnd
+        if not self.converged and rnd > 0:
+            # the fit ended on a point the solver had not accepted yet (a line-search
+            # trial): if it would reject it, the model is the last accepted point, whose
+            # record is the one before (the round that evaluated it)
+            fallback = self.solver.fallback_model(self.server, history.records[-1]["objective"])
+            if fallback is not None and len(history.records) > 1:
+                self.theta = np.array(fallback, dtype=float)
+                nnz, rank = _model_stats(self.layout, self.theta)
+                previous_record = history.records[-2]
+                history.records[-1].update(objective=previous_record["objective"],
+                                           stationarity=previous_record["stationarity"],
+                                           nnz=nnz, rank=rank)
+        if self.solver.polish_output and rnd > 0:
+            self.theta = _polish(self.monitor, self.layout, history, self.theta)
+        _progress_done(self.verbose, rnd, self.max_rounds, self.converged)
+        history.placement_bytes = self.executor.placement_bytes_
+        # client states stay at the sites under secure aggregation (keys, duals)
+        states = None if self.solver.keeps_states_at_sites else self.executor.collect_states()
+        return FederationResult(theta=self.theta, history=history, n_iter=rnd,
+                                converged=self.converged, server=self.server, states=states)
