@@ -7,7 +7,8 @@ objective gap, the wall time of those rounds (the one-time setup excluded),
 the bytes the algorithm sent up to then (both directions, setup excluded) and
 the final gap after ``max_rounds``. Prints Markdown.
 
-Run: python benchmarks/bench_solvers.py [--max-rounds 3000] [--markdown docs/solvers.md]
+Run: python benchmarks/bench_solvers.py [--max-rounds 3000] [--markdown FILE]
+(the tables of docs/index.md, *Measured comparison*)
 """
 
 import argparse

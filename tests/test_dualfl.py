@@ -13,7 +13,7 @@ from .conftest import enet_objective, fit_quietly, make_split, relative_gap
 
 def test_two_rounds_solve_identity_quadratics_exactly():
     """f_j = (mu/2)||theta - a_j||^2 with nu = mu: theta_j^(1) = a_j, zeta_j^(1) = abar - a_j,
-    theta_j^(2) = abar (ALGORITHMS.md 2.1 sanity test), and sum_j zeta_j = 0."""
+    theta_j^(2) = abar, and sum_j zeta_j = 0."""
     d, N = 3, 4
     a = np.random.default_rng(0).standard_normal((N, d))
     clients, lay = quadratic_clients([(np.eye(d), a[j]) for j in range(N)])

@@ -1,4 +1,4 @@
-"""The routing recipes of DESIGN.md: ``clients`` reaches ``fit`` in every meta-estimator."""
+"""The routing recipes of docs/index.md: ``clients`` reaches ``fit`` in every meta-estimator."""
 
 import numpy as np
 import pytest

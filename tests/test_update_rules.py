@@ -1,4 +1,4 @@
-"""Each solver's update rule, pinned on tiny cases computed by hand (ALGORITHMS.md section 1)."""
+"""Each solver's update rule, pinned on tiny cases computed by hand (docs/algorithms/)."""
 
 import numpy as np
 import pytest

@@ -15,13 +15,13 @@ self-contained report, ``--json`` every number.
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._messages import count
-from .fit import CLIError
+from .errors import CLIError
+from .table1 import Footnotes, chi2_text, crosstab_grid, grid, group_labels, rule_text
 
 #: the quantiles of a local Table 1 (median and quartiles)
 DEFAULT_QUANTILES = (0.25, 0.5, 0.75)
@@ -297,158 +297,6 @@ def parse_services(specs):
     return sites
 
 
-# -- the table as cells of text, shared by the text and HTML outputs -----------------
-def _num(v):
-    """A statistic with four significant digits, large values without an exponent."""
-    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.4g}"
-
-
-class Footnotes:
-    """Numbered reasons: the same reason always gets the same number."""
-
-    def __init__(self):
-        self.reasons = []
-
-    def mark(self, reason):
-        if reason not in self.reasons:
-            self.reasons.append(reason)
-        return self.reasons.index(reason) + 1
-
-
-def _hidden_text(reason):
-    """``<5`` for a count below the threshold, ``suppressed`` for any other reason."""
-    m = re.match(r"fewer than (\d+) rows", reason)
-    return f"<{m.group(1)}" if m else "suppressed"
-
-
-def grid(report, per_site=None):
-    """Table 1 as text cells: ``(headers, rows, footnotes)``.
-
-    ``headers``: one ``(group, site)`` per column; ``rows``: ``(label, depth,
-    cells)``, each cell a ``(text, footnote number or None)``.
-    """
-    result = report.result
-    per_site = report.per_site if per_site is None else per_site
-    table, mask = result.table, result.mask
-    why = {(r.variable, r.level, r.statistic, r.group, r.site): r.reason
-           for r in result.suppressed.itertuples()}
-    groups = list(table.columns.get_level_values("group").unique())
-    shown_sites = ["pooled"] + (list(report.sites) if per_site else [])
-    headers = [(g, s) for g in groups for s in shown_sites]
-    notes = Footnotes()
-
-    def reason(var, level, stat, col):
-        return why.get((var, level, stat, *col)) or why.get((var, "", "count", *col))
-
-    def hidden(var, level, stat, col):
-        r = reason(var, level, stat, col)
-        if stat in ("count", "missing") or var == "N":
-            return (_hidden_text(r), notes.mark(r))
-        return ("suppressed", notes.mark(r))
-
-    def value(var, level, stat, col):
-        return table.loc[(var, level, stat), col], mask.loc[(var, level, stat), col]
-
-    rows = []
-
-    def add(label, depth, fn):
-        rows.append((label, depth, [fn(col) for col in headers]))
-
-    def n_cell(col):
-        v, h = value("N", "", "count", col)
-        return hidden("N", "", "count", col) if h else (f"{int(v)}", None)
-
-    add("N (rows)", 0, n_cell)
-    variables = list(dict.fromkeys(table.index.get_level_values("variable")))[1:]
-    for var in variables:
-        part = table.loc[var]
-        stats = list(dict.fromkeys(part.index.get_level_values("statistic")))
-        if "mean" in stats:  # numeric
-            rows.append((var, 0, [("", None)] * len(headers)))
-
-            def mean_sd(col, var=var):
-                (m, h), (s, _) = value(var, "", "mean", col), value(var, "", "std", col)
-                if h:
-                    return hidden(var, "", "mean", col)
-                if math.isnan(m):
-                    return ("", None)
-                return (f"{_num(m)} ({_num(s)})" if not math.isnan(s) else _num(m), None)
-
-            add("mean (SD)", 1, mean_sd)
-            qs = [q for q in stats if q.endswith("%")]
-            if {"25%", "50%", "75%"} <= set(qs):
-                def iqr(col, var=var):
-                    vals = [value(var, "", q, col) for q in ("50%", "25%", "75%")]
-                    if vals[0][1]:
-                        return hidden(var, "", "50%", col)
-                    if any(math.isnan(v) for v, _ in vals):
-                        return ("", None)
-                    return (f"{_num(vals[0][0])} [{_num(vals[1][0])}, {_num(vals[2][0])}]",
-                            None)
-
-                add("median [Q1, Q3]", 1, iqr)
-                qs = [q for q in qs if q not in ("25%", "50%", "75%")]
-            for q in qs:
-                def quant(col, var=var, q=q):
-                    v, h = value(var, "", q, col)
-                    if h:
-                        return hidden(var, "", q, col)
-                    return ("", None) if math.isnan(v) else (_num(v), None)
-
-                add(q, 1, quant)
-            levels = [("non-missing", "", "count"), ("missing", "", "missing")]
-        else:
-            rows.append((var + ", n (%)", 0, [("", None)] * len(headers)))
-            levels = [(str(lv), lv, "count") for lv in part.index.get_level_values("level")
-                      if lv != ""] + [("missing", "", "missing")]
-        for label, level, stat in levels:
-            def cnt(col, var=var, level=level, stat=stat, label=label):
-                v, h = value(var, level, stat, col)
-                if h:
-                    return hidden(var, level, stat, col)
-                n_total, n_hidden = value("N", "", "count", col)
-                if stat == "count" and level == "" or n_hidden or not n_total:
-                    return (f"{int(v)}", None)
-                return (f"{int(v)} ({100 * v / n_total:.1f}%)", None)
-
-            add(label, 1, cnt)
-    return headers, rows, notes.reasons
-
-
-def crosstab_grid(row, col, ct, site, notes):
-    """One site's (or the pooled) cross-table as text cells with margins."""
-    part, hidden = ct.by_site.loc[site], ct.mask.loc[site]
-    why = {(r.site, str(r.row), str(r.col)): r.reason for r in ct.suppressed.itertuples()}
-    headers = [str(c) for c in part.columns]
-    rows = []
-    for level in part.index:
-        cells = []
-        for c in part.columns:
-            if hidden.loc[level, c]:
-                r = why[(site, str(level), str(c))]
-                cells.append((_hidden_text(r), notes.mark(r)))
-            else:
-                cells.append((f"{int(part.loc[level, c])}", None))
-        rows.append((str(level), cells))
-    return headers, rows
-
-
-def chi2_text(ct):
-    if math.isnan(ct.chi2):
-        return ("Pearson's chi-square test: not computed (a pooled cell is suppressed; it "
-                "needs every cell)")
-    p = f"{ct.p_value:.3g}" if ct.p_value >= 1e-4 else f"{ct.p_value:.1e}"
-    return f"Pearson's chi-square test: chi2 = {ct.chi2:.4g}, dof = {ct.dof}, p = {p}"
-
-
-def rule_text(report):
-    return (f"Small cells suppressed: each site blanks its counts from 1 to "
-            f"{report.min_count - 1} (--min-count {report.min_count}; a site service applies "
-            "its own min_level_count when larger) and the complementary cells that would give "
-            "one back through a total; a pooled cell is suppressed when a site suppressed its "
-            "part. Means, SDs and quantiles of a suppressed count are suppressed with it.")
-
-
 # -- text ----------------------------------------------------------------------------
 def _cell_text(cell):
     text, note = cell
@@ -466,12 +314,6 @@ def _render(header_lines, rows):
         out.append("  ".join([label.ljust(width[0])]
                              + [c.rjust(w) for c, w in zip(cells, width[1:])]).rstrip())
     return out
-
-
-def group_labels(headers):
-    """Each group's name over its first column only."""
-    return [str(g) if k == 0 or headers[k - 1][0] != g else ""
-            for k, (g, _) in enumerate(headers)]
 
 
 def format_table1(report):

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from .errors import CLIError  # the other modules (and tests) import it from here too
+
 #: ``--model`` -> (estimator name, regularization option, is a classifier)
 MODELS = {
     "lasso": ("FedLasso", "alpha", False),
@@ -44,10 +46,6 @@ COV_TYPES = {"glm": ("nonrobust", "HC0", "HC1", "cluster"),
 MIN_SITE_ROWS = 5
 #: most classes ``--model logistic/svm`` accepts: more is likely a continuous target
 MAX_CLASSES = 50
-
-
-class CLIError(ValueError):
-    """A problem with the input that the person running the command can fix."""
 
 
 @dataclass
@@ -199,28 +197,6 @@ def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classif
         frame[strata] = np.array([row[k] for row, kept in zip(table.rows, keep) if kept],
                                  dtype=object)
     return frame, Y, sites[keep], features, notes
-
-
-def design_matrix(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
-                  return_indicators=False):
-    """``(X, Y, sites, feature_names)`` from the table (no missing values allowed).
-
-    Feature columns are every column but the target(s), the site column and
-    ``drop``; ``categorical`` ones are one-hot encoded (``name=value``, one
-    column per value seen at any site). With ``return_indicators``, a fifth
-    value lists the positions of those one-hot columns.
-    """
-    from .inputs import ColumnEncoder
-
-    frame, Y, sites, features, _ = read_inputs(table, target=target, clients=clients,
-                                               categorical=categorical, drop=drop,
-                                               classifier=classifier)
-    encoder = ColumnEncoder(features, list(categorical)).fit(frame, clients=sites)
-    X = encoder.transform(frame)
-    names = list(encoder.feature_names_out_)
-    if return_indicators:
-        return X, Y, sites, names, list(encoder.indicators_)
-    return X, Y, sites, names
 
 
 def check_class_target(name, y, classes):

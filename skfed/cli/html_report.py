@@ -12,6 +12,7 @@ from ..history import integer_round_ticks
 from .fit import coefficient_headers, coefficient_rows, intercept_row, penalty_text, \
     privacy_lines, scaling_text, survival_text, traffic
 from .summary import hazard_ratio_notes, summary_lines
+from .table1 import Footnotes, chi2_text, crosstab_grid, grid, group_labels, rule_text
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
@@ -179,8 +180,6 @@ def write_table1_html(report, path):
     """Write ``skfed describe --html``: Table 1, the cross-tables with their chi-square
     tests, the sites and their row counts, the suppression rule and every suppressed
     cell's footnote, in one self-contained file."""
-    from .describe import Footnotes, chi2_text, crosstab_grid, grid, group_labels, rule_text
-
     headers, rows, reasons = grid(report)
     header_lines = []
     if report.by:

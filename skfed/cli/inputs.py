@@ -97,7 +97,7 @@ def check_columns(table, *, features, categorical, targets, regression, impute,
     (>= 0). ``strata``: the Cox model's strata column (any values, none
     missing).
     """
-    from .fit import CLIError
+    from .errors import CLIError
 
     n = len(table.rows)
     problems, incomplete = [], np.zeros(n, dtype=bool)

@@ -118,8 +118,10 @@ def _save(result, report, output, p):
 
 
 def _fit_parser(sub):
-    from .fit import MODELS
+    """Add ``skfed fit`` and its options to the subcommands ``sub``; returns its parser.
 
+    The options are added in the order ``skfed fit --help`` lists them.
+    """
     fit = sub.add_parser(
         "fit", help="fit a federated model on CSV data from several sites",
         description="Fit a federated model on CSV data held by several sites, and compare it, "
@@ -128,6 +130,20 @@ def _fit_parser(sub):
                     "per-site sums over the training rows), so the penalty applies to "
                     "standardized coefficients; the report gives the coefficients in the "
                     "original units too. --no-scale fits the columns as they are.")
+    _add_fit_inputs(fit)
+    _add_model_options(fit)
+    _add_survival_options(fit)
+    _add_scaling_and_stopping_options(fit)
+    _add_column_options(fit)
+    _add_holdout_and_missing_value_options(fit)
+    _add_output_options(fit)
+    _add_privacy_options(fit)
+    _add_site_resident_options(fit)
+    return fit
+
+
+def _add_fit_inputs(fit):
+    """The rows: one CSV with a site column, or one CSV per site; the target column(s)."""
     fit.add_argument("data", nargs="?", help="CSV file with every site's rows and a site column")
     fit.add_argument("--site-files", nargs="+", metavar="CSV",
                      help="one CSV per site instead (the site is the file name)")
@@ -136,6 +152,12 @@ def _fit_parser(sub):
                           "cox two: the event indicator, 1 or 0 (censored), then the "
                           "follow-up time)")
     fit.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
+
+
+def _add_model_options(fit):
+    """The model, its solver, its penalty and its regression table."""
+    from .fit import MODELS
+
     fit.add_argument("--model", required=True, choices=sorted(MODELS))
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
     fit.add_argument("--summary", action="store_true",
@@ -155,6 +177,10 @@ def _fit_parser(sub):
                                                        "unless --no-scale")
     fit.add_argument("--l1-ratio", type=float, help="L1 share of the penalty "
                                                     "(elasticnet, logistic, cox)")
+
+
+def _add_survival_options(fit):
+    """``--model cox``: strata, ties and a coarsened time axis."""
     cox = fit.add_argument_group(
         "survival (--model cox)", "Cox regression of --target EVENT TIME "
         "(docs/survival.md); scored by Harrell's concordance on the held-out rows")
@@ -171,6 +197,10 @@ def _fit_parser(sub):
                           "quantiles of the event times, or the cut points T1,T2,... (one cut "
                           "point: T1,). Site services need it for a shared baseline unless "
                           "they allow event times")
+
+
+def _add_scaling_and_stopping_options(fit):
+    """Standardization of the features, and when the solver stops."""
     fit.add_argument("--no-scale", dest="scale", action="store_false",
                      help="fit on the features as they are. By default every feature is "
                           "centred on its mean over the training rows and numeric ones are "
@@ -180,6 +210,10 @@ def _fit_parser(sub):
                           "coefficients, and the report gives them in the original units too")
     fit.add_argument("--max-rounds", type=int, default=1000)
     fit.add_argument("--tol", type=float, default=1e-6)
+
+
+def _add_column_options(fit):
+    """Which columns are categories, and which are not features at all."""
     fit.add_argument("--categorical", nargs="+", default=[], metavar="COLUMN",
                      help="text columns to one-hot encode (0/1 columns: centred, not "
                           "divided by their standard deviation). With --scheduler the "
@@ -187,6 +221,10 @@ def _fit_parser(sub):
                           "it holds")
     fit.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
                      help="columns that are not features (identifiers, other outcomes)")
+
+
+def _add_holdout_and_missing_value_options(fit):
+    """The held-out rows of the comparison, and what becomes of missing values."""
     fit.add_argument("--test-size", type=float, default=None,
                      help="share of every site's rows held out for the comparison (default "
                           "0.2); 0: no held-out rows, the final model on every row (no "
@@ -202,6 +240,10 @@ def _fit_parser(sub):
                      help="drop the rows with a missing value (with --impute: only those "
                           "without a target); the output says how many per site")
     fit.add_argument("--random-state", type=int, default=0)
+
+
+def _add_output_options(fit):
+    """The HTML report and the saved model."""
     fit.add_argument("--report", metavar="HTML", help="write a self-contained HTML report")
     fit.add_argument("--output", metavar="JOBLIB",
                      help="save the fitted model (joblib): a scikit-learn Pipeline of the "
@@ -209,6 +251,10 @@ def _fit_parser(sub):
                           "scaler and the estimator, all fitted federatedly: "
                           "joblib.load(path).predict(pandas.read_csv(file)) predicts from "
                           "rows like the input's (extra columns are ignored)")
+
+
+def _add_privacy_options(fit):
+    """Secure aggregation and differential privacy of the federated fit."""
     private = fit.add_argument_group(
         "privacy", "protect each site's contribution (docs/privacy.md); the pooled and "
         "local-only reference fits of the report are not federated and not protected")
@@ -225,6 +271,12 @@ def _fit_parser(sub):
                               "number of sites)")
     private.add_argument("--clip-norm", type=float, metavar="C",
                          help="each site's update is clipped to this L2 norm (default 1)")
+
+
+def _add_site_resident_options(fit):
+    """Rows that stay at the sites: Dask workers (``--scheduler``) or site services."""
+    from .remote import add_site_service_options
+
     remote = fit.add_argument_group(
         "site-resident data", "each file is read by its site's own Dask worker; no row "
         "leaves its site (see the deployment guide)")
@@ -233,12 +285,9 @@ def _fit_parser(sub):
     remote.add_argument("--site", action="append", default=[], metavar="NAME=PATH",
                         help="a site's worker name and a file on that machine (relative "
                              "paths: under its SKFED_DATA_DIR); repeat for every site")
-    from .remote import add_site_service_options
-
     add_site_service_options(remote, "a site service (skfed site serve) instead of Dask: the "
                                      "site's name and address; repeat for every site; with "
                                      "--dataset")
-    return fit
 
 
 def _recover_data_file(args):

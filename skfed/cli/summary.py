@@ -3,7 +3,7 @@ the original columns."""
 
 import numpy as np
 
-from .fit import CLIError
+from .errors import CLIError
 
 
 def regression_table(report, alpha=0.05):

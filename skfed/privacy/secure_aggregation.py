@@ -244,11 +244,6 @@ class FixedPoint:
         (per coordinate, before the final float64 rounding)."""
         return self.n_parties * self.party_error
 
-    @property
-    def max_abs_code(self):
-        """Largest magnitude of a valid sum of ``n_parties`` codes (as an int)."""
-        return self.n_parties * self._max_code(self.bound, self.fraction_bits)
-
     def encode(self, x):
         """Encode a float array as ``uint64`` words.
 

@@ -3,7 +3,8 @@
 Both correct each client's local steps by an estimate of the difference
 between its gradient and the average one; Local G-ECL's dual variable
 ``lambda_i`` plays the role of SCAFFOLD's ``c_i - c`` (Tyou et al., Prop. 2).
-Smooth objectives only, as in both papers (ALGORITHMS.md 5.2-5.3).
+Smooth objectives only, as in both papers (docs/algorithms/scaffold.md and
+local-gecl.md).
 
 Clients work on ``f_j = N a_j L_j + psi`` so that the plain average of their
 gradients is the gradient of the pooled objective.

@@ -106,9 +106,10 @@ class DSGD(_DecentralizedSolver):
 
 
 class DecentralizedGECLImpl(_DecentralizedSolver):
-    """Decentralized Local G-ECL (Tyou et al., Alg. 1; body reconstructed, ALGORITHMS.md 5.1).
+    """Decentralized Local G-ECL (Tyou et al., Alg. 1; body reconstructed).
 
-    Used through ``LocalGECL(topology=...)``.
+    Used through ``LocalGECL(topology=...)``; the reconstruction is described in
+    docs/algorithms/local-gecl.md.
     """
 
     name = "local-gecl"

@@ -1,7 +1,7 @@
 """Federated Dual Averaging (FedDualAvg) and its "only server proximal" variant.
 
 Yuan, Zaheer & Reddi, "Federated Composite Optimization", ICML 2021, Alg. 3
-and Alg. 5; ALGORITHMS.md section 1.2 and 1.4.
+and Alg. 5; docs/algorithms/feddualavg.md.
 """
 
 import numpy as np

@@ -1,6 +1,6 @@
 """DualFL (Park & Xu): accelerated dual ascent whose local problems are solved exactly.
 
-ALGORITHMS.md section 2. Each round every client solves
+docs/algorithms/dualfl.md. Each round every client solves
 ``argmin f_j(theta) - <nu * zeta_j, theta>`` with
 ``f_j = N a_j L_j + psi`` (so that ``P = mean_j f_j``), the server averages the
 local solutions, and each client moves its dual variable ``zeta_j`` by an
@@ -177,7 +177,8 @@ class DualFL(FederatedSolver):
 
     Local stopping rule: the paper's primal-dual gap criterion needs the
     conjugate of ``g_j``; skfed uses the gradient-mapping norm relative to
-    a fixed per-client reference, warm-started (ALGORITHMS.md 2.4).
+    a fixed per-client reference, warm-started (docs/algorithms/dualfl.md,
+    *Deviations*).
     """
 
     name = "dualfl"

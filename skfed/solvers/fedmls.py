@@ -1,5 +1,5 @@
 """FedMLS (Palenzuela, Dadras, Yurtsever & Lofstedt): multilevel local solves for
-non-smooth federated problems (ALGORITHMS.md 4, the authors' FedMLS.m)."""
+non-smooth federated problems (docs/algorithms/fedmls.md, the authors' FedMLS.m)."""
 
 import math
 

@@ -3,7 +3,7 @@
 They share one round: clients start from the server model ``w``, take local
 steps, send ``Delta w``; the server moves ``w + eta_s * mean(Delta w)`` and
 (except FedAvg) applies the penalty's prox. They differ in how the penalty
-enters (ALGORITHMS.md sections 1.3, 1.4):
+enters (docs/algorithms/fedmid.md, fedavg.md and fedprox.md):
 
 =============  ===================  ==================  =========================
 solver         client step          server step         exact regime

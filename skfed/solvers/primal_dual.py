@@ -7,7 +7,8 @@ the objective is the pooled one), through the local subproblem
     theta_j = argmin f_j(x) + <lambda_j, x> + (rho / 2) ||x - theta^t||^2
 
 and the dual step ``lambda_j += rho (theta_j - theta^t)``. They differ in who
-stores the duals and how the server forms the next model (ALGORITHMS.md 3):
+stores the duals and how the server forms the next model (docs/algorithms/fedpd.md,
+fedadmm.md, feddyn.md and afedpd.md):
 
 ==========  ==================  ==================================================
 solver      duals live on       server model (before prox_{psi / rho})
@@ -252,7 +253,7 @@ class AFedPD(_PrimalDualSolver):
     Notes
     -----
     Reconstructed from the paper's prose (its formulas were lost; see
-    ALGORITHMS.md 3.1). Communication per participant: 2 vectors down (the
+    docs/algorithms/afedpd.md). Communication per participant: 2 vectors down (the
     model and its dual), 1 up (its local model).
     """.format(params=_PARAMS_DOC.replace("    Parameters\n    ----------\n", ""))
 

@@ -1,7 +1,5 @@
 """Communication graphs and mixing matrices for decentralized solvers."""
 
-import numbers
-
 import numpy as np
 
 from .._messages import show
@@ -87,13 +85,3 @@ def mixing_matrix(topology, n, *, edge_probability=None, seed=0):
     if n > 1 and not _connected((W > 0) & ~np.eye(n, dtype=bool)):
         raise ValueError("the mixing matrix's graph must be connected.")
     return W
-
-
-def check_topology_param(topology):
-    if isinstance(topology, str) or isinstance(topology, np.ndarray):
-        return
-    if isinstance(topology, (list, tuple)) and all(isinstance(r, (list, tuple)) for r in topology):
-        return
-    if isinstance(topology, numbers.Number):
-        raise ValueError(f"topology must be a name {TOPOLOGIES} or a mixing matrix; "
-                         f"got {show(topology)}.")

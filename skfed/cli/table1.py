@@ -1,0 +1,225 @@
+"""Table 1 of ``skfed describe`` as cells of text, shared by its two outputs.
+
+The text output (:mod:`~skfed.cli.describe`) and the HTML report
+(:mod:`~skfed.cli.html_report`) both lay out the same cells; they live here,
+beneath both, so that neither imports the other for them.
+"""
+
+import math
+import re
+
+
+def _num(v):
+    """A statistic with four significant digits, large values without an exponent."""
+    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.4g}"
+
+
+class Footnotes:
+    """Numbered reasons: the same reason always gets the same number."""
+
+    def __init__(self):
+        self.reasons = []
+
+    def mark(self, reason):
+        """The footnote number of ``reason``, a new one the first time it is seen."""
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        return self.reasons.index(reason) + 1
+
+
+def _hidden_text(reason):
+    """``<5`` for a count below the threshold, ``suppressed`` for any other reason."""
+    m = re.match(r"fewer than (\d+) rows", reason)
+    return f"<{m.group(1)}" if m else "suppressed"
+
+
+class _Cells:
+    """The rows of Table 1 being laid out: values, suppression marks, footnotes.
+
+    Parameters
+    ----------
+    result : skfed.stats.DescribeResult
+    headers : list of (group, site)
+        The columns shown.
+    """
+
+    def __init__(self, result, headers):
+        self.table, self.mask = result.table, result.mask
+        self.why = {(r.variable, r.level, r.statistic, r.group, r.site): r.reason
+                    for r in result.suppressed.itertuples()}
+        self.headers = headers
+        self.notes = Footnotes()
+        self.rows = []
+
+    def add(self, label, depth, cell, *args):
+        """A row: ``cell(*args, col)`` for each shown column."""
+        self.rows.append((label, depth, [cell(*args, col) for col in self.headers]))
+
+    def heading(self, label):
+        """A variable's name on a row of its own, its statistics beneath it."""
+        self.rows.append((label, 0, [("", None)] * len(self.headers)))
+
+    def value(self, var, level, stat, col):
+        return self.table.loc[(var, level, stat), col], self.mask.loc[(var, level, stat), col]
+
+    def hidden(self, var, level, stat, col):
+        """A suppressed cell: ``<5`` for a small count, else ``suppressed``; footnoted."""
+        # a statistic suppressed with its count has no reason of its own: the count's
+        r = (self.why.get((var, level, stat, *col))
+             or self.why.get((var, "", "count", *col)))
+        if stat in ("count", "missing") or var == "N":
+            return (_hidden_text(r), self.notes.mark(r))
+        return ("suppressed", self.notes.mark(r))
+
+    def n_rows(self, col):
+        v, h = self.value("N", "", "count", col)
+        return self.hidden("N", "", "count", col) if h else (f"{int(v)}", None)
+
+    def mean_sd(self, var, col):
+        (m, h), (s, _) = self.value(var, "", "mean", col), self.value(var, "", "std", col)
+        if h:
+            return self.hidden(var, "", "mean", col)
+        if math.isnan(m):
+            return ("", None)
+        return (f"{_num(m)} ({_num(s)})" if not math.isnan(s) else _num(m), None)
+
+    def median_iqr(self, var, col):
+        vals = [self.value(var, "", q, col) for q in ("50%", "25%", "75%")]
+        if vals[0][1]:
+            return self.hidden(var, "", "50%", col)
+        if any(math.isnan(v) for v, _ in vals):
+            return ("", None)
+        return (f"{_num(vals[0][0])} [{_num(vals[1][0])}, {_num(vals[2][0])}]", None)
+
+    def quantile(self, var, q, col):
+        v, h = self.value(var, "", q, col)
+        if h:
+            return self.hidden(var, "", q, col)
+        return ("", None) if math.isnan(v) else (_num(v), None)
+
+    def count(self, var, level, stat, col):
+        """A count with its share of the column's rows (no share when N is suppressed)."""
+        v, h = self.value(var, level, stat, col)
+        if h:
+            return self.hidden(var, level, stat, col)
+        n_total, n_hidden = self.value("N", "", "count", col)
+        if stat == "count" and level == "" or n_hidden or not n_total:
+            return (f"{int(v)}", None)
+        return (f"{int(v)} ({100 * v / n_total:.1f}%)", None)
+
+
+def _numeric_rows(cells, var, stats):
+    """A numeric column: mean (SD), median [Q1, Q3] when all three are there, then any
+    other quantile on a row of its own."""
+    cells.heading(var)
+    cells.add("mean (SD)", 1, cells.mean_sd, var)
+    qs = [q for q in stats if q.endswith("%")]
+    if {"25%", "50%", "75%"} <= set(qs):
+        cells.add("median [Q1, Q3]", 1, cells.median_iqr, var)
+        qs = [q for q in qs if q not in ("25%", "50%", "75%")]
+    for q in qs:
+        cells.add(q, 1, cells.quantile, var, q)
+    return [("non-missing", "", "count"), ("missing", "", "missing")]
+
+
+def _categorical_rows(cells, var, part):
+    """A categorical column's heading; returns its levels (and missing) to count."""
+    cells.heading(var + ", n (%)")
+    return [(str(lv), lv, "count") for lv in part.index.get_level_values("level")
+            if lv != ""] + [("missing", "", "missing")]
+
+
+def grid(report, per_site=None):
+    """Table 1 as text cells: ``(headers, rows, footnotes)``.
+
+    Parameters
+    ----------
+    report : skfed.cli.describe.Table1
+    per_site : bool, optional
+        Show each site's column too (default: ``report.per_site``).
+
+    Returns
+    -------
+    headers : list of (group, site)
+        One per column.
+    rows : list of (label, depth, cells)
+        Each cell a ``(text, footnote number or None)``.
+    footnotes : list of str
+        The reasons, footnote ``k`` at index ``k - 1``.
+    """
+    result = report.result
+    per_site = report.per_site if per_site is None else per_site
+    table = result.table
+    groups = list(table.columns.get_level_values("group").unique())
+    shown_sites = ["pooled"] + (list(report.sites) if per_site else [])
+    cells = _Cells(result, [(g, s) for g in groups for s in shown_sites])
+    cells.add("N (rows)", 0, cells.n_rows)
+    variables = list(dict.fromkeys(table.index.get_level_values("variable")))[1:]
+    for var in variables:
+        part = table.loc[var]
+        stats = list(dict.fromkeys(part.index.get_level_values("statistic")))
+        if "mean" in stats:
+            levels = _numeric_rows(cells, var, stats)
+        else:
+            levels = _categorical_rows(cells, var, part)
+        for label, level, stat in levels:
+            cells.add(label, 1, cells.count, var, level, stat)
+    return cells.headers, cells.rows, cells.notes.reasons
+
+
+def crosstab_grid(row, col, ct, site, notes):
+    """One site's (or the pooled) cross-table as text cells with margins.
+
+    Parameters
+    ----------
+    row, col : str
+        The cross-table's columns.
+    ct : skfed.stats.CrosstabResult
+    site : str
+        A site's name, or ``"pooled"``.
+    notes : Footnotes
+        Numbers the suppressed cells' reasons (shared with Table 1).
+
+    Returns
+    -------
+    headers : list of str
+    rows : list of (label, cells)
+    """
+    part, hidden = ct.by_site.loc[site], ct.mask.loc[site]
+    why = {(r.site, str(r.row), str(r.col)): r.reason for r in ct.suppressed.itertuples()}
+    headers = [str(c) for c in part.columns]
+    rows = []
+    for level in part.index:
+        cells = []
+        for c in part.columns:
+            if hidden.loc[level, c]:
+                r = why[(site, str(level), str(c))]
+                cells.append((_hidden_text(r), notes.mark(r)))
+            else:
+                cells.append((f"{int(part.loc[level, c])}", None))
+        rows.append((str(level), cells))
+    return headers, rows
+
+
+def chi2_text(ct):
+    """Pearson's chi-square test of a cross-table, as a sentence."""
+    if math.isnan(ct.chi2):
+        return ("Pearson's chi-square test: not computed (a pooled cell is suppressed; it "
+                "needs every cell)")
+    p = f"{ct.p_value:.3g}" if ct.p_value >= 1e-4 else f"{ct.p_value:.1e}"
+    return f"Pearson's chi-square test: chi2 = {ct.chi2:.4g}, dof = {ct.dof}, p = {p}"
+
+
+def rule_text(report):
+    """The suppression rule, as the reader of the table is told it."""
+    return (f"Small cells suppressed: each site blanks its counts from 1 to "
+            f"{report.min_count - 1} (--min-count {report.min_count}; a site service applies "
+            "its own min_level_count when larger) and the complementary cells that would give "
+            "one back through a total; a pooled cell is suppressed when a site suppressed its "
+            "part. Means, SDs and quantiles of a suppressed count are suppressed with it.")
+
+
+def group_labels(headers):
+    """Each group's name over its first column only."""
+    return [str(g) if k == 0 or headers[k - 1][0] != g else ""
+            for k, (g, _) in enumerate(headers)]
