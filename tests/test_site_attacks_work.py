@@ -66,3 +66,22 @@ def test_a_solver_nested_in_a_message_is_bounded_too():
     with pytest.raises(Refused, match="local_steps"):
         check_work({"solver": [FedAvg(local_steps=10 ** 7)]}, 10000)
     check_work({"solver": [FedAvg(local_steps=10)]}, 10000)
+
+
+def test_a_fit_step_solver_asking_too_many_local_steps_is_refused(site):
+    """The solver of a fit's step travels as its own encoded blob: the bound holds there
+    too (FedAvg with 5,000 local steps, where the site allows 2,000)."""
+    from skfed import FederatedDataset
+    from skfed.data.sources import describe
+    from skfed.sites.remote import SiteServices
+
+    conn, folder = site
+    backend = SiteServices([conn], dict(DATASET), owns=False)
+    data = FederatedDataset(backend, backend.map(describe, ()))
+    with pytest.raises(SiteRefusal, match="local_steps") as info:
+        FedLasso(alpha=1.0, solver=FedAvg(local_steps=5000), max_rounds=3).fit(data)
+    assert info.value.rule == "max_local_iterations"
+    refused = [line for line in read_audit(folder / "audit.jsonl")
+               if line["outcome"] == "refused"]
+    assert refused[-1]["operation"] == "fit.step"
+    assert refused[-1]["rule"] == "max_local_iterations"

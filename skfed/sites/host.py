@@ -367,7 +367,9 @@ class SiteHost(DataOperations):
             if hashlib.sha256(blob).hexdigest() != digest:
                 raise Refused("message", "the solver does not match its digest")
             try:
-                session.solver = (digest, decode(blob.tobytes()))
+                solver = decode(blob.tobytes())
+                check_work(solver, self.policy.max_local_iterations)  # the gate's bound too
+                session.solver = (digest, solver)
             except MessageError as exc:
                 raise Refused("message", f"the solver is not a skfed message ({exc})")
         if session.solver is None or session.solver[0] != digest:
