@@ -220,6 +220,15 @@ class FederatedLinearModel(BaseEstimator):
         self._setup_bytes = sum(message_nbytes(s) for s in summaries)
         return summaries
 
+    #: bytes of the sites' one-time summaries (``_site_setup``), counted as setup
+    _setup_bytes = 0
+    #: ``(bytes, rounds)`` of the pass after the rounds (``_final_pass``)
+    _inference_cost = (0, 0)
+
+    def _final_pass(self, executor, problem, solver, theta):
+        """The estimator's own pass at the optimum, while the sites are open (the GLMs'
+        and Cox's inference: :mod:`skfed.linear_model._inference`); none here."""
+
     def _fit_federated(self, dataset, *, datafit, penalty, layout, targets=Targets(),
                        solver=None):
         """Run the federated fit on ``dataset``; returns the flat solution ``theta``.
@@ -227,9 +236,44 @@ class FederatedLinearModel(BaseEstimator):
         Each site builds its client objective where its rows are (encoding
         its target with ``targets``); only the solver's messages and the
         monitoring pass leave it. ``solver``: one the estimator built for
-        this fit (else ``self.solver``).
+        this fit (else ``self.solver``). The steps: the solver (wrapped in
+        the privacy it runs under), the problem from the sites' summaries,
+        the rounds, then the estimator's pass after them (:meth:`_final_pass`).
         """
         labels = dataset.labels
+        solver, weighting, choice = self._fit_solver(datafit, penalty, solver)
+        theta0, resume = self._start_model(solver, labels, layout)
+        executor = resolve_executor(self.executor, self.n_jobs)
+        executor = dataset.executor_for(executor)  # the rounds run where the rows are
+        entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        objectives = dataset.build(client_objective, datafit, layout, targets)
+        try:
+            executor.open(objectives, labels)
+            problem, lz_bytes, lz_rounds = self._federated_problem(
+                executor, solver, len(labels), layout=layout, datafit=datafit,
+                penalty=penalty, weighting=weighting)
+            solver.check_problem(problem, self.participation)
+            solver.setup(problem, self.participation)
+            # a privacy budget may allow fewer rounds than max_rounds
+            rounds = (min(self.max_rounds, solver.rounds_) if solver.differentially_private
+                      else self.max_rounds)
+            result = run_federation(
+                solver=solver, problem=problem, executor=executor, theta0=theta0,
+                max_rounds=rounds, tol=self.tol, participation=self.participation,
+                entropy=entropy, verbose=self.verbose,
+                setup_bytes=SUMMARY_NBYTES * len(labels) + lz_bytes + self._setup_bytes,
+                setup_rounds=2 + lz_rounds, resume=resume, monitor_every=self.monitor_every,
+            )
+            self._final_pass(executor, problem, solver, result.theta)
+        finally:
+            executor.close()
+        self._record_fit(solver, labels, layout, result, choice)
+        self._warn_fit(solver, problem, labels, result, rounds)
+        return result.theta
+
+    def _fit_solver(self, datafit, penalty, solver=None):
+        """``(solver, client weighting, automatic choice)``: the solver of this fit
+        (``solver``, else ``self.solver``), wrapped in the privacy it runs under."""
         solver = resolve_solver(self.solver if solver is None else solver, self.participation,
                                 datafit, penalty)
         weighting, choice = self.client_weighting, None
@@ -242,65 +286,50 @@ class FederatedLinearModel(BaseEstimator):
             weighting = choice["client_weighting"]
         if self.privacy is not None:  # every exchange masked; the solver works on sums
             solver = self.privacy.wrap(solver, self.max_rounds)
-        private = solver.differentially_private
+        return solver, weighting, choice
+
+    def _start_model(self, solver, labels, layout):
+        """``(theta0, resume)``: zeros, or the last fit's model under ``warm_start`` (with
+        the solver's own state when it is the same solver on the same clients)."""
         theta0, resume = layout.zeros(), None
         if self.warm_start and hasattr(self, "_theta") and self._theta.shape == theta0.shape:
             theta0 = self._theta.copy()
-            # continue the solver itself (duals, control variates) when it is the
-            # same solver on the same clients; otherwise restart it from the model
             previous = getattr(self, "_solver_state", None)
             if previous is not None and previous["key"] == _state_key(solver, labels, layout):
                 resume = (previous["server"], previous["states"])
-        executor = resolve_executor(self.executor, self.n_jobs)
-        executor = dataset.executor_for(executor)  # the rounds run where the rows are
-        entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        objectives = dataset.build(client_objective, datafit, layout, targets)
-        try:
-            executor.open(objectives, labels)
-            # solvers that take no step from the smoothness constants (Newton) get
-            # cheap bounds for the monitor and skip the pooled eigenvalue pass
-            # (none at all under differential privacy: they would cross without noise)
-            # under secure aggregation a solver that takes no step from them (Newton) gets
-            # the pooled constants as a masked sum once the keys are agreed
-            # (SecureAggregationSolver.masked_smoothness): no site's own constant leaves it
-            needs = solver.needs_smoothness(layout, datafit)
-            exact = None if private or (solver.masked and not needs) else needs
-            summaries = executor.map(client_summary,
-                                     [(j, (exact,)) for j in range(len(labels))])
-            sums = np.array([s["weight_sum"] for s in summaries])
-            problem = FederatedProblem(
-                layout=layout, datafit=datafit, penalty=penalty,
-                weights=client_weights(sums, weighting),
-                n_samples=np.array([s["n_samples"] for s in summaries]),
-                lipschitz=[s["lipschitz"] for s in summaries],
-            )
-            # public: each site's weight sum (a site service signs its own); the
-            # inference pass scales its masked sums by its inverse
-            problem.weight_total = float(sums.sum())
-            lz_bytes = lz_rounds = 0
-            if exact:
-                problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor,
-                                                                                  problem)
-            solver.check_problem(problem, self.participation)
-            solver.setup(problem, self.participation)
-            # a privacy budget may allow fewer rounds than max_rounds
-            rounds = min(self.max_rounds, solver.rounds_) if private else self.max_rounds
-            result = run_federation(
-                solver=solver, problem=problem, executor=executor, theta0=theta0,
-                max_rounds=rounds, tol=self.tol, participation=self.participation,
-                entropy=entropy, verbose=self.verbose,
-                setup_bytes=(SUMMARY_NBYTES * len(labels) + lz_bytes
-                             + getattr(self, "_setup_bytes", 0)), setup_rounds=2 + lz_rounds,
-                resume=resume, monitor_every=self.monitor_every,
-            )
-            # a pass of the estimator's own at the optimum, while the sites are open
-            # (the GLMs' inference: skfed.linear_model._inference)
-            final_pass = getattr(self, "_final_pass", None)
-            if final_pass is not None:
-                final_pass(executor, problem, solver, result.theta)
-        finally:
-            executor.close()
+        return theta0, resume
 
+    def _federated_problem(self, executor, solver, n_clients, *, layout, datafit, penalty,
+                           weighting):
+        """``(problem, bytes, rounds)``: the pooled problem from the sites' summaries, and
+        the cost of the pooled-smoothness pass when the solver needs one."""
+        # solvers that take no step from the smoothness constants (Newton) get cheap
+        # bounds for the monitor and skip the pooled eigenvalue pass; none at all under
+        # differential privacy (they would cross without noise), nor under secure
+        # aggregation, where the monitor gets the pooled constants as a masked sum once
+        # the keys are agreed (SecureAggregationSolver.masked_smoothness)
+        needs = solver.needs_smoothness(layout, datafit)
+        exact = None if solver.differentially_private or (solver.masked and not needs) \
+            else needs
+        summaries = executor.map(client_summary, [(j, (exact,)) for j in range(n_clients)])
+        sums = np.array([s["weight_sum"] for s in summaries])
+        problem = FederatedProblem(
+            layout=layout, datafit=datafit, penalty=penalty,
+            weights=client_weights(sums, weighting),
+            n_samples=np.array([s["n_samples"] for s in summaries]),
+            lipschitz=[s["lipschitz"] for s in summaries],
+        )
+        # public: each site's weight sum (a site service signs its own); the
+        # inference pass scales its masked sums by its inverse
+        problem.weight_total = float(sums.sum())
+        lz_bytes = lz_rounds = 0
+        if exact:
+            problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor,
+                                                                              problem)
+        return problem, lz_bytes, lz_rounds
+
+    def _record_fit(self, solver, labels, layout, result, choice):
+        """The fitted attributes: the solver, the clients, ``history_``, the model."""
         secure = self.privacy is not None
         self.solver_ = solver.solver if secure else solver
         self.clients_ = labels
@@ -308,8 +337,7 @@ class FederatedLinearModel(BaseEstimator):
         self.history_ = result.history
         self.history_.n_clients = len(labels)
         self.history_.privacy = solver.privacy_record() if secure else None
-        self.history_.inference_bytes, self.history_.inference_rounds = getattr(
-            self, "_inference_cost", (0, 0))
+        self.history_.inference_bytes, self.history_.inference_rounds = self._inference_cost
         if choice is not None:
             self.history_.privacy.update(choice)
         self.n_iter_ = result.n_iter
@@ -320,7 +348,11 @@ class FederatedLinearModel(BaseEstimator):
         self._solver_state = None if result.states is None else {
             "key": _state_key(solver, labels, layout), "server": result.server,
             "states": result.states}
-        if private:  # the epsilon spent after each round; no monitor, so no stopping rule
+
+    def _warn_fit(self, solver, problem, labels, result, rounds):
+        """The privacy record and warnings (budget, noise), or the convergence advice."""
+        if solver.differentially_private:  # the epsilon spent after each round; no
+            # monitor, so no stopping rule
             for record in self.history_.records:
                 record["epsilon"] = solver.epsilon_after(record["round"])
             if rounds < self.max_rounds:
@@ -348,4 +380,3 @@ class FederatedLinearModel(BaseEstimator):
                 f"{count(self.max_rounds, 'round')}: {advice}.{alone}",
                 ConvergenceWarning,
             )
-        return result.theta
