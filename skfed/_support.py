@@ -26,9 +26,11 @@ STATUS_LEGEND = {
 
 def model_configurations():
     """``(label, estimator, task)`` for each model the matrix covers."""
-    from . import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearSVC,
-                   FedLogisticRegression, FedLowRank, FedPoissonRegressor,
-                   FedTweedieRegressor)
+    from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso,
+                               FedLogisticRegression, FedPoissonRegressor,
+                               FedTweedieRegressor)
+    from .low_rank import FedLowRank
+    from .svm import FedLinearSVC
 
     return [
         ("FedLasso", FedLasso(alpha=0.1), "regression"),

@@ -17,7 +17,7 @@ from sklearn.linear_model import Lasso
 from skfed import FedLasso, FedLogisticRegression, FedLowRank
 from skfed.cli.main import main
 from skfed.cli.fit import holdout_split
-from skfed.cli.scaling import FeatureScaler
+from skfed.preprocessing._feature_scaler import FeatureScaler
 
 SITES = {"north": 60, "south": 45, "east": 80, "west": 30}
 

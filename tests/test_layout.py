@@ -23,12 +23,19 @@ CLI = "skfed.cli"
 #: ``python -m skfed``: the entry point, above the command line rather than beneath it.
 ENTRY_POINTS = {"skfed.__main__"}
 
-#: Modules outside ``skfed.cli`` that import it today. Issue 27 removes these
-#: (the core never imports the command line): the list may only shrink.
-KNOWN_CORE_TO_CLI = {
-    "skfed.sites.codec",
-    "skfed.sites.data_operations",
-    "skfed.sites.operations",
+#: Modules outside ``skfed.cli`` that import it: none (issue 27: the core never imports
+#: the command line; what runs at a site lives in ``skfed.data.steps``,
+#: ``skfed.preprocessing`` and ``skfed.model_selection``). The set may only shrink.
+KNOWN_CORE_TO_CLI = set()
+
+#: The imports that close the package's one import circle left, each ``(importer,
+#: imported)``: :meth:`FederatedDataset.from_sites <skfed.data.FederatedDataset.from_sites>`
+#: builds the site services' client, whose operation table names the estimators' site
+#: functions, whose modules import ``skfed.data``. Without them the package has no
+#: circle; the set may only shrink.
+KNOWN_CIRCLE_EDGES = {
+    ("skfed.data.dataset", "skfed.sites.remote"),
+    ("skfed.data.dataset", "skfed.sites.transport"),
 }
 
 #: Circles among the command line's modules left today, each sorted. Issue 27 removes
@@ -199,6 +206,18 @@ def test_only_known_core_modules_import_the_command_line(graph):
         f"{_show(circles(graph))}")
 
 
+def _without_known_edges(graph):
+    return {m: targets - {t for source, t in KNOWN_CIRCLE_EDGES if source == m}
+            for m, targets in graph.items()}
+
+
+def test_no_import_circle_in_the_package_but_the_known_one(graph):
+    new = circles(_without_known_edges(graph))
+    assert not new, (
+        f"import circles in the package (lazy imports count):\n{_show(new)}\n"
+        "move what both sides need to a lower module.")
+
+
 def test_the_known_exceptions_only_shrink(graph):
     gone = sorted(KNOWN_CORE_TO_CLI - _core_to_cli(graph))
     assert not gone, (f"{', '.join(gone)} no longer import(s) {CLI}: remove it from "
@@ -207,6 +226,12 @@ def test_the_known_exceptions_only_shrink(graph):
     broken = [c for c in KNOWN_CLI_CIRCLES if c not in found]
     assert not broken, (f"{_show(broken)}\nis no longer a circle: remove it from "
                         "KNOWN_CLI_CIRCLES so that it cannot come back")
+    components = [set(c) for c in circles(graph)]
+    closed = sorted(edge for edge in KNOWN_CIRCLE_EDGES
+                    if edge[1] not in graph.get(edge[0], ())
+                    or not any(set(edge) <= c for c in components))
+    assert not closed, (f"{closed} no longer close(s) an import circle: remove them from "
+                        "KNOWN_CIRCLE_EDGES so that the circle cannot come back")
 
 
 def _functions(path):

@@ -140,6 +140,6 @@ def test_partitions_are_fixed_and_balanced():
 
 
 def _split_site():
-    from skfed.cli.remote import split_site
+    from skfed.data.steps import split_site
 
     return split_site

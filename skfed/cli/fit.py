@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .errors import CLIError  # the other modules (and tests) import it from here too
+from ..data.steps import MIN_SITE_ROWS
 
 #: ``--model`` -> (estimator name, regularization option, is a classifier)
 MODELS = {
@@ -42,8 +43,6 @@ SURVIVAL_MODELS = ("cox",)
 #: ``--cov-type`` values by kind of model
 COV_TYPES = {"glm": ("nonrobust", "HC0", "HC1", "cluster"),
              "survival": ("nonrobust", "robust", "cluster")}
-#: fewest rows a site needs: some to train on and some to evaluate on
-MIN_SITE_ROWS = 5
 #: most classes ``--model logistic/svm`` accepts: more is likely a continuous target
 MAX_CLASSES = 50
 
@@ -332,17 +331,6 @@ def _score(est, X, y, classifier, survival=False):
     return float(1 - np.sum((y2 - p2) ** 2) / ss) if ss > 0 else np.nan
 
 
-def local_model(est, scale, indicators=()):
-    """A site's local-only model: ``est``, after standardizing with that site's own rows."""
-    from sklearn.base import clone
-    from sklearn.pipeline import make_pipeline
-
-    from .scaling import FeatureScaler
-
-    return make_pipeline(FeatureScaler(indicators=indicators), clone(est)) if scale \
-        else clone(est)
-
-
 @dataclass
 class FitReport:
     """Everything ``skfed fit`` prints and puts in the HTML report."""
@@ -402,13 +390,14 @@ def _with_strata(Z, names, strata, rows):
 def _fit_local(reference, scale, indicators, X, y, names, strata, rows):
     """A site's local-only model on its rows ``rows`` (a strata column kept aside from
     the scaling)."""
-    if strata is None:
-        return _fit_quietly(local_model(reference, scale, indicators), X[rows], y[rows])
     from sklearn.base import clone
     from sklearn.pipeline import make_pipeline
 
-    from .scaling import FeatureScaler
+    from ..model_selection._local_baseline import local_model
+    from ..preprocessing._feature_scaler import FeatureScaler
 
+    if strata is None:
+        return _fit_quietly(local_model(reference, scale, indicators), X[rows], y[rows])
     scaler = FeatureScaler(indicators=indicators).fit(X[rows]) if scale else None
     Z = X if scaler is None else scaler.transform(X)
     est = _fit_quietly(clone(reference), _with_strata(Z, names, strata, rows), y[rows])
@@ -422,10 +411,10 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     """Fit federated, local-only and pooled models; score them on held-out rows.
 
     With ``scale`` the features are standardized first (see
-    :mod:`skfed.cli.scaling`; ``indicators``: the one-hot columns, centred but
-    not divided): the federated and pooled models with the statistics of
-    every site's training rows (computed from per-site sums), each
-    local-only model with its site's own training rows. Held-out rows are
+    :mod:`skfed.preprocessing._feature_scaler`; ``indicators``: the one-hot
+    columns, centred but not divided): the federated and pooled models with
+    the statistics of every site's training rows (computed from per-site
+    sums), each local-only model with its site's own training rows. Held-out rows are
     transformed with those statistics, never their own.
 
     ``test``: the held-out rows (default: :func:`holdout_split`); none
@@ -441,7 +430,7 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     """
     from sklearn.base import clone
 
-    from .scaling import FeatureScaler
+    from ..preprocessing._feature_scaler import FeatureScaler
 
     classifier = MODELS[model][2]
     survival = model in SURVIVAL_MODELS

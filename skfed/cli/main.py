@@ -308,7 +308,8 @@ def run_fit(args, out=None):
     """``skfed fit``: returns the :class:`~skfed.cli.fit.FitReport`."""
     from .fit import MODELS, SURVIVAL_MODELS, CLIError, fit_and_compare, format_text
     from .fit import holdout_split, read_csv_files, read_inputs
-    from .inputs import ColumnEncoder, ColumnImputer
+    from ..preprocessing._column_encoder import ColumnEncoder
+    from ..preprocessing._column_imputer import ColumnImputer
 
     out = sys.stdout if out is None else out
     _recover_data_file(args)

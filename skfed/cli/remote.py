@@ -9,10 +9,14 @@ one place. Only metadata, the algorithm's messages and scores cross the
 network.
 
 By default the features are standardized as in the local form
-(:mod:`skfed.cli.scaling`): each site sends four numbers per column of its
-training rows, the server merges them into the pooled means and standard
-deviations, and each site standardizes its own rows with them. A site's
-local-only model is standardized with that site's training rows.
+(:mod:`skfed.preprocessing._feature_scaler`): each site sends four numbers
+per column of its training rows, the server merges them into the pooled
+means and standard deviations, and each site standardizes its own rows with
+them. A site's local-only model
+(:func:`skfed.model_selection._local_baseline.local_only_score`) is
+standardized with that site's training rows. Nothing here runs at a site:
+the row steps are in :mod:`skfed.data.steps` and the transformers in
+:mod:`skfed.preprocessing`; this module composes them.
 
 ``--categorical`` columns are one-hot encoded at the sites with
 :class:`skfed.preprocessing.FedOneHotEncoder`: each site sends the set of
@@ -27,16 +31,18 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from .fit import (MIN_SITE_ROWS, MODELS, SURVIVAL_MODELS, CLIError, FitReport, local_model,
-                  make_estimator, metric_name)
-from .scaling import FeatureScaler
-from ..data import FederatedDataset, SiteError
-from ..data.site import held_out_mask, holdout_rows, numeric_matrix, site_rows
+from .fit import MODELS, SURVIVAL_MODELS, CLIError, FitReport, make_estimator, metric_name
+from ..data import FederatedDataset
+from ..data.steps import (check_numeric, drop_incomplete_site, impute_site, inspect_site,
+                          one_hot_site, select_columns, split_site)
 from ..model_selection import site_scores
+from ..model_selection._local_baseline import local_only_score
 from ..preprocessing import FedOneHotEncoder
+from ..preprocessing._column_encoder import ColumnEncoder
+from ..preprocessing._column_imputer import ColumnImputer
+from ..preprocessing._feature_scaler import FeatureScaler
 from .._messages import count
-from .inputs import (ColumnEncoder, ColumnImputer, drop_incomplete_site, impute_site,
-                     inspect_site, site_problems)
+from .inputs import site_problems
 
 
 def parse_sites(specs):
@@ -53,30 +59,6 @@ def parse_sites(specs):
     return sources
 
 
-def split_site(site, test_size, seed, held_out):
-    """The site's training rows (``held_out=False``) or held-out rows (``True``); at least
-    ``MIN_SITE_ROWS`` rows per site (some to train on, some to evaluate on)."""
-    return holdout_rows(site, test_size, seed, held_out, min_rows=MIN_SITE_ROWS)
-
-
-def _check_numeric(site):
-    """At a site: refuse text or non-finite features with the site's name (nothing returned)."""
-    numeric_matrix(site)
-
-
-def _columns(site, names):
-    """At a site: only the columns ``names`` of its rows."""
-    return site.replace(X=site.X[list(names)])
-
-
-def _one_hot_site(site, categorical, encoder, order):
-    """At a site: the numeric columns beside the one-hot encoding of ``categorical``,
-    rearranged by ``order`` (the local form's column order)."""
-    numeric = numeric_matrix(site.replace(X=site.X.drop(columns=list(categorical))))
-    encoded = np.asarray(encoder.transform(site.X[list(categorical)]), dtype=np.float64)
-    return site.replace(X=np.hstack([numeric, encoded])[:, order])
-
-
 def encode_categorical(data, categorical, return_encoder=False):
     """One-hot encode the ``categorical`` columns of ``data`` at its sites.
 
@@ -91,7 +73,8 @@ def encode_categorical(data, categorical, return_encoder=False):
             raise CLIError(f"--categorical {name!r}: the sites have no feature column "
                            f"{name!r} (it may be the target or dropped); their columns are "
                            f"{columns}.")
-    encoder = FedOneHotEncoder(handle_unknown="ignore").fit(data.apply(_columns, categorical))
+    encoder = FedOneHotEncoder(handle_unknown="ignore").fit(
+        data.apply(select_columns, categorical))
     numeric = [name for name in columns if name not in categorical]
     start, offsets = len(numeric), {}
     for name, levels in zip(categorical, encoder.categories_):
@@ -108,32 +91,10 @@ def encode_categorical(data, categorical, return_encoder=False):
         else:
             order.append(numeric.index(name))
             names.append(name)
-    encoded = data.apply(_one_hot_site, list(categorical), encoder, np.array(order))
+    encoded = data.apply(one_hot_site, list(categorical), encoder, np.array(order))
     if return_encoder:
         return encoded, names, indicators, encoder
     return encoded, names, indicators
-
-
-def local_only_score(site, estimator, test_size, seed, classifier, scale=False, indicators=()):
-    """Fit ``estimator`` on the site's own training rows (standardized with them if
-    ``scale``; ``indicators``: the one-hot columns, centred but not divided), score it
-    on its held-out rows."""
-    mask = held_out_mask(site, test_size, seed, min_rows=MIN_SITE_ROWS)
-    train, test = site_rows(site, ~mask), site_rows(site, mask)
-    if classifier and len(np.unique(train.y)) < 2:
-        return np.nan
-    from ..survival import FedCoxPH
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        try:
-            local = local_model(estimator, scale, indicators).fit(numeric_matrix(train),
-                                                                  train.y)
-        except ValueError:
-            if not isinstance(estimator, FedCoxPH):
-                raise
-            return np.nan  # e.g. no event among the site's training rows: no local model
-    return float(local.score(numeric_matrix(test), test.y))
 
 
 def _check_remote(model, test_size):
@@ -274,7 +235,7 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     scaler = None
     try:
         if scale:  # the sites' moments of their training rows; each site scales its rows
-            train.map(_check_numeric)
+            train.map(check_numeric)
             scaler = FeatureScaler(indicators=indicators).fit(train)
             train, test = scaler.transform(train), scaler.transform(test)
             # the saved Pipeline reads the columns by name in its first step; the

@@ -21,17 +21,9 @@ import uuid
 
 import numpy as np
 
+from ..executors.dask_executor import DaskExecutor, ResidentClient
 from .site import SiteData, SiteError
 from .sources import check_schema, describe, load_site, reorder_columns
-
-
-class ResidentClient:
-    """A client object that lives on a Dask worker (a future to ``{index: object}``)."""
-
-    __slots__ = ("future", "worker", "n_samples")
-
-    def __init__(self, future, worker, n_samples):
-        self.future, self.worker, self.n_samples = future, worker, n_samples
 
 
 def _shard(site, index, fn, *args):
@@ -101,8 +93,6 @@ class _OnWorkers:
                           [self.workers[k] for k in positions])
 
     def executor_for(self, dataset, executor):
-        from ..executors.dask_executor import DaskExecutor
-
         return DaskExecutor.for_dataset(dataset, executor)
 
     def close(self):

@@ -24,6 +24,30 @@ from .._messages import show
 from ..exceptions import ClientFailure, ClientFailureError
 from .base import Executor, client_round
 
+
+class ResidentClient:
+    """A client object that lives on a Dask worker (a future to ``{index: object}``).
+
+    Built by a site-resident :class:`~skfed.FederatedDataset` (its rows loaded by
+    the site's own worker); :class:`DaskExecutor` runs its rounds there and never
+    moves it. Also importable as ``skfed.data.ResidentClient``.
+
+    Parameters
+    ----------
+    future : distributed.Future
+        The ``{index: client object}`` held by the worker.
+    worker : str
+        The worker's name (the site).
+    n_samples : int or None
+        The client's number of rows, where known.
+    """
+
+    __slots__ = ("future", "worker", "n_samples")
+
+    def __init__(self, future, worker, n_samples):
+        self.future, self.worker, self.n_samples = future, worker, n_samples
+
+
 #: errors that mean "the worker (and what it held) is gone", not "the client raised"
 _WORKER_LOST = ("FutureCancelledError", "KilledWorker", "CommClosedError", "CancelledError",
                 "StreamClosedError")
@@ -229,8 +253,6 @@ class DaskExecutor(Executor):
     def _adopt_resident(self):
         """Clients built on their sites' workers (``ResidentClient``): nothing to
         ship; each is pinned to its worker, and never moved from it."""
-        from ..data import ResidentClient
-
         resident = [isinstance(c, ResidentClient) for c in self.clients]
         if not any(resident):
             return False

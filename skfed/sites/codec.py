@@ -80,9 +80,10 @@ def allowed_classes():
         from ..privacy import dp_rounds, secure_aggregation, secure_rounds
 
         from ..base import FederatedLinearModel
-        from ..cli.inputs import ColumnEncoder, ColumnImputer
-        from ..cli.scaling import FeatureScaler
         from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
+        from ..preprocessing._column_encoder import ColumnEncoder
+        from ..preprocessing._column_imputer import ColumnImputer
+        from ..preprocessing._feature_scaler import FeatureScaler
 
         from ..linear_model._inference import Family
 

@@ -70,7 +70,7 @@ class DataOperations:
         return check_target_range(site, str(family), float(lower), bool(strict))
 
     def _op_data_inspect(self, analyst, args, record):
-        from ..cli.inputs import inspect_site
+        from ..data.steps import inspect_site
 
         site, (categorical,) = self._stats_args(args, record, "an inspection", 1)
         return inspect_site(site, [str(c) for c in categorical])
@@ -82,7 +82,7 @@ class DataOperations:
 
     def _op_evaluate_local_baseline(self, analyst, args, record):
         from ..base import FederatedLinearModel
-        from ..cli.remote import local_only_score
+        from ..model_selection._local_baseline import local_only_score
 
         site, n = self._rows(args, record, "a local baseline")
         estimator = args.get("estimator")
@@ -323,8 +323,8 @@ class DataOperations:
 
 def _transformer(args, check_validate=True):
     """The transformer and its row check, as the analyst named them (allow-listed)."""
-    from ..cli.scaling import FeatureScaler
     from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
+    from ..preprocessing._feature_scaler import FeatureScaler
     from .codec import allowed_functions
 
     estimator, validate = args.get("estimator"), args.get("validate")

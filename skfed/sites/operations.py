@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..data.site import client_objective, site_score_terms, site_summary
 from ..data.sources import describe
+from ..data.steps import check_numeric, inspect_site
 from ..executors.base import client_round
 from ..federation.rounds import client_monitor, client_summary
 from ..federation.smoothness import client_curvature_matvec, client_feature_mean
@@ -113,9 +114,9 @@ OPERATIONS = {op.name: op for op in [
               "range; an error gives the number of values outside it)", None, disclosure="nothing"),
     Operation("data.inspect", "per column the numbers of missing, non-numeric and non-finite "
               "values, and the numbers of rows without a target or incomplete (no value)",
-              None, disclosure="counts"),
+              inspect_site, disclosure="counts"),
     Operation("data.check", "nothing (the site's features are checked to be numeric and "
-              "finite; an error names the column)", None, disclosure="nothing"),
+              "finite; an error names the column)", check_numeric, disclosure="nothing"),
     Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
               "the site's own training rows (the local-only baseline of skfed fit)", None),
     Operation("evaluate.score", "four weighted sums per target (regression) or two "
@@ -143,21 +144,22 @@ OPERATIONS = {op.name: op for op in [
 ]}
 
 
-def _cli_functions():
-    """The command line's site functions (imported late: the CLI imports the estimators)."""
-    from ..cli import inputs, remote, scaling
-    from ..survival import _site as _cox_site
-    from ..preprocessing._summaries import _transform_site
+def _late_functions():
+    """The site functions not in the table above, and the declared row steps (imported
+    late: several of their modules import the estimators, whose packages import this
+    one's)."""
+    from ..data import steps
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
-
-    from ..stats import _site as stats
     from ..linear_model import _glm, _inference
+    from ..model_selection._local_baseline import local_only_score
+    from ..preprocessing._column_imputer import _site_columns
+    from ..preprocessing._summaries import _transform_site
     from ..solvers import risk_sets
+    from ..stats import _site as stats
     from ..survival import _site as cox_site
 
-    operations = {remote._check_numeric: "data.check", inputs.inspect_site: "data.inspect",
-                  remote.local_only_score: "evaluate.local_baseline",
+    operations = {local_only_score: "evaluate.local_baseline",
                   stats.site_describe: "stats.describe",
                   stats.site_count_below: "stats.count_below",
                   stats.site_crosstab: "stats.crosstab",
@@ -178,11 +180,11 @@ def _cli_functions():
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)
-    steps = {holdout_rows, reorder_columns, _transform_site, remote.split_site,
-             remote._columns, remote._one_hot_site, scaling._standardize_site,
-             inputs._site_columns, inputs.impute_site, inputs.drop_incomplete_site,
-             _cox_site.move_strata_to_target}
-    return operations, steps
+    row_steps = {holdout_rows, reorder_columns, _transform_site, steps.split_site,
+                 steps.select_columns, steps.one_hot_site, steps.standardize_site,
+                 _site_columns, steps.impute_site, steps.drop_incomplete_site,
+                 cox_site.move_strata_to_target}
+    return operations, row_steps
 
 
 def masked_passes():
@@ -209,7 +211,7 @@ def registry():
     if _REGISTRY is None:
         by_function = {op.function: op.name for op in OPERATIONS.values()
                        if op.function is not None}
-        cli_operations, steps = _cli_functions()
-        by_function.update(cli_operations)
-        _REGISTRY = (by_function, frozenset(steps))
+        late_operations, row_steps = _late_functions()
+        by_function.update(late_operations)
+        _REGISTRY = (by_function, frozenset(row_steps))
     return _REGISTRY

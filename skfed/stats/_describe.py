@@ -22,7 +22,8 @@ from scipy import stats
 from .._messages import show
 from ..preprocessing._imputer import _midpoint
 from ..preprocessing._summaries import merge_moments
-from ._site import MISSING, site_count_below, site_crosstab, site_describe, sorted_levels
+from ._levels import MISSING, sorted_levels
+from ._site import site_count_below, site_crosstab, site_describe
 from ._suppress import SIZE, pool
 from ._survival import _check_columns, _dataset
 

@@ -13,19 +13,8 @@ import pandas as pd
 from .._messages import show
 from ..data.site import SiteError
 from ..preprocessing._summaries import moments_summary
+from ._levels import MISSING
 from ._suppress import hide_crosstab, hide_summary
-
-#: the name under which a missing value of a categorical column is counted
-MISSING = "<missing>"
-
-
-def sorted_levels(levels):
-    """The distinct levels but the missing marker, sorted (by type then text if mixed)."""
-    levels = [lv for lv in dict.fromkeys(levels) if lv != MISSING]
-    try:
-        return sorted(levels)
-    except TypeError:
-        return sorted(levels, key=lambda x: (str(type(x)), str(x)))
 
 
 def _table(site):

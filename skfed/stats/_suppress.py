@@ -32,6 +32,8 @@ import itertools
 
 import numpy as np
 
+from ._levels import MISSING, sorted_levels
+
 #: the cell name of a stratum's row count in :func:`hide_summary`'s records
 SIZE = "N"
 
@@ -135,8 +137,6 @@ def hide_summary(summary, by, min_count, site):
     -------
     summary : dict
     """
-    from ._site import MISSING, sorted_levels
-
     records = summary["suppressed"] = []
     if min_count <= 1:
         return summary
@@ -224,8 +224,6 @@ def hide_crosstab(counts, min_count, site, names=("rows", "columns")):
     suppressed : list of dict
         ``{"row", "col", "reason"}`` per hidden cell (``None`` for a margin).
     """
-    from ._site import MISSING, sorted_levels
-
     rows = sorted_levels([a for a, _ in counts])
     cols = sorted_levels([b for _, b in counts])
     rows += [MISSING] if any(a == MISSING for a, _ in counts) else []

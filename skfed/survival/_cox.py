@@ -19,8 +19,9 @@ from ..penalties import ElasticNet
 from ..solvers.newton import FedNewton
 from ..solvers.risk_sets import RiskSetNewton
 from ._baseline import BaselineMixin, _strata_spec
-from ._concordance import concordance_counts, concordance_index, index_from_counts
+from ._concordance import concordance_index
 from ._inference import CoxInferenceMixin
+from ._pairs import concordance_counts, index_from_counts
 from ._site import move_strata_to_target, site_event_times, site_stratum_levels
 from ._target import split_survival
 

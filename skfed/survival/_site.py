@@ -13,6 +13,7 @@ from ..datafits.cox import (baseline_increments, cox_terms, event_grid, risk_set
                             score_residuals)
 from ..solvers.newton import pack_upper
 from ..stats._site import _coarsen
+from ._pairs import concordance_counts
 
 
 def site_event_times(site, time_grid, min_count):
@@ -119,7 +120,6 @@ def site_concordance(site, coef, edges=None):
     different sites, to within the pairs that share a bin.
     """
     from ..data.site import numeric_matrix
-    from ._concordance import concordance_counts
 
     y = survival_array(site.y)
     X = numeric_matrix(site)

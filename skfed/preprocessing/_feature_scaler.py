@@ -16,6 +16,10 @@ frequency (dividing by ``sqrt(p (1 - p))`` would penalize a rare category's
 effect less than a common one's). It is scikit-learn's usual
 ``ColumnTransformer([StandardScaler() on the numbers, OneHotEncoder() on the
 text])``. Centring those columns changes only the intercept.
+
+A :class:`~skfed.FederatedDataset` is standardized at each site by the row
+step :func:`skfed.data.steps.standardize_site`; the fitted scaler is the
+``scale`` step of the Pipeline ``skfed fit --output`` saves.
 """
 
 import numpy as np
@@ -23,14 +27,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import FederatedDataset
-from ..data.site import numeric_matrix
-from ..preprocessing import FedStandardScaler
-
-
-def _standardize_site(site, mean, scale):
-    """At a site: its rows standardized with the server's statistics (an array: the scaler
-    keeps the column names, as in a scikit-learn Pipeline)."""
-    return site.replace(X=(numeric_matrix(site) - mean) / scale)
+from ..data.steps import standardize_site
+from ._scaler import FedStandardScaler
 
 
 class FeatureScaler(TransformerMixin, BaseEstimator):
@@ -63,8 +61,20 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None, clients=None):
         """Pooled means and standard deviations from per-site moments.
 
-        ``X`` is an array with ``clients`` (the site of each row) or a
-        :class:`~skfed.FederatedDataset` (the moments are computed at the sites).
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or FederatedDataset
+            The rows: an array with ``clients``, or a
+            :class:`~skfed.FederatedDataset` (the moments are computed at the
+            sites).
+        y : None
+            Ignored.
+        clients : array-like of shape (n_samples,), default=None
+            The site of each row of an array ``X``.
+
+        Returns
+        -------
+        self : object
         """
         scaler = FedStandardScaler().fit(X, clients=clients)
         self.mean_ = np.asarray(scaler.mean_, dtype=np.float64)
@@ -78,23 +88,54 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X):
-        """``(X - mean_) / scale_``; a FederatedDataset is standardized at each site."""
+        """``(X - mean_) / scale_``; a FederatedDataset is standardized at each site.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or FederatedDataset
+            The rows.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_features) or FederatedDataset
+        """
         check_is_fitted(self)
         if isinstance(X, FederatedDataset):
-            return X.apply(_standardize_site, self.mean_, self.scale_)
+            return X.apply(standardize_site, self.mean_, self.scale_)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return (X - self.mean_) / self.scale_
 
     def inverse_transform(self, Z):
+        """``Z * scale_ + mean_``: standardized rows back in the original units.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_features)
+            Standardized rows.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        """
         check_is_fitted(self)
         return np.asarray(Z, dtype=np.float64) * self.scale_ + self.mean_
 
     def original_coefficients(self, coef, intercept):
         """The model on standardized columns, written on the original ones.
 
-        ``coef / scale_`` and ``intercept - coef @ (mean_ / scale_)``, with the
-        shapes of ``coef`` (``(n_features,)`` or ``(n_outputs, n_features)``)
-        and ``intercept``.
+        Parameters
+        ----------
+        coef : array-like of shape (n_features,) or (n_outputs, n_features)
+            The coefficients on the standardized columns.
+        intercept : float or array-like of shape (n_outputs,)
+            The intercept(s) there.
+
+        Returns
+        -------
+        coef : ndarray
+            ``coef / scale_``, of the shape of ``coef``.
+        intercept : ndarray
+            ``intercept - coef @ (mean_ / scale_)``, of the shape of ``intercept``.
         """
         coef = np.asarray(coef, dtype=np.float64)
         original = coef / self.scale_

@@ -1,0 +1,215 @@
+"""The row steps and checks ``skfed fit`` asks each site to run on its own rows.
+
+Each function takes one site's rows (a :class:`~skfed.data.SiteData`) and
+returns its rows transformed (a *row step*, applied with
+:meth:`FederatedDataset.apply <skfed.data.FederatedDataset.apply>`) or a few
+counts (a *check*, run with ``FederatedDataset.map``). They run where the
+rows are: in process, on a Dask worker, or in a site service, which runs
+only the steps and operations :mod:`skfed.sites.operations` declares (these
+among them) and names them on the wire by their module and name.
+
+Nothing here knows the command line: the command line calls these steps,
+and the site service runs them, from this one place.
+"""
+
+import numpy as np
+
+from .site import holdout_rows, numeric_matrix, site_rows
+
+#: fewest rows a site needs: some to train on and some to evaluate on
+MIN_SITE_ROWS = 5
+
+
+def split_site(site, test_size, seed, held_out):
+    """At a site: its training rows or its held-out rows.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows.
+    test_size : float
+        The share of the rows held out, in (0, 1).
+    seed : int
+        The split's seed (the site draws the rows: :func:`~skfed.data.site.holdout_rows`).
+    held_out : bool
+        ``True``: the held-out rows; ``False``: the training rows.
+
+    Returns
+    -------
+    SiteData
+        The part; at least :data:`MIN_SITE_ROWS` rows per site (some to
+        train on, some to evaluate on).
+    """
+    return holdout_rows(site, test_size, seed, held_out, min_rows=MIN_SITE_ROWS)
+
+
+def check_numeric(site):
+    """At a site: refuse text or non-finite features with the site's name.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows.
+
+    Returns
+    -------
+    None
+        Nothing leaves the site; a :class:`~skfed.data.SiteError` names the
+        column otherwise.
+    """
+    numeric_matrix(site)
+
+
+def select_columns(site, names):
+    """At a site: only the columns ``names`` of its rows.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows, with its features as a table.
+    names : list of str
+        The columns kept, in this order.
+
+    Returns
+    -------
+    SiteData
+    """
+    return site.replace(X=site.X[list(names)])
+
+
+def one_hot_site(site, categorical, encoder, order):
+    """At a site: the numeric columns beside the one-hot encoding of ``categorical``.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows, with its features as a table.
+    categorical : list of str
+        The columns one-hot encoded.
+    encoder : FedOneHotEncoder
+        Fitted on the ``categorical`` columns of every site.
+    order : ndarray of int
+        The output columns rearranged (the local form's column order).
+
+    Returns
+    -------
+    SiteData
+        Its features as a float array.
+    """
+    numeric = numeric_matrix(site.replace(X=site.X.drop(columns=list(categorical))))
+    encoded = np.asarray(encoder.transform(site.X[list(categorical)]), dtype=np.float64)
+    return site.replace(X=np.hstack([numeric, encoded])[:, order])
+
+
+def standardize_site(site, mean, scale):
+    """At a site: its rows standardized with the server's statistics.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows.
+    mean, scale : ndarray of shape (n_features,)
+        The pooled statistics (:class:`~skfed.preprocessing._feature_scaler.FeatureScaler`).
+
+    Returns
+    -------
+    SiteData
+        ``(X - mean) / scale`` as an array (the scaler keeps the column
+        names, as in a scikit-learn Pipeline).
+    """
+    return site.replace(X=(numeric_matrix(site) - mean) / scale)
+
+
+def impute_site(site, imputer):
+    """At a site: its feature columns selected, cleaned and imputed by ``imputer``.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows, with its features as a table.
+    imputer : ColumnImputer
+        Fitted (:class:`~skfed.preprocessing._column_imputer.ColumnImputer`).
+
+    Returns
+    -------
+    SiteData
+    """
+    return site.replace(X=imputer.transform(site.X))
+
+
+def inspect_site(site, categorical):
+    """At a site: counts of its input problems, per column (no value leaves the site).
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows, with its features as a table.
+    categorical : list of str
+        The columns not checked to be numeric.
+
+    Returns
+    -------
+    dict
+        ``{"columns": {name: (missing, non-numeric, non-finite)}, "no_target":
+        rows without a target, "incomplete": rows with a missing feature,
+        "rows": n}``.
+    """
+    import pandas as pd
+
+    X = site.X
+    columns, any_missing = {}, np.zeros(len(X), dtype=bool)
+    for name in X.columns:
+        col = X[name]
+        missing = col.isna().to_numpy()
+        any_missing |= missing
+        text = non_finite = 0
+        if name not in categorical:
+            numbers = pd.to_numeric(col, errors="coerce")
+            text = int((numbers.isna().to_numpy() & ~missing).sum())
+            non_finite = int(np.isinf(numbers.to_numpy(dtype=float, na_value=np.nan)).sum())
+        columns[str(name)] = (int(missing.sum()), text, non_finite)
+    no_target = (_missing_target(site.y) if site.y is not None
+                 else np.zeros(len(X), dtype=bool))
+    return {"columns": columns, "no_target": int(no_target.sum()),
+            "incomplete": int((any_missing | no_target).sum()), "rows": len(X)}
+
+
+def _missing_target(y):
+    """Rows whose target (any of its columns: a survival target's event and time) is
+    missing."""
+    import pandas as pd
+
+    y = np.asarray(y, dtype=object)
+    if y.ndim == 1:
+        return pd.isna(pd.Series(y)).to_numpy()
+    return pd.isna(pd.DataFrame(y)).to_numpy().any(axis=1)
+
+
+def drop_incomplete_site(site, impute):
+    """At a site: its rows without a missing value.
+
+    Parameters
+    ----------
+    site : SiteData
+        The site's rows, with its features as a table.
+    impute : bool
+        ``True``: only the rows without a target are dropped (the features'
+        missing values are imputed later).
+
+    Returns
+    -------
+    SiteData
+        The rows kept; a target read as objects (a column with gaps) as
+        numbers again where it can be.
+    """
+    keep = ~_missing_target(site.y)
+    if not impute:
+        keep &= ~site.X.isna().any(axis=1).to_numpy()
+    site = site_rows(site, keep)
+    y = site.y
+    if y.dtype == object:  # a column with gaps read as objects: its numbers back
+        try:
+            y = y.astype(float)
+        except (TypeError, ValueError):
+            pass
+    return site.replace(y=y)
