@@ -70,9 +70,8 @@ def test_every_operation_declares_what_it_releases():
 def test_row_derived_operations_are_refused_before_they_run(protected, name):
     conn, root = protected
     handle = _session(conn)
-    # the arguments an honest client would send do not matter: the gate refuses first
-    args = {"dataset": DATASET, "session": handle, "theta": np.zeros(11),
-            "vector": np.ones(10), "exact": True, "args": []}
+    # arguments of the declared types (the values do not matter: the gate refuses first)
+    args = _declared_arguments(OPERATIONS[name], handle)
     with pytest.raises(SiteRefusal, match="requires secure aggregation and differential "
                                           "privacy") as info:
         conn.call(name, **args)
@@ -125,6 +124,29 @@ def test_the_others_release_no_row_value(protected, name):
     except (SiteRefusal, SiteServiceError):
         return
     assert _no_row_values(reply), (name, reply)
+
+
+def _declared_arguments(operation, handle):
+    """A request of the operation's declared argument types (the table's schema)."""
+    examples = {"float": 0.5, "int": 0, "bool": False, "str": "x", "floats": np.zeros(11),
+                "bytes": np.zeros(4, dtype=np.uint8), "list": [], "dict": {}, "value": None}
+    args = {a.name: a.choices[-1] if a.kind == "choice" else examples[a.kind]
+            for a in operation.arguments}
+    args.update({"session": handle} if operation.on_session else {"dataset": DATASET})
+    return args
+
+
+def test_arguments_outside_the_declaration_are_refused(protected):
+    conn, root = protected
+    with pytest.raises(SiteRefusal, match="takes no argument 'theta'") as info:
+        conn.call("dataset.describe", dataset=DATASET, theta=np.zeros(3))
+    assert info.value.rule == "message"
+    with pytest.raises(SiteRefusal, match="'task' is not a valid choice"):
+        conn.call("data.summary", dataset=DATASET, task="everything")
+    with pytest.raises(SiteRefusal, match="'test_size' is not a valid float"):
+        conn.call("evaluate.local_baseline", dataset=DATASET, estimator=None, test_size=2.0,
+                  seed=0, classifier=False, scale=False, indicators=[])
+    assert read_audit(root / "audit.jsonl")[-1]["rule"] == "message"
 
 
 def _no_row_values(value):

@@ -11,12 +11,14 @@ policy's row counts, and checks what the reply would release
 import numpy as np
 
 from ..data.site import SiteData, numeric_matrix
+from .operations import serves
 from .policy import Refused
 
 
 class DataOperations:
     """The host's dataset-level operations (see the module docstring)."""
 
+    @serves("preprocess.schema")
     def _op_preprocess_schema(self, analyst, args, record):
         from ..preprocessing._summaries import _template_site
 
@@ -28,6 +30,7 @@ class DataOperations:
                     "dtypes": [str(t) for t in template.dtypes]}
         return {"columns": None, "dtypes": [template.dtype.str], "width": template.shape[1]}
 
+    @serves("preprocess.summary")
     def _op_preprocess_summary(self, analyst, args, record):
         from ..preprocessing import _summaries
 
@@ -63,23 +66,27 @@ class DataOperations:
                 raise Refused("min_level_count", f"a level of column {where} is held by "
                                f"fewer than {self.policy.min_level_count} rows here")
 
+    @serves("data.check_target")
     def _op_data_check_target(self, analyst, args, record):
         from ..linear_model._glm import check_target_range
 
         site, (family, lower, strict) = self._stats_args(args, record, "a target check", 3)
         return check_target_range(site, str(family), float(lower), bool(strict))
 
+    @serves("data.inspect")
     def _op_data_inspect(self, analyst, args, record):
         from ..data.steps import inspect_site
 
         site, (categorical,) = self._stats_args(args, record, "an inspection", 1)
         return inspect_site(site, [str(c) for c in categorical])
 
+    @serves("data.check")
     def _op_data_check(self, analyst, args, record):
         site, _ = self._rows(args, record, "a check")
         numeric_matrix(site)
         return None
 
+    @serves("evaluate.local_baseline")
     def _op_evaluate_local_baseline(self, analyst, args, record):
         from ..base import FederatedLinearModel
         from ..model_selection._local_baseline import local_only_score
@@ -100,16 +107,19 @@ class DataOperations:
             raise Refused("message", "an inference pass takes its arguments as a list")
         return fn(session.objective, *values)
 
+    @serves("fit.inference")
     def _op_fit_inference(self, analyst, args, record):
         from ..linear_model._inference import client_inference_terms
 
         return self._inference(client_inference_terms, analyst, args, record)
 
+    @serves("fit.inference_null")
     def _op_fit_inference_null(self, analyst, args, record):
         from ..linear_model._inference import client_null_terms
 
         return self._inference(client_null_terms, analyst, args, record)
 
+    @serves("fit.inference_dispersion")
     def _op_fit_inference_dispersion(self, analyst, args, record):
         from ..linear_model._inference import client_tweedie_log_c
 
@@ -123,6 +133,7 @@ class DataOperations:
             raise Refused("message", f"{what} takes {n_args} arguments")
         return site, values
 
+    @serves("stats.describe")
     def _op_stats_describe(self, analyst, args, record):
         from ..stats._site import _column, is_numeric, site_describe
 
@@ -157,6 +168,7 @@ class DataOperations:
                                f"than {k} rows (an identifier-like column); their names "
                                "are not released")
 
+    @serves("stats.count_below")
     def _op_stats_count_below(self, analyst, args, record):
         from ..stats._site import site_count_below
 
@@ -166,6 +178,7 @@ class DataOperations:
                            "values (the values next to each threshold)")
         return site_count_below(site, *values)
 
+    @serves("stats.crosstab")
     def _op_stats_crosstab(self, analyst, args, record):
         from ..stats._site import site_crosstab
 
@@ -173,6 +186,7 @@ class DataOperations:
         self._check_level_names(site, [row, col])
         return site_crosstab(site, row, col, max(int(min_count), self.policy.min_level_count))
 
+    @serves("stats.event_table")
     def _op_stats_event_table(self, analyst, args, record):
         from ..stats._site import site_event_table
 
@@ -184,6 +198,7 @@ class DataOperations:
                                 max(int(min_count or 0), floor) if floor > 1 else min_count)
 
     # -- survival (skfed.survival.FedCoxPH) ---------------------------------------
+    @serves("survival.event_times")
     def _op_survival_event_times(self, analyst, args, record):
         from ..survival._site import site_event_times
 
@@ -228,6 +243,7 @@ class DataOperations:
                                   f"{floor} {what} here (its sums would describe single "
                                   "rows); use a coarser time_grid")
 
+    @serves("fit.risk_sets")
     def _op_fit_risk_sets(self, analyst, args, record):
         from ..solvers.risk_sets import client_risk_set_sums
 
@@ -240,11 +256,13 @@ class DataOperations:
         return client_risk_set_sums(session.objective, np.asarray(theta, dtype=float), grid,
                                     int(order), float(scale))
 
+    @serves("fit.cox_inference")
     def _op_fit_cox_inference(self, analyst, args, record):
         from ..survival._site import client_cox_inference
 
         return self._inference(client_cox_inference, analyst, args, record)
 
+    @serves("fit.cox_baseline")
     def _op_fit_cox_baseline(self, analyst, args, record):
         from ..datafits.cox import event_grid
         from ..survival._site import client_cox_baseline
@@ -268,11 +286,13 @@ class DataOperations:
                                       "rows here; use wider intervals")
         return client_cox_baseline(session.objective, *values)
 
+    @serves("fit.cox_residuals")
     def _op_fit_cox_residuals(self, analyst, args, record):
         from ..survival._site import client_cox_residual_meat
 
         return self._inference(client_cox_residual_meat, analyst, args, record)
 
+    @serves("survival.strata_levels")
     def _op_survival_strata_levels(self, analyst, args, record):
         from ..survival._site import site_stratum_levels
 
@@ -284,6 +304,7 @@ class DataOperations:
                                               f"{self.policy.min_level_count} rows here")
         return out
 
+    @serves("evaluate.concordance")
     def _op_evaluate_concordance(self, analyst, args, record):
         from ..survival._site import site_concordance
 
@@ -298,12 +319,14 @@ class DataOperations:
                 del out["rows"], out["events"]
         return out
 
+    @serves("evaluate.response_sums")
     def _op_evaluate_response_sums(self, analyst, args, record):
         from ..linear_model._glm import site_response_sums
 
         site, _ = self._rows(args, record, "a GLM score")
         return site_response_sums(site)
 
+    @serves("evaluate.deviances")
     def _op_evaluate_deviances(self, analyst, args, record):
         from ..linear_model._glm import site_deviances
         from ..linear_model._inference import Family
@@ -314,6 +337,7 @@ class DataOperations:
             raise Refused("message", "a GLM score needs a model with its family")
         return site_deviances(site, _GLMModel.from_message(model), float(args.get("ybar")))
 
+    @serves("evaluate.score")
     def _op_evaluate_score(self, analyst, args, record):
         from ..data.site import site_score_terms
 

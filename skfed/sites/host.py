@@ -25,7 +25,7 @@ from ..solvers.base import message_nbytes
 from .audit import AuditLog
 from .codec import MessageError, decode, encode
 from .data_operations import DataOperations, _transformer
-from .operations import OPERATIONS
+from .operations import OPERATIONS, handlers, serves
 from .policy import PolicyError, Refused
 
 
@@ -51,6 +51,10 @@ class SiteHost(DataOperations):
     ----------
     config : skfed.sites.policy.SiteConfig
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._handlers = handlers(cls)
 
     def __init__(self, config):
         self.config = config
@@ -83,10 +87,14 @@ class SiteHost(DataOperations):
             if op not in OPERATIONS:
                 raise Refused("operations", f"{op[:64]!r} is not a site operation")
             self._check_analyst(analyst, op)
-            self._check_protection(OPERATIONS[op], args)
+            operation = OPERATIONS[op]
+            problem = operation.check(args) if isinstance(args, dict) else "arguments"
+            if problem is not None:  # the declared, typed arguments only
+                raise Refused("message", problem)
+            self._check_protection(operation, args)
             check_work(args, self.policy.max_local_iterations)
             started = time.monotonic()
-            value = getattr(self, "_op_" + op.replace(".", "_"))(analyst, args, record)
+            value = self._handlers[op](self, analyst, args, record)
             seconds = time.monotonic() - started
             if seconds > self.policy.max_request_seconds:  # its answer is not released
                 raise Refused("max_request_seconds", f"the request ran {seconds:.0f} s, past "
@@ -258,10 +266,12 @@ class SiteHost(DataOperations):
         return session
 
     # -- the operations ------------------------------------------------------
+    @serves("dataset.describe")
     def _op_dataset_describe(self, analyst, args, record):
         site, _ = self._rows(args, record, "the dataset's description")
         return describe(site)
 
+    @serves("data.summary")
     def _op_data_summary(self, analyst, args, record):
         from ..data.site import site_summary
 
@@ -276,6 +286,7 @@ class SiteHost(DataOperations):
                                               f"{self.policy.min_level_count} rows here")
         return summary
 
+    @serves("fit.open")
     def _op_fit_open(self, analyst, args, record):
         from ..data.site import client_objective
 
@@ -305,18 +316,21 @@ class SiteHost(DataOperations):
         record.update(dataset=session.dataset, rows=session.n_rows, columns=session.columns)
         return session
 
+    @serves("fit.client_summary")
     def _op_fit_client_summary(self, analyst, args, record):
         from ..federation.rounds import client_summary
 
         session = self._on_session(analyst, args, record)
         return client_summary(session.objective, args.get("exact"))
 
+    @serves("fit.monitor")
     def _op_fit_monitor(self, analyst, args, record):
         from ..federation.rounds import client_monitor
 
         session = self._on_session(analyst, args, record)
         return client_monitor(session.objective, _vector(args.get("theta"), session))
 
+    @serves("fit.curvature")
     def _op_fit_curvature(self, analyst, args, record):
         from ..federation.smoothness import client_curvature_matvec
 
@@ -324,11 +338,13 @@ class SiteHost(DataOperations):
         return client_curvature_matvec(session.objective,
                                        _vector(args.get("vector"), session, features=True))
 
+    @serves("fit.feature_mean")
     def _op_fit_feature_mean(self, analyst, args, record):
         from ..federation.smoothness import client_feature_mean
 
         return client_feature_mean(self._on_session(analyst, args, record).objective)
 
+    @serves("fit.step")
     def _op_fit_step(self, analyst, args, record):
         from ..executors.base import client_round
         from ..exceptions import ClientFailure
@@ -443,12 +459,16 @@ class SiteHost(DataOperations):
             raise Refused("require", "this site requires differential privacy and the "
                                       "step adds no noise")
 
+    @serves("fit.close")
     def _op_fit_close(self, analyst, args, record):
         session = self._on_session(analyst, args, record)
         with self._lock:
             self._sessions.pop(args["session"], None)
         session.states.clear()
         return True
+
+SiteHost._handlers = handlers(SiteHost)
+
 
 def _masked(solver):
     """Whether the site masks this step: its class is skfed's secure-aggregation wrapper."""

@@ -15,6 +15,8 @@ and a site service never runs it.
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..data.site import client_objective, site_score_terms, site_summary
 from ..data.sources import describe
 from ..data.steps import check_numeric, inspect_site
@@ -35,9 +37,62 @@ from ..preprocessing._summaries import _summarize_site, _template_site
 DISCLOSURES = ("nothing", "counts", "rows", "masked")
 
 
+#: the most entries a broadcast vector or an argument list may hold
+MAX_VECTOR = 1 << 24
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One typed argument of a site operation (checked at the site before it runs).
+
+    ``kind``: ``"float"`` (finite, in ``[low, high]``), ``"int"`` (in ``[low, high]``),
+    ``"bool"``, ``"str"``, ``"choice"`` (one of ``choices``), ``"floats"`` (a float
+    vector of at most :data:`MAX_VECTOR` entries), ``"bytes"`` (a uint8 array),
+    ``"list"`` (at most :data:`MAX_VECTOR` entries), ``"dict"``, or ``"value"`` (any
+    decoded value: an allow-listed object, checked by the operation itself).
+    """
+
+    name: str
+    kind: str
+    low: float = None
+    high: float = None
+    choices: tuple = ()
+    optional: bool = False
+
+    def check(self, value):
+        """``None`` if ``value`` fits, else what is wrong (for the refusal)."""
+        kind = self.kind
+        if kind in ("float", "int"):
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+                value, (bool, np.bool_)) and (kind == "float" or float(value).is_integer())
+            ok = ok and np.isfinite(value) and (self.low is None or value >= self.low) and (
+                self.high is None or value <= self.high)
+        elif kind == "choice":
+            ok = any(value is c or (type(value) is type(c) and value == c)
+                     for c in self.choices)
+        elif kind == "floats":
+            ok = isinstance(value, np.ndarray) and value.dtype.kind == "f" and \
+                value.ndim == 1 and value.size <= MAX_VECTOR
+        elif kind == "bytes":
+            ok = isinstance(value, np.ndarray) and value.dtype == np.uint8
+        elif kind == "list":
+            ok = isinstance(value, (list, tuple)) and len(value) <= MAX_VECTOR
+        else:
+            ok = {"bool": isinstance(value, (bool, np.bool_)), "str": isinstance(value, str),
+                  "dict": isinstance(value, dict), "value": True}[kind]
+        return None if ok else f"argument {self.name!r} is not a valid {kind}"
+
+
+#: the arguments every operation takes besides its own: what it runs on
+_TARGET = {False: "dataset", True: "session"}
+ARGS = (Arg("args", "list"),)  # a site function's positional arguments, as they are
+
+
 @dataclass(frozen=True)
 class Operation:
-    """A named site operation: what it runs and what its reply releases."""
+    """A named site operation: what it runs, its typed arguments, and what its reply
+    releases. The analyst's client packs a site function's positional arguments with
+    :meth:`pack`; the site's gate refuses any other argument (:meth:`check`)."""
 
     name: str
     releases: str
@@ -47,6 +102,11 @@ class Operation:
     on_session: bool = False
     #: the class of what the reply releases (:data:`DISCLOSURES`)
     disclosure: str = "rows"
+    #: its own typed arguments (:class:`Arg`), in the site function's order
+    arguments: tuple = ()
+    #: the analyst's packing of the site function's positional arguments into named
+    #: ones, where it is not one name per position (``None``: by position)
+    packer: object = None
 
     def discloses(self, args):
         """The disclosure class of one request: a client summary without smoothness
@@ -55,93 +115,215 @@ class Operation:
             return "counts"
         return self.disclosure
 
+    def pack(self, positional):
+        """The named arguments of a call of the site function with ``positional``."""
+        if self.packer is not None:
+            return self.packer(*positional)
+        if len(self.arguments) == 1 and self.arguments[0].name == "args":
+            return {"args": list(positional)}
+        return {a.name: v for a, v in zip(self.arguments, positional)}
+
+    def check(self, args):
+        """``None`` if ``args`` are this operation's (each of its declared type), else
+        what is wrong: an unknown or missing argument, or a value of the wrong type."""
+        declared = {a.name: a for a in self.arguments}
+        target = _TARGET[self.on_session]
+        unknown = sorted(set(args) - set(declared) - {target})
+        if unknown:
+            return f"{self.name} takes no argument {str(unknown[0])[:32]!r}"
+        for name, arg in declared.items():
+            if name not in args:
+                if not arg.optional:
+                    return f"{self.name} needs its argument {name!r}"
+                continue
+            problem = arg.check(args[name])
+            if problem is not None:
+                return f"{self.name}: {problem}"
+        return None
+
+
+def serves(name):
+    """Mark a method of the site's host as the handler of operation ``name`` (its policy
+    checks around the site function): the host finds handlers by this mark, never by
+    building a method's name."""
+    if name not in OPERATION_NAMES:
+        raise ValueError(f"{name!r} is not a declared site operation")
+
+    def mark(method):
+        method.serves = name
+        return method
+    return mark
+
+
+def handlers(cls):
+    """``{operation name: method}`` of a host class's marked methods (:func:`serves`);
+    every operation of the table has exactly one."""
+    found = {}
+    for klass in reversed(cls.__mro__):
+        for value in vars(klass).values():
+            name = getattr(value, "serves", None)
+            if name is not None:
+                found[name] = value
+    missing = sorted(set(OPERATIONS) - set(found))
+    if missing:
+        raise TypeError(f"{cls.__name__} serves no handler for {missing}")
+    return found
+
+
+def model_message(estimator):
+    """A fitted linear estimator's arrays, as :op:`evaluate.score` takes them."""
+    classes = getattr(estimator, "classes_", None)
+    if classes is not None and np.asarray(classes).dtype.kind == "O":
+        classes = np.asarray(classes).astype(str)
+    if hasattr(estimator, "steps") or not hasattr(estimator, "coef_"):
+        raise ValueError(f"a site service scores linear models only, not a "
+                         f"{type(estimator).__name__} (a Pipeline's steps would run custom "
+                         "code at the site).")
+    return {"coef": np.asarray(estimator.coef_, dtype=np.float64),
+            "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
+            "classes": None if classes is None else np.asarray(classes)}
+
+
+def _local_baseline_arguments(estimator, test_size, seed, classifier=False, scale=False,
+                              indicators=()):
+    return {"estimator": estimator, "test_size": float(test_size), "seed": int(seed),
+            "classifier": bool(classifier), "scale": bool(scale),
+            "indicators": [int(i) for i in indicators]}
+
 
 OPERATIONS = {op.name: op for op in [
     Operation("dataset.describe", "row count, column names and kinds, whether a target and "
               "weights are present", describe, disclosure="counts"),
     Operation("data.summary", "row count, weight sum, feature count; for a classifier the "
               "classes held, with counts (each >= min_level_count)", site_summary,
-              disclosure="counts"),
+              disclosure="counts",
+              arguments=(Arg("task", "choice", choices=("none", "regression", "classification",
+                                                        "survival")),)),
     Operation("fit.open", "nothing (the site builds its client objective and keeps it)",
-              client_objective, disclosure="nothing"),
+              client_objective, disclosure="nothing",
+              arguments=(Arg("datafit", "value"), Arg("layout", "value"), Arg("targets", "value"))),
     Operation("fit.client_summary", "row count, weight sum and the loss's smoothness "
-              "constants", client_summary, True),
+              "constants", client_summary, True,
+              arguments=(Arg("exact", "choice", choices=(None, True, False)),),
+              packer=lambda exact=True: {"exact": exact}),
     Operation("fit.monitor", "the mean loss and its gradient at the broadcast model",
-              client_monitor, True),
+              client_monitor, True,
+              arguments=(Arg("theta", "floats"),),
+              packer=lambda theta: {"theta": np.asarray(theta, dtype=np.float64)}),
     Operation("fit.curvature", "the mean loss's curvature along one broadcast vector",
-              client_curvature_matvec, True),
+              client_curvature_matvec, True,
+              arguments=(Arg("vector", "floats"),),
+              packer=lambda v: {"vector": np.asarray(v, dtype=np.float64)}),
     Operation("fit.feature_mean", "the weighted mean of the features", client_feature_mean,
               True),
     Operation("fit.step", "the solver's reply of one round (its declared sums; masked under "
-              "secure aggregation)", client_round, True, disclosure="masked"),
+              "secure aggregation)", client_round, True, disclosure="masked",
+              arguments=(Arg("solver", "bytes", optional=True), Arg("solver_digest", "str"),
+                         Arg("client", "int", low=0), Arg("seed", "int", low=0),
+                         Arg("message", "value"), Arg("state", "value", optional=True))),
     Operation("fit.close", "nothing (the session's objective and states are dropped)",
-              disclosure="nothing"),
+              on_session=True, disclosure="nothing"),
     Operation("fit.inference", "at the fitted model: the p x p information, and the sandwich's "
               "p x p meat (HC0/HC1) or the outer product of the site's score sum (cluster); "
-              "Pearson chi-square, deviance and log-likelihood sums", None, True),
+              "Pearson chi-square, deviance and log-likelihood sums", None, True,
+              arguments=ARGS),
     Operation("fit.inference_null", "the null model's score, information and deviance sums "
-              "at a broadcast intercept", None, True),
+              "at a broadcast intercept", None, True,
+              arguments=ARGS),
     Operation("fit.inference_dispersion", "the Tweedie density's series term, summed", None,
-              True),
+              True,
+              arguments=ARGS),
     Operation("preprocess.schema", "the checked columns' names and dtypes (zero rows)",
-              _template_site, disclosure="nothing"),
+              _template_site, disclosure="nothing",
+              arguments=(Arg("estimator", "value"), Arg("validate", "value"))),
     Operation("preprocess.summary", "one federated transformer's per-site summary: sums and "
               "counts (scaler, mean imputer); levels each held by >= min_level_count rows "
               "(one-hot encoder, most-frequent imputer); with allow_exact_quantiles, the "
-              "site's values nearest a threshold (exact median)", _summarize_site),
+              "site's values nearest a threshold (exact median)", _summarize_site,
+              arguments=(Arg("estimator", "value"), Arg("validate", "value"),
+                         Arg("weighted", "bool"), Arg("summary", "value"), Arg("args", "list")),
+              packer=lambda estimator, validate, weighted, summary, args: {
+                  "estimator": estimator, "validate": validate, "weighted": bool(weighted),
+                  "summary": summary, "args": list(args)}),
     Operation("stats.describe", "per column and stratum: row counts, counts, missing counts, "
               "mean and sum of squares; level counts and names; every count from 1 to "
               "min_level_count - 1 blanked, with the complementary counts that would give it "
               "back through a total (and the statistics of a blanked count), each listed with "
               "the reason; columns tabulated by level whose values are mostly in such levels "
               "refused; the site's own quantiles, minimum and maximum only with "
-              "allow_exact_quantiles", None),
+              "allow_exact_quantiles", None,
+              arguments=ARGS),
     Operation("stats.count_below", "per query: the count of values below a threshold and the "
-              "site's values next to it (only with allow_exact_quantiles)", None),
+              "site's values next to it (only with allow_exact_quantiles)", None,
+              arguments=ARGS),
     Operation("stats.crosstab", "the count of every pair of levels (missing values a level) and "
               "the margins; every count from 1 to min_level_count - 1 blanked, with the "
               "complementary cells along its row and column, each listed with the reason; "
               "columns whose values are mostly in levels below min_level_count refused", None,
-              disclosure="counts"),
+              disclosure="counts",
+              arguments=ARGS),
     Operation("stats.event_table", "per time (coarsened until every bin holds "
               ">= min_level_count rows) the numbers of events and censorings, per group", None,
-              disclosure="counts"),
+              disclosure="counts",
+              arguments=ARGS),
     Operation("evaluate.response_sums", "two numbers: the sum of weights and of weighted "
               "targets (the mean response of a GLM score's null model)", None),
     Operation("evaluate.deviances", "two numbers: the weighted deviance of a GLM's predictions "
-              "and of a constant (its D^2 score)", None),
+              "and of a constant (its D^2 score)", None,
+              arguments=(Arg("model", "dict"), Arg("ybar", "float")),
+              packer=lambda estimator, ybar: {"model": dict(
+                  model_message(estimator), family=estimator._inference_family()),
+                  "ybar": float(ybar)}),
     Operation("data.check_target", "nothing (the target is checked to be in the family's "
-              "range; an error gives the number of values outside it)", None, disclosure="nothing"),
+              "range; an error gives the number of values outside it)", None, disclosure="nothing",
+              arguments=ARGS),
     Operation("data.inspect", "per column the numbers of missing, non-numeric and non-finite "
               "values, and the numbers of rows without a target or incomplete (no value)",
-              inspect_site, disclosure="counts"),
+              inspect_site, disclosure="counts",
+              arguments=ARGS),
     Operation("data.check", "nothing (the site's features are checked to be numeric and "
               "finite; an error names the column)", check_numeric, disclosure="nothing"),
     Operation("evaluate.local_baseline", "one number: the held-out score of a model fitted on "
-              "the site's own training rows (the local-only baseline of skfed fit)", None),
+              "the site's own training rows (the local-only baseline of skfed fit)", None,
+              arguments=(Arg("estimator", "value"), Arg("test_size", "float", low=0, high=1),
+                         Arg("seed", "int", low=0), Arg("classifier", "bool"),
+                         Arg("scale", "bool"), Arg("indicators", "list")),
+              packer=_local_baseline_arguments),
     Operation("evaluate.score", "four weighted sums per target (regression) or two "
-              "(classification): never a prediction", site_score_terms),
+              "(classification): never a prediction", site_score_terms,
+              arguments=(Arg("model", "dict"),),
+              packer=lambda estimator: {"model": model_message(estimator)}),
     Operation("survival.event_times", "per stratum, the distinct event times (or the time "
               "grid's interval indices) with the number of events at each; without "
               "allow_event_times each must hold >= min_level_count events (times coarsened "
-              "so for the quantiles of time_grid=k)", None, disclosure="counts"),
+              "so for the quantiles of time_grid=k)", None, disclosure="counts",
+              arguments=ARGS),
     Operation("fit.risk_sets", "at each broadcast event time (a shared Cox baseline): the "
               "sums of w exp(x'b), w exp(x'b) x and w exp(x'b) x x' over the site's rows at "
               "risk and over its events there, and its event count and weight; without "
               "allow_event_times only where each time holds 0 or >= min_level_count events "
-              "and rows leaving the risk set", None, True),
+              "and rows leaving the risk set", None, True,
+              arguments=ARGS),
     Operation("fit.cox_inference", "at the fitted Cox model (each site its own stratum): the "
               "p x p information, the log partial likelihoods at the fit and at zero, and "
-              "the sandwich's p x p meat", None, True),
+              "the sandwich's p x p meat", None, True,
+              arguments=ARGS),
     Operation("fit.cox_baseline", "Breslow's baseline hazard increments at the site's own "
-              "grid intervals (each site its own stratum; only on a time grid)", None, True),
+              "grid intervals (each site its own stratum; only on a time grid)", None, True,
+              arguments=ARGS),
     Operation("fit.cox_residuals", "the sandwich's p x p meat from the site's score "
-              "residuals at a broadcast baseline", None, True),
+              "residuals at a broadcast baseline", None, True,
+              arguments=ARGS),
     Operation("survival.strata_levels", "the levels of a Cox model's strata column with "
-              "their row counts (each >= min_level_count)", None, disclosure="counts"),
+              "their row counts (each >= min_level_count)", None, disclosure="counts",
+              arguments=ARGS),
     Operation("evaluate.concordance", "four counts: concordant, discordant, tied and "
-              "comparable pairs of the site's rows (Harrell's concordance)", None),
+              "comparable pairs of the site's rows (Harrell's concordance)", None,
+              arguments=ARGS),
 ]}
+
+
+OPERATION_NAMES = frozenset(OPERATIONS)
 
 
 def _late_functions():

@@ -18,7 +18,7 @@ import numpy as np
 from ..exceptions import ClientFailure, ClientFailureError
 from ..executors.base import Executor
 from .codec import encode
-from .operations import registry
+from .operations import OPERATIONS, registry
 
 
 def _operation(fn):
@@ -32,58 +32,10 @@ def _operation(fn):
     return op
 
 
-def model_message(estimator):
-    """A fitted linear estimator's arrays, as :op:`evaluate.score` takes them."""
-    classes = getattr(estimator, "classes_", None)
-    if classes is not None and np.asarray(classes).dtype.kind == "O":
-        classes = np.asarray(classes).astype(str)
-    if hasattr(estimator, "steps") or not hasattr(estimator, "coef_"):
-        raise ValueError(f"a site service scores linear models only, not a "
-                         f"{type(estimator).__name__} (a Pipeline's steps would run custom "
-                         "code at the site).")
-    return {"coef": np.asarray(estimator.coef_, dtype=np.float64),
-            "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
-            "classes": None if classes is None else np.asarray(classes)}
-
-
 def _arguments(op, args):
-    """A site function's positional arguments as the operation's named ones."""
-    if op in ("dataset.describe", "fit.feature_mean", "data.check",
-              "evaluate.response_sums"):
-        return {}
-    if op == "evaluate.deviances":
-        estimator, ybar = args
-        return {"model": dict(model_message(estimator),
-                              family=estimator._inference_family()), "ybar": float(ybar)}
-    if op.startswith(("stats.", "fit.inference", "fit.cox", "survival.")) or op in (
-            "data.check_target", "data.inspect", "fit.risk_sets", "evaluate.concordance"):
-        # their positional arguments, as they are
-        return {"args": list(args)}
-    if op == "evaluate.local_baseline":
-        estimator, test_size, seed, classifier, scale, indicators = (*args, False, ())[:6]
-        return {"estimator": estimator, "test_size": float(test_size), "seed": int(seed),
-                "classifier": bool(classifier), "scale": bool(scale),
-                "indicators": [int(i) for i in indicators]}
-    if op == "data.summary":
-        return {"task": args[0]}
-    if op == "preprocess.schema":
-        return {"estimator": args[0], "validate": args[1]}
-    if op == "preprocess.summary":
-        estimator, validate, weighted, summary, summary_args = args
-        return {"estimator": estimator, "validate": validate, "weighted": bool(weighted),
-                "summary": summary, "args": list(summary_args)}
-    if op == "evaluate.score":
-        return {"model": model_message(args[0])}
-    if op == "fit.open":
-        datafit, layout, targets = args
-        return {"datafit": datafit, "layout": layout, "targets": targets}
-    if op == "fit.client_summary":
-        return {"exact": args[0] if args else True}
-    if op == "fit.monitor":
-        return {"theta": np.asarray(args[0], dtype=np.float64)}
-    if op == "fit.curvature":
-        return {"vector": np.asarray(args[0], dtype=np.float64)}
-    raise ValueError(f"operation {op!r} is not called this way.")
+    """A site function's positional arguments as the operation's named ones (the
+    operation table's packing, :meth:`skfed.sites.operations.Operation.pack`)."""
+    return OPERATIONS[op].pack(args)
 
 
 def _template(schema):
