@@ -210,10 +210,14 @@ class FederatedDataset:
     def holdout(self, test_size=0.2, *, random_state=0):
         """Split every site's rows into training and held-out rows, at the site.
 
-        Each site draws its held-out rows itself, from ``random_state`` and
-        its name (:func:`skfed.data.site.held_out_mask`): the same rows
-        wherever the site's rows live (this process, a Dask worker, a site
-        service), and no row moves.
+        In this process and on Dask workers each site draws its held-out rows
+        from ``random_state`` and its name
+        (:func:`skfed.data.site.held_out_mask`). A site service holds out whole
+        partitions of its rows instead, dealt from a secret only the site
+        holds, each of at least its ``min_rows`` rows; ``random_state`` picks
+        the partitions and ``test_size`` is rounded to whole partitions, so
+        that no analyst chooses which rows are left out (see
+        ``docs/data-officers.md``). No row moves.
 
         Parameters
         ----------
