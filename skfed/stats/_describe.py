@@ -227,121 +227,157 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     sites = list(data.sites)
     if POOLED in sites:
         raise ValueError(f"a site is named {POOLED!r}, the label of the pooled column.")
-    kinds = {}
-    for c in columns:
-        found = {r["kinds"][c] for r in replies}
-        if len(found) > 1:
-            raise ValueError(f"column {show(c)} is numeric at some sites and not at others.")
-        kinds[c] = found.pop()
+    kinds = _column_kinds(replies, columns)
     strata = [] if by is None else sorted_levels(
         [g for r in replies for g in r["sizes"] if g is not None])
     if by is not None and any(MISSING in r["sizes"] for r in replies):
         strata.append(MISSING)
     if by is not None and ALL in strata:
         raise ValueError(f"by column {show(by)} has a level {ALL!r}, the label of all strata.")
-    groups = strata + [None]  # the strata, then all rows
-    site_labels = sites + [POOLED]
-    # why each site hid a cell: {(stratum, column, cell): reason}
-    why = [{(x["stratum"], x["column"], x["cell"]): x["reason"] for x in r["suppressed"]}
-           for r in replies]
-    values, hidden, records = {}, {}, []
+    table = _Table1(replies, sites, strata + [None])  # the strata, then all rows
+    for g in table.groups:
+        table.released([r["sizes"].get(g, 0) for r in replies], g, None, SIZE,
+                       ("N", "", "count"))
+    for c in columns:
+        if kinds[c] == "categorical":
+            table.add_categorical(c)
+        else:
+            table.add_numeric(c, quantiles)
+    table.add_pooled_quantiles(data, by)
+    return table.result(by, strata, k)
 
-    def put(row, g, s, value, reason=None, count=True):
+
+def _column_kinds(replies, columns):
+    """``{column: "numeric" | "categorical"}``, the same at every site (else an error)."""
+    kinds = {}
+    for c in columns:
+        found = {r["kinds"][c] for r in replies}
+        if len(found) > 1:
+            raise ValueError(f"column {show(c)} is numeric at some sites and not at others.")
+        kinds[c] = found.pop()
+    return kinds
+
+
+class _Table1:
+    """The cells of a Table 1 as :func:`describe` pools them from the sites' replies:
+    per site and pooled, hidden where a site hid its part, with each hidden count's
+    reason."""
+
+    def __init__(self, replies, sites, groups):
+        self.replies, self.sites, self.groups = replies, sites, groups
+        self.site_labels = sites + [POOLED]
+        # why each site hid a cell: {(stratum, column, cell): reason}
+        self.why = [{(x["stratum"], x["column"], x["cell"]): x["reason"]
+                     for x in r["suppressed"]} for r in replies]
+        self.values, self.hidden, self.records = {}, {}, []
+        #: (row key, stratum, column, n, q, min, max): the pooled quantiles to find
+        self.pooled_queries = []
+
+    def put(self, row, g, s, value, reason=None, count=True):
         """Cell ``row`` of group ``g`` at site ``s`` (``len(sites)``: pooled); ``reason``:
         hidden, and why (recorded for counts)."""
-        key = (ALL if g is None else g, site_labels[s])
-        values.setdefault(row, {})[key] = value
-        hidden.setdefault(row, {})[key] = reason is not None
+        key = (ALL if g is None else g, self.site_labels[s])
+        self.values.setdefault(row, {})[key] = value
+        self.hidden.setdefault(row, {})[key] = reason is not None
         if reason is not None and count:
-            records.append((*row, *key, reason))
+            self.records.append((*row, *key, reason))
 
-    def released(parts, g, column, name, row):
+    def released(self, parts, g, column, name, row):
         """``parts``: each site's count (``None``: hidden there); puts them and the pooled
         count; returns the pooled count (``None``: hidden) and its reason."""
         for s, n in enumerate(parts):
-            put(row, g, s, np.nan if n is None else float(n),
-                None if n is not None else why[s][g, column, name])
-        total, reason = pool(parts, sites)
-        put(row, g, len(sites), np.nan if total is None else float(total), reason)
+            self.put(row, g, s, np.nan if n is None else float(n),
+                     None if n is not None else self.why[s][g, column, name])
+        total, reason = pool(parts, self.sites)
+        self.put(row, g, len(self.sites), np.nan if total is None else float(total), reason)
         return total, reason
 
-    for g in groups:
-        released([r["sizes"].get(g, 0) for r in replies], g, None, SIZE, ("N", "", "count"))
+    def cell(self, s, g, c):
+        return self.replies[s]["cells"].get((g, c))
 
-    def cell(s, g, c):
-        return replies[s]["cells"].get((g, c))
+    def add_categorical(self, c):
+        """Each level's count and the missing count, per group, site and pooled."""
+        n_sites = len(self.sites)
+        levels = sorted_levels([lv for r in self.replies for (g, col), x in r["cells"].items()
+                                if col == c for lv in x["levels"]])
+        for g in self.groups:
+            for lv in levels:
+                self.released([(self.cell(s, g, c) or {"levels": {}})["levels"].get(lv, 0)
+                               for s in range(n_sites)], g, c, lv, (c, lv, "count"))
+            self.released([(self.cell(s, g, c) or {"missing": 0})["missing"]
+                           for s in range(n_sites)], g, c, MISSING, (c, "", "missing"))
 
-    pooled_queries = []  # (row key, stratum, n, q, min, max): the pooled quantiles to find
-    for c in columns:
-        if kinds[c] == "categorical":
-            levels = sorted_levels([lv for r in replies for (g, col), x in r["cells"].items()
-                                    if col == c for lv in x["levels"]])
-            for g in groups:
-                for lv in levels:
-                    released([(cell(s, g, c) or {"levels": {}})["levels"].get(lv, 0)
-                              for s in range(len(sites))], g, c, lv, (c, lv, "count"))
-                released([(cell(s, g, c) or {"missing": 0})["missing"]
-                          for s in range(len(sites))], g, c, MISSING, (c, "", "missing"))
-            continue
-        for g in groups:
+    def add_numeric(self, c, quantiles):
+        """Counts, mean, standard deviation and quantiles, per group, site and pooled
+        (the pooled quantiles queued for one bisection)."""
+        n_sites = len(self.sites)
+        stats_rows = [(c, "", "mean"), (c, "", "std")] + [
+            (c, "", _quantile_name(q)) for q in quantiles]
+        for g in self.groups:
             empty = {"count": 0, "missing": 0}
-            parts = [cell(s, g, c) or empty for s in range(len(sites))]
-            n_pooled, why_pooled = released([p["count"] for p in parts], g, c, "count",
-                                            (c, "", "count"))
-            released([p["missing"] for p in parts], g, c, "missing", (c, "", "missing"))
-            for s in range(len(sites) + 1):
-                mine = parts if s == len(sites) else [parts[s]]
-                reason = why_pooled if s == len(sites) else (
-                    None if parts[s]["count"] is not None else why[s][g, c, "count"])
-                stats_rows = [(c, "", "mean"), (c, "", "std")] + [
-                    (c, "", _quantile_name(q)) for q in quantiles]
+            parts = [self.cell(s, g, c) or empty for s in range(n_sites)]
+            n_pooled, why_pooled = self.released([p["count"] for p in parts], g, c, "count",
+                                                 (c, "", "count"))
+            self.released([p["missing"] for p in parts], g, c, "missing", (c, "", "missing"))
+            for s in range(n_sites + 1):
+                reason = why_pooled if s == n_sites else (
+                    None if parts[s]["count"] is not None else self.why[s][g, c, "count"])
                 if reason is not None:  # the statistics of a hidden count are hidden with it
                     for row in stats_rows:
-                        put(row, g, s, np.nan, reason, count=False)
+                        self.put(row, g, s, np.nan, reason, count=False)
                     continue
-                mine = [p for p in mine if p["count"] > 0]
-                mean, std = _moments(mine)
-                put(stats_rows[0], g, s, mean)
-                put(stats_rows[1], g, s, std)
-                for qi, q in enumerate(quantiles):
-                    row = stats_rows[2 + qi]
-                    if s < len(sites):
-                        put(row, g, s, float(mine[0]["quantiles"][qi]) if mine else np.nan)
-                    else:
-                        put(row, g, s, np.nan)
-                        if mine:
-                            pooled_queries.append((row, g, c, n_pooled, q,
-                                                   min(p["min"] for p in mine),
-                                                   max(p["max"] for p in mine)))
+                mine = [p for p in (parts if s == n_sites else [parts[s]]) if p["count"] > 0]
+                self._put_statistics(stats_rows, g, s, c, mine, n_pooled, quantiles)
 
-    if pooled_queries:  # the exact pooled quantiles, all in one bisection
+    def _put_statistics(self, stats_rows, g, s, c, mine, n_pooled, quantiles):
+        mean, std = _moments(mine)
+        self.put(stats_rows[0], g, s, mean)
+        self.put(stats_rows[1], g, s, std)
+        for qi, q in enumerate(quantiles):
+            row = stats_rows[2 + qi]
+            if s < len(self.sites):
+                self.put(row, g, s, float(mine[0]["quantiles"][qi]) if mine else np.nan)
+                continue
+            self.put(row, g, s, np.nan)
+            if mine:
+                self.pooled_queries.append((row, g, c, n_pooled, q,
+                                            min(p["min"] for p in mine),
+                                            max(p["max"] for p in mine)))
+
+    def add_pooled_quantiles(self, data, by):
+        """The exact pooled quantiles, all in one federated bisection."""
+        if not self.pooled_queries:
+            return
         queries, ranks, lo, hi = [], [], [], []
-        for _, g, c, n, q, vmin, vmax in pooled_queries:
-            h = (n - 1) * q
-            low = int(np.floor(h))
+        for _, g, c, n, q, vmin, vmax in self.pooled_queries:
+            low = int(np.floor((n - 1) * q))
             for rank in (low + 1, min(low + 2, n)):
                 queries.append((g, c))
                 ranks.append(rank)
                 lo.append(vmin)
                 hi.append(vmax)
         found = _order_statistics(data, by, queries, ranks, lo, hi)
-        for i, (row, g, _, n, q, _, _) in enumerate(pooled_queries):
+        for i, (row, g, _, n, q, _, _) in enumerate(self.pooled_queries):
             h = (n - 1) * q
-            put(row, g, len(sites),
-                float(_lerp(found[2 * i], found[2 * i + 1], h - np.floor(h))))
+            self.put(row, g, len(self.sites),
+                     float(_lerp(found[2 * i], found[2 * i + 1], h - np.floor(h))))
 
-    rows = pd.MultiIndex.from_tuples(list(values), names=["variable", "level", "statistic"])
-    cols = pd.MultiIndex.from_tuples([(g, s) for g in ([ALL] if by is None else
-                                                       [ALL] + strata) for s in site_labels],
-                                     names=["group", "site"])
-    table = pd.DataFrame([[values[r].get(col, np.nan) for col in cols] for r in values],
-                         index=rows, columns=cols)
-    mask = pd.DataFrame([[hidden[r].get(col, False) for col in cols] for r in values],
-                        index=rows, columns=cols)
-    table = table.mask(mask)
-    suppressed = pd.DataFrame(records, columns=["variable", "level", "statistic", "group",
-                                                "site", "reason"])
-    return DescribeResult(table, mask, suppressed, suppression_note(len(suppressed), k))
+    def result(self, by, strata, k):
+        """The :class:`DescribeResult`: the table, its mask and the hidden counts."""
+        values, hidden = self.values, self.hidden
+        rows = pd.MultiIndex.from_tuples(list(values),
+                                         names=["variable", "level", "statistic"])
+        cols = pd.MultiIndex.from_tuples(
+            [(g, s) for g in ([ALL] if by is None else [ALL] + strata)
+             for s in self.site_labels], names=["group", "site"])
+        table = pd.DataFrame([[values[r].get(col, np.nan) for col in cols] for r in values],
+                             index=rows, columns=cols)
+        mask = pd.DataFrame([[hidden[r].get(col, False) for col in cols] for r in values],
+                            index=rows, columns=cols)
+        suppressed = pd.DataFrame(self.records, columns=["variable", "level", "statistic",
+                                                         "group", "site", "reason"])
+        return DescribeResult(table.mask(mask), mask, suppressed,
+                              suppression_note(len(suppressed), k))
 
 
 @dataclass
