@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +88,29 @@ def _attach_partitions(site, secrets, min_rows):
     partitions = SitePartitions.draw(secrets[site.site], site.n_samples, min_rows)
     return site.replace(meta=dict(site.meta, row_ids=np.arange(site.n_samples),
                                   partitions=partitions))
+
+
+@contextmanager
+def diabetes_service(root, policy):
+    """One service (in this process, gRPC over mutual TLS) for hospital-a, serving 120
+    diabetes rows as dataset ``visits`` under ``policy``; yields a raw analyst connection
+    (``SiteConnection``: what a modified client would send through)."""
+    from sklearn.datasets import load_diabetes
+
+    from skfed.deploy import make_certificates
+    from skfed.sites.policy import load_config
+    from skfed.sites.transport import SiteConnection, SiteServer
+
+    root = Path(root)
+    certs = make_certificates(root / "certs", ["hospital-a"], analysts=["analyst-b"])
+    load_diabetes(as_frame=True).frame.iloc[:120].to_csv(root / "visits.csv", index=False)
+    path = site_config(root, "hospital-a", certs=certs,
+                       datasets={"visits": ("visits.csv", None)}, policy=policy)
+    server = SiteServer(load_config(path)).start()
+    conn = SiteConnection("hospital-a", f"127.0.0.1:{server.port}", ca_file=certs.ca.cert,
+                          cert_file=certs.client.cert, key_file=certs.client.key)
+    try:
+        yield conn
+    finally:
+        conn.close()
+        server.stop()

@@ -13,35 +13,23 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from sklearn.datasets import load_diabetes  # noqa: E402
 
 from skfed import FedLasso  # noqa: E402
-from skfed.deploy import make_certificates  # noqa: E402
 from skfed.sites import SiteRefusal  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 from skfed.sites.host import check_work  # noqa: E402
-from skfed.sites.policy import Refused, load_config  # noqa: E402
-from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
+from skfed.sites.policy import Refused  # noqa: E402
 from skfed.solvers import FedAvg  # noqa: E402
 
-from ._sites import site_config  # noqa: E402
+from ._sites import diabetes_service  # noqa: E402
 
 DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": None}
 
 
 @pytest.fixture
 def site(tmp_path):
-    certs = make_certificates(tmp_path / "certs", ["hospital-a"], analysts=["analyst-b"])
-    load_diabetes(as_frame=True).frame.iloc[:120].to_csv(tmp_path / "visits.csv", index=False)
-    path = site_config(tmp_path, "hospital-a", certs=certs,
-                       datasets={"visits": ("visits.csv", None)},
-                       policy="max_local_iterations = 2000")
-    server = SiteServer(load_config(path)).start()
-    conn = SiteConnection("hospital-a", f"127.0.0.1:{server.port}", ca_file=certs.ca.cert,
-                          cert_file=certs.client.cert, key_file=certs.client.key)
-    yield conn, tmp_path
-    conn.close()
-    server.stop()
+    with diabetes_service(tmp_path, "max_local_iterations = 2000") as conn:
+        yield conn, tmp_path
 
 
 def _local_baseline(conn, estimator):

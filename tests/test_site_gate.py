@@ -15,20 +15,16 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from sklearn.datasets import load_diabetes  # noqa: E402
 
 from skfed.data.site import Targets  # noqa: E402
 from skfed.datafits import Quadratic  # noqa: E402
-from skfed.deploy import make_certificates  # noqa: E402
 from skfed.federation.layout import Layout  # noqa: E402
 from skfed.sites import SiteRefusal, SiteServiceError  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 from skfed.sites.operations import DISCLOSURES, OPERATIONS  # noqa: E402
-from skfed.sites.policy import load_config  # noqa: E402
-from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
 from skfed.solvers import FedNewton  # noqa: E402
 
-from ._sites import site_config  # noqa: E402
+from ._sites import diabetes_service  # noqa: E402
 
 DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": None}
 #: the operations whose replies hold no number computed from the rows, or counts only
@@ -41,18 +37,10 @@ NOT_ROWS = {"fit.open", "fit.close", "data.check", "data.check_target", "preproc
 @pytest.fixture(scope="module")
 def protected(tmp_path_factory):
     root = tmp_path_factory.mktemp("gate")
-    certs = make_certificates(root / "certs", ["hospital-a"], analysts=["analyst-b"])
-    load_diabetes(as_frame=True).frame.iloc[:120].to_csv(root / "visits.csv", index=False)
-    path = site_config(root, "hospital-a", certs=certs,
-                       datasets={"visits": ("visits.csv", None)},
-                       policy='min_rows = 10\nrequire = ["secure_aggregation", '
-                              '"differential_privacy"]\nepsilon_budget = 1.0')
-    server = SiteServer(load_config(path)).start()
-    conn = SiteConnection("hospital-a", f"127.0.0.1:{server.port}", ca_file=certs.ca.cert,
-                          cert_file=certs.client.cert, key_file=certs.client.key)
-    yield conn, root
-    conn.close()
-    server.stop()
+    policy = ('min_rows = 10\nrequire = ["secure_aggregation", "differential_privacy"]\n'
+              'epsilon_budget = 1.0')
+    with diabetes_service(root, policy) as conn:
+        yield conn, root
 
 
 def _session(conn):

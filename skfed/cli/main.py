@@ -3,7 +3,6 @@
 
 import argparse
 import sys
-import warnings
 
 import numpy as np
 

@@ -354,8 +354,7 @@ class SiteHost(DataOperations):
         solver = self._solver(session, args)
         if not isinstance(solver, FederatedSolver):
             raise Refused("message", "fit.step needs one of skfed's solvers")
-        self._check_solver(solver)
-        inner = solver.solver if _masked(solver) else solver
+        inner = self._check_solver(solver)
         if inner.pools_own_monitor:  # a shared Cox baseline: the rounds carry risk-set sums
             self._check_risk_sets(session.objective.Y, inner.grid)
         client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
@@ -442,7 +441,8 @@ class SiteHost(DataOperations):
         """The policy's solver rules, decided from what the step's solver *is* (its class,
         checked here), never from attributes a message says it carries: the allow-list
         reads the solver inside a real privacy wrapper, and a step is masked or noised
-        only when its class masks or noises it (:func:`_masked`, :func:`_private`)."""
+        only when its class masks or noises it (:func:`_masked`, :func:`_private`).
+        Returns the solver that runs the rounds (the one inside a privacy wrapper)."""
         from ..solvers.base import FederatedSolver
 
         inner = solver.solver if _masked(solver) else solver
@@ -458,6 +458,7 @@ class SiteHost(DataOperations):
         if "differential_privacy" in self.policy.require and not _private(solver):
             raise Refused("require", "this site requires differential privacy and the "
                                       "step adds no noise")
+        return inner
 
     @serves("fit.close")
     def _op_fit_close(self, analyst, args, record):
