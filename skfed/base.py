@@ -20,7 +20,8 @@ from sklearn.utils._param_validation import (Interval, StrOptions,
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .federation.clients import client_weights, describe_label
-from .federation.rounds import SUMMARY_NBYTES, client_summary, run_federation
+from .federation.rounds import client_summary, run_federation
+from .federation.session import FederationSession
 from .federation.problem import FederatedProblem
 from .federation.advice import convergence_advice
 from .federation.smoothness import pooled_smoothness
@@ -31,7 +32,6 @@ from .data.site import (Targets, client_objective, combine_scores, site_predicti
 from .executors import EXECUTORS, Executor, resolve_executor
 from ._messages import count, plain
 from .solvers import SOLVER_CONSTRAINTS, resolve_solver
-from .solvers.base import message_nbytes
 from .privacy.dp_rounds import budget_warning, noise_warning
 from .privacy.secure_rounds import SecureAggregation
 
@@ -65,6 +65,8 @@ def fit_all_or_nothing(fit):
             self.__dict__.clear()
             self.__dict__.update(saved)
             raise
+        finally:  # the fit's session (and its sites) is not kept after the fit
+            self.__dict__.pop("_session", None)
     return wrapper
 
 
@@ -110,7 +112,8 @@ class SiteScoreMixin:
         if isinstance(X, FederatedDataset):
             check_is_fitted(self)
             as_dataset(X, y, None, sample_weight)
-            return combine_scores(X.map(site_score_terms, self))
+            return combine_scores(FederationSession.for_dataset(X).per_site(
+                site_score_terms, self, phase="analysis"))
         return super().score(X, y, sample_weight=sample_weight)
 
 
@@ -208,7 +211,10 @@ class FederatedLinearModel(BaseEstimator):
         """The sites' one-time summaries (:func:`skfed.data.site.site_summary`),
         checked: a site without positive weight or with another feature count
         is refused, naming it."""
-        summaries = dataset.map(site_summary, task)
+        # the fit's session opens with the sites' summaries: every later exchange of the
+        # fit goes through it (its ledger is history_.ledger)
+        self._session = FederationSession(dataset)
+        summaries = self._session.per_site(site_summary, task, phase="setup")
         for label, s in zip(dataset.sites, summaries):
             if not s["weight_sum"] > 0:
                 raise ValueError(f"client {describe_label(label)} has no samples with positive "
@@ -217,15 +223,9 @@ class FederatedLinearModel(BaseEstimator):
                 raise ValueError(f"client {describe_label(label)} has {s['n_features']} "
                                  f"features; client {describe_label(dataset.sites[0])} has "
                                  f"{summaries[0]['n_features']}.")
-        self._setup_bytes = sum(message_nbytes(s) for s in summaries)
         return summaries
 
-    #: bytes of the sites' one-time summaries (``_site_setup``), counted as setup
-    _setup_bytes = 0
-    #: ``(bytes, rounds)`` of the pass after the rounds (``_final_pass``)
-    _inference_cost = (0, 0)
-
-    def _final_pass(self, executor, problem, solver, theta):
+    def _final_pass(self, session, problem, solver, theta):
         """The estimator's own pass at the optimum, while the sites are open (the GLMs'
         and Cox's inference: :mod:`skfed.linear_model._inference`); none here."""
 
@@ -247,27 +247,28 @@ class FederatedLinearModel(BaseEstimator):
         executor = dataset.executor_for(executor)  # the rounds run where the rows are
         entropy = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         objectives = dataset.build(client_objective, datafit, layout, targets)
+        session = self.__dict__.pop("_session", None) or FederationSession(dataset)
         try:
             executor.open(objectives, labels)
-            problem, lz_bytes, lz_rounds = self._federated_problem(
-                executor, solver, len(labels), layout=layout, datafit=datafit,
-                penalty=penalty, weighting=weighting)
+            session.open_clients(executor)
+            problem = self._federated_problem(
+                session, solver, layout=layout, datafit=datafit, penalty=penalty,
+                weighting=weighting)
             solver.check_problem(problem, self.participation)
             solver.setup(problem, self.participation)
             # a privacy budget may allow fewer rounds than max_rounds
             rounds = (min(self.max_rounds, solver.rounds_) if solver.differentially_private
                       else self.max_rounds)
             result = run_federation(
-                solver=solver, problem=problem, executor=executor, theta0=theta0,
+                solver=solver, problem=problem, session=session, theta0=theta0,
                 max_rounds=rounds, tol=self.tol, participation=self.participation,
-                entropy=entropy, verbose=self.verbose,
-                setup_bytes=SUMMARY_NBYTES * len(labels) + lz_bytes + self._setup_bytes,
-                setup_rounds=2 + lz_rounds, resume=resume, monitor_every=self.monitor_every,
-            )
-            self._final_pass(executor, problem, solver, result.theta)
+                entropy=entropy, verbose=self.verbose, resume=resume,
+                monitor_every=self.monitor_every)
+            self._final_pass(session, problem, solver, result.theta)
         finally:
+            session.close_clients()
             executor.close()
-        self._record_fit(solver, labels, layout, result, choice)
+        self._record_fit(solver, labels, layout, result, choice, session.ledger)
         self._warn_fit(solver, problem, labels, result, rounds)
         return result.theta
 
@@ -299,19 +300,18 @@ class FederatedLinearModel(BaseEstimator):
                 resume = (previous["server"], previous["states"])
         return theta0, resume
 
-    def _federated_problem(self, executor, solver, n_clients, *, layout, datafit, penalty,
-                           weighting):
-        """``(problem, bytes, rounds)``: the pooled problem from the sites' summaries, and
-        the cost of the pooled-smoothness pass when the solver needs one."""
+    def _federated_problem(self, session, solver, *, layout, datafit, penalty, weighting):
+        """The pooled problem from the sites' summaries (and the pooled-smoothness
+        pass when the solver needs one), through the fit's ``session``."""
         # solvers that take no step from the smoothness constants (Newton) get cheap
         # bounds for the monitor and skip the pooled eigenvalue pass; none at all under
         # differential privacy (they would cross without noise), nor under secure
         # aggregation, where the monitor gets the pooled constants as a masked sum once
-        # the keys are agreed (SecureAggregationSolver.masked_smoothness)
+        # the keys are agreed (skfed.federation.smoothness.masked_smoothness)
         needs = solver.needs_smoothness(layout, datafit)
         exact = None if solver.differentially_private or (solver.masked and not needs) \
             else needs
-        summaries = executor.map(client_summary, [(j, (exact,)) for j in range(n_clients)])
+        summaries = session.per_site(client_summary, exact, phase="setup")
         sums = np.array([s["weight_sum"] for s in summaries])
         problem = FederatedProblem(
             layout=layout, datafit=datafit, penalty=penalty,
@@ -322,13 +322,11 @@ class FederatedLinearModel(BaseEstimator):
         # public: each site's weight sum (a site service signs its own); the
         # inference pass scales its masked sums by its inverse
         problem.weight_total = float(sums.sum())
-        lz_bytes = lz_rounds = 0
         if exact:
-            problem.pooled_lipschitz, lz_bytes, lz_rounds = pooled_smoothness(executor,
-                                                                              problem)
-        return problem, lz_bytes, lz_rounds
+            problem.pooled_lipschitz = pooled_smoothness(session, problem)
+        return problem
 
-    def _record_fit(self, solver, labels, layout, result, choice):
+    def _record_fit(self, solver, labels, layout, result, choice, ledger):
         """The fitted attributes: the solver, the clients, ``history_``, the model."""
         secure = self.privacy is not None
         self.solver_ = solver.solver if secure else solver
@@ -337,7 +335,9 @@ class FederatedLinearModel(BaseEstimator):
         self.history_ = result.history
         self.history_.n_clients = len(labels)
         self.history_.privacy = solver.privacy_record() if secure else None
-        self.history_.inference_bytes, self.history_.inference_rounds = self._inference_cost
+        self.history_.inference_bytes = ledger.bytes("inference")
+        self.history_.inference_rounds = ledger.rounds("inference")
+        self.history_.ledger = ledger.as_dict()
         if choice is not None:
             self.history_.privacy.update(choice)
         self.n_iter_ = result.n_iter

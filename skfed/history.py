@@ -73,6 +73,13 @@ class ConvergenceHistory:
         sums; see :mod:`skfed.linear_model._inference`); 0 without inference.
     inference_rounds : int
         Those passes (one at the optimum, the rest for the null model).
+    ledger : dict
+        The fit's session ledger (:class:`skfed.federation.session.Ledger`):
+        ``{phase: {"rounds", "bytes"}}`` for ``setup``, ``rounds``, ``monitor``,
+        ``inference`` and ``analysis``, counted from every message's payload
+        (both directions, every site). ``setup`` and ``inference`` are
+        ``setup_*`` and ``inference_*``; ``rounds`` and ``monitor`` add up the
+        records' ``bytes_up + bytes_down`` and ``monitor_bytes``.
     reference_objective : float or None
     n_clients : int or None
         Clients in the fit (None when not recorded). 1 after ``fit(X, y)``
@@ -93,6 +100,7 @@ class ConvergenceHistory:
         self.dropped = []
         self.inference_bytes = 0
         self.inference_rounds = 0
+        self.ledger = {}
         self.reference_objective = None
         self.n_clients = None
         self.privacy = None

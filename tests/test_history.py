@@ -52,14 +52,16 @@ def test_bytes_are_what_feddualavg_sends(fitted):
     assert np.all(h["bytes_up"][1:] == 4 * (8 * p + 8))
     # monitoring: every client (8) gets the model and returns loss + gradient
     assert np.all(h["monitor_bytes"][1:] == 8 * (16 * p + 8))
-    # setup: the sites' metadata round (rows, weight sum, features, target
-    # dimension and count: 5 numbers per client), one summary round (6 numbers
-    # per client), federated Lanczos rounds (v down, H_j v up: 2 vectors of
-    # n_features per client) and one round of feature means (one vector per client)
+    # setup: the sites' metadata round (the task's name down; rows, weight sum,
+    # features, target dimension and count up: 6 numbers per client), one summary
+    # round (the kind of constants down; rows, weight sum and four smoothness
+    # constants up: 7 numbers per client), federated Lanczos rounds (v down, H_j v
+    # up: 2 vectors of n_features per client) and one round of feature means (one
+    # vector per client)
     d, n_clients = X.shape[1], 8
     lanczos_rounds = h.setup_rounds - 3
     assert lanczos_rounds >= 1
-    assert h.setup_bytes == (8 * 5 * n_clients + 8 * 6 * n_clients
+    assert h.setup_bytes == (8 * 6 * n_clients + 8 * 7 * n_clients
                              + lanczos_rounds * 2 * n_clients * 8 * d
                              + n_clients * 8 * d)
 

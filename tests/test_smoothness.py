@@ -5,6 +5,7 @@ import pytest
 
 from skfed.federation.layout import Layout
 from skfed.federation.problem import FederatedProblem
+from skfed.federation.session import FederationSession
 from skfed.federation.smoothness import pooled_smoothness
 from skfed.datafits import ClientObjective, Quadratic
 from skfed.datasets import make_federated_lasso
@@ -24,7 +25,9 @@ def test_pooled_constant_is_the_pooled_hessians_top_eigenvalue(n_features):
     problem = FederatedProblem(layout=lay, datafit=Quadratic(), penalty=None,
                                weights=np.full(6, 1 / 6), n_samples=np.full(6, 20),
                                lipschitz=[o.lipschitz() for o in objs])
-    constants, n_bytes, n_rounds = pooled_smoothness(ex, problem)
+    session = FederationSession(executor=ex)
+    constants = pooled_smoothness(session, problem)
+    n_bytes, n_rounds = session.ledger.bytes("setup"), session.ledger.rounds("setup")
     top = np.linalg.eigvalsh(X.T @ X / len(y))[-1]
     assert top <= constants["coef"] <= top * (1 + 2e-3)
     # much smaller than the average of the clients' own constants here

@@ -7,11 +7,11 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError
 from ..history import ConvergenceHistory
+from .smoothness import masked_smoothness
 
 
 # --- client-side tasks (module level so process executors can pickle them) ---
@@ -24,22 +24,9 @@ def client_summary(client, exact=True):
             "lipschitz": None if exact is None else client.lipschitz(exact)}
 
 
-def client_smoothness_sums(client):
-    """A site's part of the pooled loss's trace-bound constants, as sums over its rows:
-    ``sum_i w_i ||x_i||^2`` and ``sum_i w_i x_i`` (summed masked over the sites, then
-    divided by the public total weight: :meth:`SecureAggregationSolver.masked_smoothness`)."""
-    X, sw = client.X, client.sample_weight
-    squares = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
-    return {"squares": np.atleast_1d(float(sw @ np.asarray(squares).ravel())),
-            "features": np.asarray(X.T @ sw, dtype=float).ravel()}
-
-
 def client_monitor(client, theta):
     """Loss and gradient at the server model: monitoring only, not the algorithm."""
     return client.value_and_gradient(theta)
-
-
-SUMMARY_NBYTES = 8 * 6  # n_samples, weight_sum and four smoothness constants
 
 
 @dataclass
@@ -55,13 +42,15 @@ class FederationResult:
 class _Monitor:
     """Objective and proximal-gradient-mapping norm of the global objective.
 
-    ``solver``: its :meth:`~skfed.solvers.base.FederatedSolver.monitor_sums` gathers
-    the clients' weighted losses and gradients itself where it can (as masked sums
-    under secure aggregation: the server never sees one client's), else the plain pass.
+    The pooled loss and gradient come through the fit's ``session`` (plain, or masked
+    under secure aggregation: the server never sees one client's): by the solver's
+    own pass where it has one (:meth:`~skfed.solvers.base.FederatedSolver.
+    monitor_sums`: a shared Cox baseline's risk-set sums, or none under differential
+    privacy), else as the weighted sum of the clients' losses and gradients.
     """
 
-    def __init__(self, problem, executor, solver):
-        self.problem, self.executor, self.solver = problem, executor, solver
+    def __init__(self, problem, session, solver):
+        self.problem, self.session, self.solver = problem, session, solver
         self.last_mapped = self.last_blocks = None
 
     @functools.cached_property
@@ -70,36 +59,32 @@ class _Monitor:
         return self.problem.block_steps(worst_client=False)
 
     def __call__(self, theta):
-        sums = self.solver.monitor_sums(self.executor, theta)
+        ledger = self.session.ledger
+        spent = ledger.bytes("monitor")
+        sums = self.solver.monitor_sums(self.session, theta)
         if sums is None:  # no monitoring (differential privacy)
             self.last_mapped = self.last_blocks = None
             return np.nan, np.nan, 0
-        if sums is not NotImplemented:
-            loss, grad, traffic = sums
-            return (*self.evaluate_sums(theta, loss, grad), traffic)
-        problem, N = self.problem, self.problem.n_clients
-        # sites an executor reports lost for good (a site service that stopped answering,
-        # under a solver that goes on without it): the objective of the sites left
-        lost = self.executor.lost
-        if lost:
-            alive = [j for j in range(N) if j not in lost]
-            results = self.executor.map(client_monitor, [(j, (theta,)) for j in alive])
-            weights = problem.weights[alive] / problem.weights[alive].sum()
-            loss = float(weights @ np.array([v for v, _ in results]))
-            grad = sum(a * g for a, (_, g) in zip(weights, results))
-            traffic = len(alive) * (theta.nbytes + theta.nbytes + 8)
-            return (*self.evaluate_sums(theta, loss, grad), traffic)
-        results = self.executor.map(client_monitor, [(j, (theta,)) for j in range(N)])
-        traffic = N * (theta.nbytes + theta.nbytes + 8)
-        return (*self.evaluate(theta, results), traffic)
+        if sums is NotImplemented:
+            sums = self.pooled_loss(theta)
+        objective, stationarity = self.evaluate_sums(theta, *sums)
+        return objective, stationarity, ledger.bytes("monitor") - spent
 
-    def evaluate(self, theta, results):
-        """Objective and stationarity at ``theta`` from every client's
-        ``(loss value, gradient)`` there, in client order."""
-        problem = self.problem
-        values = np.array([v for v, _ in results])
-        return self.evaluate_sums(theta, float(problem.weights @ values),
-                                  sum(a * g for a, (_, g) in zip(problem.weights, results)))
+    def pooled_loss(self, theta):
+        """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta))`` through the session; of
+        the sites left when a transport reports some lost for good (a site service
+        that stopped answering, under a solver that goes on without it)."""
+        problem, session = self.problem, self.session
+        lost = session.executor.lost
+        if lost and not session.masked:
+            alive = [j for j in range(problem.n_clients) if j not in lost]
+            weights = problem.weights[alive] / problem.weights[alive].sum()
+            value, grad = session.sum(client_monitor, theta, coefficients=weights,
+                                      sites=alive, phase="monitor")
+        else:
+            value, grad = session.sum(client_monitor, theta, coefficients=problem.weights,
+                                      phase="monitor")
+        return float(value), grad
 
     def evaluate_sums(self, theta, loss, grad_sum):
         """Objective and stationarity at ``theta`` from the pooled loss
@@ -271,9 +256,8 @@ def _handle_failures(solver, executor, history, rnd, failures, n_active):
         ClientDroppedWarning, stacklevel=4)
 
 
-def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, participation,
-                   entropy, verbose=0, setup_bytes=0, setup_rounds=0, resume=None,
-                   monitor_every=1):
+def run_federation(*, solver, problem, session, theta0, max_rounds, tol, participation,
+                   entropy, verbose=0, resume=None, monitor_every=1):
     """Run rounds until the stopping rule or ``max_rounds``.
 
     Stopping rule: ``stationarity <= tol * stationarity(0)``, the norm of the
@@ -303,10 +287,10 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
     ``resume=(server, states)`` continues from a previous run's solver state
     (``warm_start``): duals, control variates and anchors included.
     """
-    loop = _RoundLoop(solver, problem, executor, max_rounds=max_rounds, tol=tol,
+    loop = _RoundLoop(solver, problem, session, max_rounds=max_rounds, tol=tol,
                       participation=participation, entropy=entropy, verbose=verbose,
                       monitor_every=monitor_every)
-    loop.open(theta0, resume, setup_bytes, setup_rounds)
+    loop.open(theta0, resume)
     loop.start()
     while not loop.converged and loop.rnd < max_rounds:
         if loop.one_round():
@@ -317,14 +301,15 @@ def run_federation(*, solver, problem, executor, theta0, max_rounds, tol, partic
 class _RoundLoop:
     """The state of one fit's rounds, shared by the steps of :func:`run_federation`."""
 
-    def __init__(self, solver, problem, executor, *, max_rounds, tol, participation, entropy,
+    def __init__(self, solver, problem, session, *, max_rounds, tol, participation, entropy,
                  verbose, monitor_every):
-        self.solver, self.problem, self.executor = solver, problem, executor
+        self.solver, self.problem, self.session = solver, problem, session
+        self.executor = session.executor
         self.max_rounds, self.tol, self.entropy = max_rounds, tol, entropy
         self.verbose, self.monitor_every = verbose, monitor_every
         self.layout, N = problem.layout, problem.n_clients
         self.history = ConvergenceHistory()
-        self.monitor = _Monitor(problem, executor, solver)
+        self.monitor = _Monitor(problem, session, solver)
         self.sampler = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,)))
         self.n_active = N if participation >= 1.0 else max(1, int(round(participation * N)))
         self.smooth = problem.datafit.smooth
@@ -333,10 +318,10 @@ class _RoundLoop:
         self.pending = None  # that round's record, awaiting them
         self.rnd, self.converged = 0, False
 
-    def open(self, theta0, resume, setup_bytes, setup_rounds):
-        """The initial states placed at the clients, and the session's setup exchanges."""
-        solver, problem, history = self.solver, self.problem, self.history
-        history.setup_bytes, history.setup_rounds = setup_bytes, setup_rounds
+    def open(self, theta0, resume):
+        """The initial states placed at the clients, and the session's setup exchanges:
+        under secure aggregation the keys, after which every sum is masked."""
+        solver, problem, session = self.solver, self.problem, self.session
         self.theta = np.array(theta0, dtype=float)
         if resume is not None:
             self.server, states = resume
@@ -345,15 +330,14 @@ class _RoundLoop:
             states = [solver.init_client(j, self.theta) for j in range(problem.n_clients)]
         self.executor.place_states(states)  # client state lives with the client from now on
         # under secure aggregation the keys are agreed before anything else is sent
-        session_bytes, session_rounds = solver.open_session(self.executor)
-        history.setup_bytes += session_bytes
-        history.setup_rounds += session_rounds
+        key_bytes, key_rounds = solver.open_session(self.executor)
+        if key_rounds:
+            session.ledger.add("setup", key_bytes, key_rounds)
+        if solver.masked:
+            session.protect(solver)
         if solver.masked and not solver.differentially_private and None in problem.lipschitz:
-            # the monitor's constants as one masked pass (no site's own constant leaves it)
-            problem.pooled_lipschitz, smoothness_bytes = solver.masked_smoothness(
-                self.executor)
-            history.setup_bytes += smoothness_bytes
-            history.setup_rounds += 1
+            # the monitor's constants as one masked sum (no site's own constant leaves it)
+            problem.pooled_lipschitz = masked_smoothness(session, problem)
 
     def start(self):
         """Round 0: the monitor at the start and at zero (the stopping rule's scale)."""
@@ -426,6 +410,7 @@ class _RoundLoop:
             active = np.array([j for j in active if j in by_client])
         replies = [by_client[j] for j in active]
         bytes_up, bytes_down = solver.round_traffic(messages, replies, active)
+        self.session.ledger.add("rounds", bytes_up + bytes_down)
         deferred = self._monitor_pending(replies, active)
         if self.converged:  # the fused monitor stopped the fit: the round was spent on
             # monitoring only
@@ -515,6 +500,8 @@ class _RoundLoop:
             self.theta = _polish(self.monitor, self.layout, history, self.theta)
         _progress_done(self.verbose, rnd, self.max_rounds, self.converged)
         history.placement_bytes = self.executor.placement_bytes_
+        ledger = self.session.ledger
+        history.setup_bytes, history.setup_rounds = ledger.bytes("setup"), ledger.rounds("setup")
         # client states stay at the sites under secure aggregation (keys, duals)
         states = None if self.solver.keeps_states_at_sites else self.executor.collect_states()
         return FederationResult(theta=self.theta, history=history, n_iter=rnd,

@@ -12,6 +12,7 @@ client). About 20-40 such rounds, counted in ``history_.setup_bytes``.
 """
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..datafits.base import joint_factor
 
@@ -29,31 +30,29 @@ def client_feature_mean(client):
     return client.feature_mean()
 
 
-def pooled_smoothness(executor, problem):
-    """Block smoothness constants of ``sum_j a_j L_j``.
+def client_smoothness_sums(client):
+    """A site's part of the pooled loss's trace-bound constants, as sums over its rows:
+    ``sum_i w_i ||x_i||^2`` and ``sum_i w_i x_i`` (summed masked over the sites, then
+    divided by the public total weight: :func:`masked_smoothness`)."""
+    X, sw = client.X, client.sample_weight
+    squares = X.multiply(X).sum(axis=1) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+    return {"squares": np.atleast_1d(float(sw @ np.asarray(squares).ravel())),
+            "features": np.asarray(X.T @ sw, dtype=float).ravel()}
 
-    Returns
-    -------
-    constants : dict
-        ``coef``, ``intercept`` and ``joint`` as in
-        :meth:`~skfed.datafits.ClientObjective.lipschitz`, for the pooled loss.
-    n_bytes : int
-        Traffic spent (both directions, all clients).
-    n_rounds : int
-        Communication rounds spent.
-    """
+
+def pooled_smoothness(session, problem):
+    """Block smoothness constants of ``sum_j a_j L_j``: ``coef``, ``intercept`` and
+    ``joint`` as in :meth:`~skfed.datafits.ClientObjective.lipschitz`, for the pooled
+    loss, by federated matrix-vector products through ``session`` (its ``setup``
+    phase counts their rounds and bytes)."""
     curv = problem.datafit.step_curvature
     if curv is None:
-        return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}, 0, 0
-    N, d, weights = problem.n_clients, problem.layout.n_features, problem.weights
-    spent = {"bytes": 0, "rounds": 0}
+        return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}
+    d, weights = problem.layout.n_features, problem.weights
 
     def federated_matvec(v):
         v = np.asarray(v, dtype=float).ravel()
-        parts = executor.map(client_curvature_matvec, [(j, (v,)) for j in range(N)])
-        spent["bytes"] += 2 * N * v.nbytes
-        spent["rounds"] += 1
-        return sum(a * p for a, p in zip(weights, parts))
+        return session.sum(client_curvature_matvec, v, coefficients=weights, phase="setup")
 
     lower = max(a * l["coef"] for a, l in zip(weights, problem.lipschitz))
     upper = float(sum(a * l["coef"] for a, l in zip(weights, problem.lipschitz)))
@@ -73,8 +72,24 @@ def pooled_smoothness(executor, problem):
     L_int = curv if problem.layout.fit_intercept else 0.0
     joint = 1.0
     if problem.layout.fit_intercept:
-        means = executor.map(client_feature_mean, [(j, ()) for j in range(N)])
-        spent["bytes"] += N * 8 * d
-        spent["rounds"] += 1
-        joint = joint_factor(curv, sum(a * m for a, m in zip(weights, means)), L_coef, L_int)
-    return {"coef": L_coef, "intercept": L_int, "joint": joint}, spent["bytes"], spent["rounds"]
+        mean = session.sum(client_feature_mean, coefficients=weights, phase="setup")
+        joint = joint_factor(curv, mean, L_coef, L_int)
+    return {"coef": L_coef, "intercept": L_int, "joint": joint}
+
+
+def masked_smoothness(session, problem):
+    """The pooled loss's trace-bound smoothness constants (those of
+    :meth:`ClientObjective.lipschitz` with ``exact=False``, pooled over the rows) from
+    one sum of the sites' :func:`client_smoothness_sums` (masked under secure
+    aggregation: no site's own constant is sent)."""
+    curvature = problem.datafit.step_curvature
+    if curvature is None:  # a non-smooth loss: no constants (as each site would say)
+        return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}
+    sums = session.sum(client_smoothness_sums, phase="setup",
+                       scale=1.0 / problem.weight_total)
+    W = problem.weight_total
+    L_coef = curvature * float(np.ravel(sums["squares"])[0]) / W
+    L_int = curvature if problem.layout.fit_intercept else 0.0
+    joint = (joint_factor(curvature, np.asarray(sums["features"]) / W, L_coef, L_int)
+             if problem.layout.fit_intercept else 1.0)
+    return {"coef": L_coef, "intercept": L_int, "joint": joint}

@@ -8,6 +8,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
+from ..federation.session import FederationSession
 from .._docstrings import FIT_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel, SiteScoreMixin, fit_all_or_nothing, sites_aware
 from ..data import FederatedDataset
@@ -145,7 +146,7 @@ class _FedGLM(GLMInferenceMixin, SiteScoreMixin, RegressorMixin, FederatedLinear
         if summaries[0]["y_ndim"] != 1 or any(s["n_targets"] != 1 for s in summaries):
             raise ValueError(f"{type(self).__name__} fits one target: y must be 1-D.")
         if self._family_name is not None:
-            dataset.map(check_target_range, *self._target_range())
+            self._session.per_site(check_target_range, *self._target_range(), phase="setup")
         total_weight = float(sum(s["weight_sum"] for s in summaries))
         layout = Layout(n_outputs=1, n_features=self.n_features_in_,
                         fit_intercept=self.fit_intercept)
@@ -231,10 +232,11 @@ class _FedGLM(GLMInferenceMixin, SiteScoreMixin, RegressorMixin, FederatedLinear
             if y is not None or sample_weight is not None or offset is not None:
                 raise ValueError("a FederatedDataset carries its own target, weights and "
                                  "offsets; do not pass them with it.")
-            sums = X.map(site_response_sums)
-            ybar = sum(t["wy"] for t in sums) / sum(t["w"] for t in sums)
-            terms = X.map(site_deviances, self, ybar)
-            model, null = sum(t["model"] for t in terms), sum(t["null"] for t in terms)
+            session = FederationSession.for_dataset(X)
+            sums = session.sum(site_response_sums, phase="analysis")
+            ybar = float(sums["wy"]) / float(sums["w"])
+            terms = session.sum(site_deviances, self, ybar, phase="analysis")
+            model, null = float(terms["model"]), float(terms["null"])
         else:
             mu = self.predict(X, offset=offset)
             y = np.asarray(y, dtype=float)

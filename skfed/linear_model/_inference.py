@@ -39,7 +39,6 @@ from scipy import stats
 from scipy.special import expit, gammaln, xlogy
 
 from ..datafits.base import hessian_from_raw
-from ..solvers.base import message_nbytes
 from ..solvers.newton import pack_upper, unpack_upper
 
 COV_TYPES = ("nonrobust", "HC0", "HC1", "cluster")
@@ -250,39 +249,18 @@ def client_null_terms(client, intercept, family):
 
 
 # --- the server side ------------------------------------------------------------
-def site_sums(executor, solver, fn, args, n_clients, coefficient):
-    """``sum_j fn(client_j, *args)`` over every site, and the bytes it cost.
-
-    Under secure aggregation (``solver.masked_site_sums``) each site's reply
-    is masked and only the sum decoded; ``coefficient`` (public) scales every
-    field before masking, to keep it within the fixed-point range."""
-    if solver.masked:
-        sums, traffic = solver.masked_site_sums(executor, fn, args, coefficient)
-        return {k: np.asarray(v) / coefficient for k, v in sums.items()}, traffic
-    replies = executor.map(fn, [(j, args) for j in range(n_clients)])
-    # a name or number costs 8 bytes (the family's spec: three such fields)
-    down = n_clients * sum(a.nbytes if isinstance(a, np.ndarray) else 8 for a in args)
-    up = sum(message_nbytes(r) for r in replies)
-    sums = {k: sum(np.asarray(r[k], dtype=float) for r in replies) for k in replies[0]}
-    return sums, int(up + down)
-
-
-def inference_pass(executor, problem, solver, theta, family, cov_type):
-    """The inference pass and the null-model passes: ``(terms, bytes, rounds)``."""
-    N = problem.n_clients
+def inference_pass(session, problem, theta, family, cov_type):
+    """The inference pass and the null-model passes (the ``inference`` phase of the
+    fit's ``session``): the summed terms."""
     # one public scale for every masked pass: the inverse of the sites' total weight
     # (a site service checks it against the weight sums the sites signed)
-    scale = 1.0 / max(float(getattr(problem, "weight_total", np.sum(problem.n_samples))), 1.0)
-    terms, traffic = site_sums(executor, solver, client_inference_terms,
-                               (theta, family, cov_type), N, scale)
+    scale = 1.0 / max(float(problem.weight_total), 1.0)
+    terms = session.sum(client_inference_terms, theta, family, cov_type, scale=scale,
+                        phase="inference")
     total_weight = float(terms["n"])
-    rounds = 1
     # the null model: Fisher scoring on the intercept (exact at the weighted mean
     # without an offset: one more pass evaluates it there)
-    start, extra = site_sums(executor, solver, client_null_terms,
-                             (0.0, family), N, scale)
-    traffic += extra
-    rounds += 1
+    start = session.sum(client_null_terms, 0.0, family, scale=scale, phase="inference")
     ybar = float(start["wy"]) / total_weight
     null = None
     # the null model has a finite intercept unless the mean response is at the edge
@@ -291,10 +269,7 @@ def inference_pass(executor, problem, solver, theta, family, cov_type):
         b = float(np.log(ybar) if family.link == "log" else
                   np.log(ybar / (1 - ybar)) if family.link == "logit" else ybar)
         for _ in range(NULL_MAX_PASSES):
-            null, extra = site_sums(executor, solver, client_null_terms, (b, family), N,
-                                    scale)
-            traffic += extra
-            rounds += 1
+            null = session.sum(client_null_terms, b, family, scale=scale, phase="inference")
             information = float(null["information"])
             step = float(null["score"]) / information if information > 0 else 0.0
             if abs(step) <= NULL_TOL * max(1.0, abs(b)):
@@ -304,14 +279,12 @@ def inference_pass(executor, problem, solver, theta, family, cov_type):
     if family.series_density and total_weight > problem.layout.size:
         # the dispersion is known now: its density term
         phi = float(terms["pearson"]) / (total_weight - problem.layout.size)
-        extra_terms, extra = site_sums(executor, solver, client_tweedie_log_c,
-                                       (phi, family), N, scale)
-        traffic += extra
-        rounds += 1
+        extra_terms = session.sum(client_tweedie_log_c, phi, family, scale=scale,
+                                  phase="inference")
         terms["log_c"] = float(extra_terms["log_c"])
         if terms["null"] is not None:
             terms["null"]["log_c"] = terms["log_c"]
-    return terms, traffic, rounds
+    return terms
 
 
 def _symmetric_inverse(H, names):
@@ -441,10 +414,9 @@ class GLMInferenceMixin(WaldMixin):
     """
 
     # -- during fit: called by FederatedLinearModel._fit_federated --------------
-    def _final_pass(self, executor, problem, solver, theta):
+    def _final_pass(self, session, problem, solver, theta):
         self._inference = None
         self._inference_why = None
-        self._inference_cost = (0, 0)
         why = self._penalized()
         if why is None and solver.differentially_private:
             why = ("inference is not made under differential privacy: the pass would send "
@@ -461,9 +433,7 @@ class GLMInferenceMixin(WaldMixin):
         if not np.all(np.isfinite(theta)):
             self._inference_why = "the fitted coefficients are not finite"
             return
-        terms, traffic, rounds = inference_pass(executor, problem, solver, theta, family,
-                                                self.cov_type)
-        self._inference_cost = (traffic, rounds)
+        terms = inference_pass(session, problem, theta, family, self.cov_type)
         lay = problem.layout
         names = self._parameter_names(lay)
         self._inference = finish_inference(terms, family, self.cov_type, lay.size,

@@ -4,6 +4,7 @@ import time
 
 from sklearn.base import clone
 
+from ..federation.session import FederationSession
 from ..data import FederatedDataset
 from ..data.site import combine_scores, site_score, site_score_terms
 from ._split import check_site_cv
@@ -28,7 +29,8 @@ def site_scores(estimator, dataset):
         ``{site: score}``.
     """
     _check_dataset(dataset)
-    terms = dataset.map(site_score_terms, estimator)
+    terms = FederationSession.for_dataset(dataset).per_site(site_score_terms, estimator,
+                                                            phase="analysis")
     return combine_scores(terms), {s: site_score(t) for s, t in zip(dataset.sites, terms)}
 
 

@@ -24,6 +24,7 @@ from sklearn.utils.validation import _num_samples, check_array
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
+from ..federation.session import FederationSession
 from ..federation.clients import check_clients_nonempty, group_clients
 from ..data import FederatedDataset
 
@@ -66,7 +67,8 @@ def sites_input(estimator, dataset, clients, sample_weight, validate, *, weighte
         raise ValueError(f"a FederatedDataset carries its own sites and weights; do not pass "
                          f"{given[0]}= with it.")
     site_estimator = clone(estimator)
-    templates = dataset.map(_template_site, site_estimator, validate)
+    templates = FederationSession.for_dataset(dataset).per_site(
+        _template_site, site_estimator, validate, phase="analysis")
     template = templates[0]
     if not hasattr(template, "iloc"):  # arrays: the widest numeric dtype, or object
         kinds = {t.dtype.kind for t in templates}
@@ -123,8 +125,9 @@ def _map_sites(fn, X, clients, sample_weight, *args):
     """
     if isinstance(clients, _SiteRows):  # a FederatedDataset: the rows stay at the sites
         data = clients.dataset
-        return data.labels, data.map(_summarize_site, clients.estimator, clients.validate,
-                                     clients.weighted, fn, args)
+        return data.labels, FederationSession.for_dataset(data).per_site(
+            _summarize_site, clients.estimator, clients.validate, clients.weighted, fn, args,
+            phase="analysis")
     n_samples = _num_samples(X)
     labels, indices = group_clients(clients, n_samples)
     check_clients_nonempty(labels, indices,

@@ -356,7 +356,7 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
                                  / max(np.linalg.norm(after), np.finfo(float).tiny))
         return out
 
-    def monitor_sums(self, executor, theta):
+    def monitor_sums(self, session, theta):
         return None  # a monitoring pass would release the pooled loss without noise
 
 

@@ -56,6 +56,8 @@ from sklearn.base import BaseEstimator
 
 from .._messages import show
 from ..exceptions import ClientFailureError
+from ..federation.rounds import client_monitor
+from ..federation.session import payload_nbytes
 from ..solvers.base import FederatedSolver, message_nbytes
 from .secure_aggregation import FixedPoint, SecureAggregationParty, aggregate_masked
 
@@ -193,10 +195,12 @@ class SecureAggregationSolver(FederatedSolver):
     polish_output = _delegated("polish_output")
 
     def monitor_sums_in_replies(self, replies, weights):
-        sums = self._sums(replies)  # the solver's declared "weighted" value and grad
-        if self.solver.pools_own_monitor:  # a loss pooled from other sums (a Cox baseline)
-            return self.solver.monitor_from_sums(sums)
-        return sums["value"], sums["grad"]
+        # the round's declared sums: the solver pools its monitor from them
+        return self.solver.monitor_from_sums(self._sums(replies))
+
+    def monitor_sums(self, session, theta):
+        # the wrapped solver's own pass where it has one; the session masks it
+        return self.solver.monitor_sums(session, theta)
 
     def may_stop(self, server, tol):
         return self.solver.may_stop(server, tol)
@@ -370,9 +374,6 @@ class SecureAggregationSolver(FederatedSolver):
         if message["kind"] == "sums":  # a module-level function of the site's rows, summed
             reply = message["fn"](client, *message["args"])
             return reply, {f: message["coefficient"] for f in reply}
-        if self.solver.pools_own_monitor:  # sums the solver pools itself (by its class)
-            reply = self.solver.monitor_reply(client, message["theta"], message["sum_scale"])
-            return reply, {f: 1.0 for f in reply}
         value, grad = client.value_and_gradient(message["theta"])
         return {"value": value, "grad": grad}, {"value": message["weight"],
                                                 "grad": message["weight"]}
@@ -413,52 +414,37 @@ class SecureAggregationSolver(FederatedSolver):
         coefficient_bytes = sum(message_nbytes(m["coefficients"]) for m in messages)
         return int(up), int(down + coefficient_bytes)
 
-    def masked_site_sums(self, executor, fn, args, coefficient):
-        """``(sums, bytes)``: ``sum_j coefficient * fn(client_j, *args)`` per field, by a
-        masked pass over every site (the inference pass of the GLMs): the server
-        decodes the sums only. ``fn`` is a module-level function (sent by name)
-        returning a dict of arrays with the same fields at every site."""
-        problem = self.problem_
-        exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
-        replies = self._run(executor, "site sums", [
-            (j, {"kind": "sums", "fn": fn, "args": args, "coefficient": float(coefficient),
-                 "exchange": exchange, "parties": parties})
-            for j in range(problem.n_clients)])
-        sums = self._sums([replies[j] for j in range(problem.n_clients)])
-        traffic = sum(replies[j]["masked"].nbytes for j in replies) + problem.n_clients * (
-            sum(a.nbytes if isinstance(a, np.ndarray) else 8 for a in args) + 8)
-        return sums, traffic
+    def masked_sum(self, executor, fn, args, *, coefficients=None, scale=1.0):
+        """``(sums, bytes)``: ``sum_j c_j fn(client_j, *args)`` by a masked pass over every
+        site (the session's :meth:`~skfed.federation.session.FederationSession.sum` under
+        secure aggregation): the server decodes the totals only.
 
-    def masked_smoothness(self, executor):
-        """``(constants, bytes)``: the pooled loss's trace-bound smoothness constants
-        (those of :meth:`ClientObjective.lipschitz` with ``exact=False``, pooled over the
-        rows) from one masked pass of the sites' sums; no site's own constant is sent."""
-        from ..datafits.base import joint_factor
-        from ..federation.rounds import client_smoothness_sums
-
+        The monitor's pass (``fn`` is :func:`~skfed.federation.rounds.client_monitor`)
+        weighs each site's loss and gradient by its public weight ``c_j``; any other
+        pass (inference, risk-set and smoothness sums: the functions a site accepts,
+        :func:`skfed.sites.operations.masked_passes`) multiplies every site's reply by
+        the public ``scale`` (the inverse of the signed total weight), and the decoded
+        totals are divided by it. ``fn`` is a module-level function (sent by name)."""
         problem = self.problem_
-        curvature = problem.datafit.step_curvature
-        if curvature is None:  # a non-smooth loss: no constants (as each site would say)
-            return {"coef": np.inf, "intercept": np.inf, "joint": 1.0}, 0
-        sums, traffic = self.masked_site_sums(executor, client_smoothness_sums, (),
-                                              1.0 / problem.weight_total)
-        L_coef = curvature * float(sums["squares"][0])
-        L_int = curvature if problem.layout.fit_intercept else 0.0
-        joint = (joint_factor(curvature, sums["features"], L_coef, L_int)
-                 if problem.layout.fit_intercept else 1.0)
-        return {"coef": L_coef, "intercept": L_int, "joint": joint}, traffic
-
-    def monitor_sums(self, executor, theta):
-        """``(sum_j a_j f_j(theta), sum_j a_j grad f_j(theta), bytes)`` by a masked pass."""
-        problem = self.problem_
-        exchange, parties = self._next_exchange(), tuple(range(problem.n_clients))
-        extra = {"sum_scale": self.solver.scale_} if self.solver.pools_own_monitor else {}
-        replies = self._run(executor, "monitoring", [
-            (j, {"kind": "monitor", "theta": theta, "weight": float(a), "exchange": exchange,
-                 "parties": parties, **extra}) for j, a in enumerate(problem.weights)])
-        sums = self._sums([replies[j] for j in range(problem.n_clients)])
-        traffic = sum(replies[j]["masked"].nbytes for j in replies) + problem.n_clients * (
-            theta.nbytes + 8)
-        if extra:  # sums the solver pools itself (a shared Cox baseline)
-            return (*self.solver.monitor_from_sums(sums), traffic)
-        return sums["value"], sums["grad"], traffic
+        N = problem.n_clients
+        exchange, parties = self._next_exchange(), tuple(range(N))
+        if fn is client_monitor:
+            weights = problem.weights if coefficients is None else coefficients
+            label, jobs = "monitoring", [
+                (j, {"kind": "monitor", "theta": args[0], "weight": float(weights[j]),
+                     "exchange": exchange, "parties": parties}) for j in range(N)]
+            down = args[0].nbytes + 8
+        else:
+            if coefficients is not None:
+                raise ValueError("a masked pass of site sums is unweighted (one public "
+                                 "scale for every site).")
+            label, jobs = "site sums", [
+                (j, {"kind": "sums", "fn": fn, "args": args, "coefficient": float(scale),
+                     "exchange": exchange, "parties": parties}) for j in range(N)]
+            down = payload_nbytes(args) + 8
+        replies = self._run(executor, label, jobs)
+        sums = self._sums([replies[j] for j in range(N)])
+        traffic = sum(replies[j]["masked"].nbytes for j in replies) + N * down
+        if fn is client_monitor:
+            return (sums["value"], sums["grad"]), traffic
+        return {k: np.asarray(v) / scale for k, v in sums.items()}, traffic

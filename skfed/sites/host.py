@@ -349,13 +349,15 @@ class SiteHost(DataOperations):
         from ..executors.base import client_round
         from ..exceptions import ClientFailure
         from ..solvers.base import FederatedSolver
+        from ..solvers.risk_sets import RiskSetNewton
 
         session = self._on_session(analyst, args, record)
         solver = self._solver(session, args)
         if not isinstance(solver, FederatedSolver):
             raise Refused("message", "fit.step needs one of skfed's solvers")
         inner = self._check_solver(solver)
-        if inner.pools_own_monitor:  # a shared Cox baseline: the rounds carry risk-set sums
+        if isinstance(inner, RiskSetNewton):  # a shared Cox baseline: the rounds carry
+            # risk-set sums
             self._check_risk_sets(session.objective.Y, inner.grid)
         client, seed = int(args.get("client", 0)), int(args.get("seed", 0))
         message = args.get("message")

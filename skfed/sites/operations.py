@@ -373,7 +373,7 @@ def masked_passes():
     """The site functions a masked ``sums`` step of a fit may name (its inference passes,
     the risk-set sums and the monitor's smoothness sums): run at the site, summed masked
     over every verified site (:meth:`skfed.sites.guard.SecureAggregationGuard.check_sums`)."""
-    from ..federation.rounds import client_smoothness_sums
+    from ..federation.smoothness import client_smoothness_sums
     from ..linear_model import _inference
     from ..solvers.risk_sets import client_risk_set_sums
     from ..survival._site import client_cox_inference, client_cox_residual_meat

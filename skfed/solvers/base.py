@@ -32,6 +32,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .._messages import show
+from ..federation.session import add_fields
 
 
 class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
@@ -71,9 +72,6 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     differentially_private = False
     #: the clients' states stay at the sites after the fit (keys, duals): not returned
     keeps_states_at_sites = False
-    #: the monitor's loss and gradient are pooled by the solver from sums of its own
-    #: (a shared Cox baseline's risk-set sums): :meth:`monitor_reply`, :meth:`monitor_from_sums`
-    pools_own_monitor = False
     #: how the clients talk: through a server, or along a graph (decentralized solvers
     #: take ``topology`` as a parameter)
     topology = "centralized"
@@ -90,16 +88,24 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         values = np.array([r["value"] for r in replies])
         return float(weights @ values), sum(a * r["grad"] for a, r in zip(weights, replies))
 
+    def monitor_from_sums(self, sums):
+        """``(pooled loss, pooled gradient)`` from the decoded sums of a round's declared
+        fields (:meth:`summed_fields`): their weighted ``value`` and ``grad`` by default;
+        a solver whose replies carry other sums pools its monitor from them."""
+        return sums["value"], sums["grad"]
+
     def open_session(self, executor):
         """Exchanges of the fit's session before round one (secure aggregation's key
         agreement); returns the ``(bytes, rounds)`` spent: none by default."""
         return 0, 0
 
-    def monitor_sums(self, executor, theta):
-        """The monitor's ``(pooled loss, pooled gradient, bytes)`` at ``theta`` from a
-        pass of the solver's own (masked sums, or sums it pools itself); ``None``: no
+    def monitor_sums(self, session, theta):
+        """The monitor's ``(pooled loss, pooled gradient)`` at ``theta`` by a pass of the
+        solver's own through ``session`` (:class:`~skfed.federation.session.
+        FederationSession`: masked where the sites agreed to it); ``None``: no
         monitoring is allowed (differential privacy); ``NotImplemented`` (the default):
-        the round loop's plain pass (:mod:`skfed.federation.rounds`)."""
+        the round loop's pass of the clients' losses and gradients
+        (:mod:`skfed.federation.rounds`)."""
         return NotImplemented
 
     def rejected_trial(self, server):
@@ -271,7 +277,7 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         sums = {}
         for field, kind in self.summed_fields(server).items():
             coefficients = self.reply_coefficients(field, kind, weights, participants)
-            sums[field] = sum(c * r[field] for c, r in zip(coefficients, replies))
+            sums[field] = add_fields([r[field] for r in replies], coefficients)
         return sums
 
     def aggregate_sums(self, server, sums, participants):

@@ -19,6 +19,7 @@ sum covers several rows.
 import numpy as np
 
 from ..datafits.cox import cox_terms, risk_set_sums
+from ..federation.session import add_fields
 from .newton import FedNewton, pack_upper
 
 
@@ -29,11 +30,6 @@ def client_risk_set_sums(client, theta, grid, order, scale=1.0):
     eta = client.raw(theta)[:, 0]
     sums = risk_set_sums(client.X, eta, client.Y, client.sample_weight, grid, order=order)
     return {k: np.asarray(v, dtype=float) * scale for k, v in sums.items()}
-
-
-def add_sums(replies):
-    """The sites' risk-set sums, added field by field."""
-    return {k: sum(np.asarray(r[k], dtype=float) for r in replies) for k in replies[0]}
 
 
 class RiskSetNewton(FedNewton):
@@ -87,7 +83,12 @@ class RiskSetNewton(FedNewton):
         """The pooled mean loss, gradient and Hessian from the sums the sites sent
         (each times ``scale``: the inverse of the total weight)."""
         W = float(self.problem_.weight_total)
-        sums = {k: np.asarray(v, dtype=float) * W for k, v in scaled.items()}
+        return self._pooled_totals({k: np.asarray(v, dtype=float) * W
+                                    for k, v in scaled.items()}, order)
+
+    def _pooled_totals(self, sums, order):
+        """The pooled mean loss, gradient and Hessian from the sites' summed risk sets."""
+        W = float(self.problem_.weight_total)
         value, grad, H = cox_terms(sums, self.problem_.datafit.ties, order=order)
         return value / W, None if grad is None else grad / W, None if H is None else H / W
 
@@ -101,12 +102,6 @@ class RiskSetNewton(FedNewton):
                                     float(message["sum_scale"])), state
 
     # -- the monitor: the pooled loss and gradient from sums (also when masked) --
-    pools_own_monitor = True
-
-    def monitor_reply(self, client, theta, scale):
-        """What a site sends for the monitor: its order-1 sums at ``theta``."""
-        return client_risk_set_sums(client, theta, self.grid, 1, scale)
-
     def monitor_from_sums(self, sums):
         value, grad, _ = self._pooled(sums, 1)
         return value, grad
@@ -120,16 +115,12 @@ class RiskSetNewton(FedNewton):
             server, {"value": value, "grad": grad, "hessian": pack_upper(H)}, participants)
 
     def monitor_sums_in_replies(self, replies, weights):
-        return self.monitor_from_sums(add_sums(replies))
+        return self.monitor_from_sums(add_fields(replies))
 
-    def monitor_sums(self, executor, theta):
-        """The pooled loss and gradient at ``theta`` from a pass of risk-set sums
-        (the round loop's monitor; ``(loss, gradient, bytes)``)."""
-        N = self.problem_.n_clients
-        replies = executor.map(client_risk_set_sums, [(j, (theta, self.grid, 1, self.scale_))
-                                                      for j in range(N)])
-        value, grad = self.monitor_from_sums(add_sums(replies))
-        from .base import message_nbytes
-
-        traffic = sum(message_nbytes(r) for r in replies) + N * theta.nbytes
-        return value, grad, traffic
+    def monitor_sums(self, session, theta):
+        """The pooled loss and gradient at ``theta`` from a pass of risk-set sums (each
+        site's times the public scale: the inverse of the total weight)."""
+        sums = session.sum(client_risk_set_sums, theta, self.grid, 1, 1.0,
+                           phase="monitor", scale=self.scale_)
+        value, grad, _ = self._pooled_totals(sums, 1)
+        return value, grad

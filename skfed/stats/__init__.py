@@ -1,13 +1,16 @@
 """Federated descriptive and survival statistics: Table 1, cross-tables, Kaplan-Meier, log-rank.
 
-Every function works on a :class:`~skfed.data.FederatedDataset` (or a
+Every function but one works on a :class:`~skfed.data.FederatedDataset` (or a
 DataFrame with ``clients=``): each site computes small summaries of its own
 rows (counts, moments, per-time counts of events; :mod:`skfed.stats._site`)
-and the server pools them. See ``docs/statistics.md``.
+and the server pools them. See ``docs/statistics.md``. ``meta_analysis``
+pools one estimate and its variance per site (the second stage of a
+two-stage analysis; ``docs/mixed-models.md``).
 """
 
 from ._describe import CrosstabResult, DescribeResult, crosstab, describe
+from ._meta_analysis import MetaAnalysisResult, meta_analysis
 from ._survival import LogrankResult, kaplan_meier, logrank_test
 
-__all__ = ["describe", "crosstab", "kaplan_meier", "logrank_test", "DescribeResult",
-           "CrosstabResult", "LogrankResult"]
+__all__ = ["describe", "crosstab", "kaplan_meier", "logrank_test", "meta_analysis",
+           "DescribeResult", "CrosstabResult", "LogrankResult", "MetaAnalysisResult"]

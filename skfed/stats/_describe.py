@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..federation.session import FederationSession
 from .._messages import show
 from ..preprocessing._imputer import _midpoint
 from ..preprocessing._summaries import merge_moments
@@ -81,7 +82,8 @@ def _order_statistics(data, by, queries, ranks, lo, hi):
             raise RuntimeError("the federated quantile bisection did not converge.")
         active = np.flatnonzero(~done)
         t = _midpoint(lo[active], hi[active])
-        replies = data.map(site_count_below, by, [queries[i] for i in active], t)
+        replies = FederationSession.for_dataset(data).per_site(
+            site_count_below, by, [queries[i] for i in active], t, phase="analysis")
         c = np.sum([r["count"] for r in replies], axis=0)
         below = np.fmax.reduce([r["below"] for r in replies], axis=0)
         above = np.fmin.reduce([r["above"] for r in replies], axis=0)
@@ -223,7 +225,8 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     if any(not 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must be in [0, 1]; got {show(quantiles)}.")
     k = int(min_level_count)
-    replies = data.map(site_describe, columns, by, quantiles, k)
+    replies = FederationSession.for_dataset(data).per_site(site_describe, columns, by, quantiles, k,
+                                                        phase="analysis")
     sites = list(data.sites)
     if POOLED in sites:
         raise ValueError(f"a site is named {POOLED!r}, the label of the pooled column.")
@@ -458,7 +461,8 @@ def crosstab(data, row, col, *, min_level_count=5, clients=None):
     if row == col:
         raise ValueError("row and col must be two different columns.")
     k = int(min_level_count)
-    replies = data.map(site_crosstab, row, col, k)
+    replies = FederationSession.for_dataset(data).per_site(site_crosstab, row, col, k,
+                                                        phase="analysis")
     sites = list(data.sites)
     counts = [r["counts"] for r in replies]
     rows = sorted_levels([a for c in counts for a, _ in c if a is not None])

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..federation.session import FederationSession
 from .._messages import show
 from ..data.dataset import as_dataset
 from ._site import site_event_table
@@ -48,7 +49,8 @@ def _pool(tables):
 
 
 def _pooled_tables(data, time, event, group, min_count):
-    replies = data.map(site_event_table, time, event, group, min_count)
+    replies = FederationSession.for_dataset(data).per_site(
+        site_event_table, time, event, group, min_count, phase="analysis")
     levels = []
     for reply in replies:
         for level in reply:

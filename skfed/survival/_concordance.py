@@ -4,6 +4,7 @@ sites' histograms. The pair counts on arrays are in :mod:`skfed.survival._pairs`
 
 import numpy as np
 
+from ..federation.session import FederationSession
 from ._pairs import index_from_counts
 from ._site import site_concordance
 
@@ -75,7 +76,8 @@ def concordance_index(estimator, data):
         (bool).
     """
     coef = np.asarray(estimator.coef_, dtype=float)
-    terms = data.map(site_concordance, coef, None)
+    session = FederationSession.for_dataset(data)
+    terms = session.per_site(site_concordance, coef, None, phase="analysis")
     keys = ("concordant", "discordant", "tied_risk", "comparable")
     within = {k: sum(t[k] for t in terms) for k in keys}
     per_site = {s: index_from_counts(t) for s, t in zip(data.sites, terms)}
@@ -86,7 +88,7 @@ def concordance_index(estimator, data):
     moments = {k: sum(t[k] for t in terms) for k in ("n", "risk_sum", "risk_sq", "time_sum",
                                                      "time_sq")}
     edges = {"time": _edges(moments, "time"), "risk": _edges(moments, "risk")}
-    histograms = data.map(site_concordance, coef, edges)
+    histograms = session.per_site(site_concordance, coef, edges, phase="analysis")
     if any("rows" not in h for h in histograms):
         # a site service kept its histograms (cells of fewer than min_level_count rows):
         # the pairs within sites only

@@ -8,6 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..federation.session import FederationSession
 from ..base import FederatedLinearModel, fit_all_or_nothing
 from ..data import FederatedDataset
 from ..data.site import Targets
@@ -296,7 +297,8 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
                              "partial likelihood); use privacy=SecureAggregation().")
         if isinstance(X, FederatedDataset):
             if column is not None:  # each site moves the column into its target
-                tables = X.map(site_stratum_levels, str(column))
+                tables = FederationSession.for_dataset(X).per_site(
+                    site_stratum_levels, str(column), phase="setup")
                 self.strata_levels_ = np.unique(np.concatenate([t["levels"] for t in tables]))
                 X = X.apply(move_strata_to_target, str(column), self.strata_levels_)
             dataset = self._dataset(X, y, clients, sample_weight, validate=None)
@@ -393,7 +395,8 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
         if grid is None:
             return None
         if isinstance(grid, Integral):
-            tables = dataset.map(site_event_times, None, 1)  # a site may coarsen them
+            # a site may coarsen them
+            tables = self._session.per_site(site_event_times, None, 1, phase="setup")
             times = np.concatenate([t["times"] for t in tables])
             counts = np.concatenate([t["events"] for t in tables])
             order = np.argsort(times, kind="stable")
@@ -411,17 +414,15 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
     def _pooled_grid(self, dataset, cuts):
         """The pooled event times (or grid intervals) per stratum: the union of
         the sites' (public from now on: broadcast every round)."""
-        from ..solvers.base import message_nbytes
-
-        tables = dataset.map(site_event_times, cuts, None)
+        tables = self._session.per_site(site_event_times, cuts, None, phase="setup")
         grid = {}
         for t in tables:
             for code, time in zip(t["strata"], t["times"]):
                 grid.setdefault(float(code), set()).add(float(time))
         grid = {code: np.array(sorted(times)) for code, times in grid.items()}
-        # setup traffic: the sites' event times up, the pooled grid down to each site
-        self._setup_bytes += sum(message_nbytes(t) for t in tables) + len(tables) * sum(
-            8 * (len(times) + 1) for times in grid.values())
+        # the pooled grid goes down to each site once (with the fit's solver)
+        self._session.ledger.add("setup", len(tables) * sum(
+            8 * (len(times) + 1) for times in grid.values()), rounds=0)
         return grid
 
     # -- predictions (the baseline: ._baseline.BaselineMixin) ----------------------

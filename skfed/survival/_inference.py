@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ..datafits.cox import baseline_increments, cox_terms
-from ..linear_model._inference import InferenceError, _symmetric_inverse, site_sums
+from ..linear_model._inference import InferenceError, _symmetric_inverse
 from ..solvers.newton import unpack_upper
 from ..solvers.risk_sets import client_risk_set_sums
 from ._site import client_cox_baseline, client_cox_inference, client_cox_residual_meat
@@ -17,29 +17,27 @@ class CoxInferenceMixin:
     fitted inference it leaves: ``cov_params_``, ``loglike_``, ``summary()``..."""
 
     # -- the pass at the optimum (called by _fit_federated while the sites are open)
-    def _final_pass(self, executor, problem, solver, theta):
+    def _final_pass(self, session, problem, solver, theta):
         from ..sites import SiteRefusal
 
         self._inference, self._inference_why = None, None
         self._baseline = self._baseline_why = None
-        N = problem.n_clients
+        # one public scale of every masked sum: the inverse of the sites' total weight
+        # (a site service checks it against the weight sums the sites signed)
         scale = 1.0 / max(float(problem.weight_total), 1.0)
-        traffic = rounds = 0
         p = problem.layout.n_coef
         if self._by_site:
-            terms, traffic = site_sums(executor, solver, client_cox_inference,
-                                       (theta, self.cov_type), N, scale)
-            rounds = 1
+            terms = session.sum(client_cox_inference, theta, self.cov_type, scale=scale,
+                                phase="inference")
             information = unpack_upper(np.asarray(terms["information"]), p)
             loglike, loglike_null = float(terms["loglike"]), float(terms["loglike_null"])
             meat = None if self.cov_type == "nonrobust" else unpack_upper(
                 np.asarray(terms["meat"]), p)
             if self.privacy is None:  # each site's own: no sum to mask
                 try:
-                    replies = executor.map(client_cox_baseline, [(j, (theta, self.time_grid_))
-                                                                 for j in range(N)])
+                    replies = session.per_site(client_cox_baseline, theta, self.time_grid_,
+                                               phase="inference")
                     self._baseline = {"by_site": True, "replies": replies}
-                    rounds += 1
                 except SiteRefusal as refusal:  # the fit stands; predictions say why not
                     self._baseline_why = str(refusal)
         else:
@@ -48,26 +46,20 @@ class CoxInferenceMixin:
             grid = self._fit_grid
 
             def pooled(theta, order):
-                sums, cost = site_sums(executor, solver, client_risk_set_sums,
-                                       (theta, grid, order), N, scale)
-                return {k: np.asarray(v, dtype=float) for k, v in sums.items()}, cost
+                return session.sum(client_risk_set_sums, theta, grid, order, scale=scale,
+                                   phase="inference")
 
-            sums, traffic = pooled(theta, 2)
+            sums = pooled(theta, 2)
             value, _, information = cox_terms(sums, self.ties)
-            null, extra = pooled(np.zeros_like(theta), 0)
-            traffic += extra
+            null = pooled(np.zeros_like(theta), 0)
             loglike, loglike_null = -value, -cox_terms(null, self.ties, 0)[0]
             h, xbar = baseline_increments(sums)
             self._baseline = {"by_site": False, "grid": grid, "hazard": h}
-            rounds = 2
             meat = None
             if self.cov_type != "nonrobust":
-                terms, extra = site_sums(executor, solver, client_cox_residual_meat,
-                                         (theta, grid, h, xbar, self.cov_type), N, scale)
+                terms = session.sum(client_cox_residual_meat, theta, grid, h, xbar,
+                                    self.cov_type, scale=scale, phase="inference")
                 meat = unpack_upper(np.asarray(terms["meat"]), p)
-                traffic += extra
-                rounds += 1
-        self._inference_cost = (traffic, rounds)
         names = self._covariate_names(p)
         why = None
         if self.alpha > 0 and self.l1_ratio > 0:
