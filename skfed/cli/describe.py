@@ -394,7 +394,7 @@ def add_describe_parser(sub):
         "describe", help="the descriptive Table 1 of several sites' rows, small cells "
                          "suppressed",
         description="Table 1 (counts, missing values, mean and SD, median and quartiles; "
-                    "categories with n and %%) pooled over the sites, by group with --by, "
+                    "categories with n and %) pooled over the sites, by group with --by, "
                     "per site with --per-site; cross-tables with Pearson's chi-square. Each "
                     "site blanks its counts below --min-count and the cells that would give "
                     "them back; the pooled table adds only what the sites released.")

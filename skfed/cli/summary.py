@@ -6,6 +6,18 @@ import numpy as np
 from .errors import CLIError
 
 
+#: the estimators' parameters as the command line's flags, in its messages
+_FLAGS = (("C=np.inf", "--C inf"), ("l1_ratio=0", "--l1-ratio 0"), ("alpha=0", "--alpha 0"))
+
+
+def _in_flags(error):
+    """An estimator's message in the command line's words (``--C inf``, not ``C=np.inf``)."""
+    message = str(error)
+    for parameter, flag in _FLAGS:
+        message = message.replace(parameter, flag)
+    return message
+
+
 def regression_table(report, alpha=0.05):
     """The fitted model's regression table on the **original** columns (``--summary``).
 
@@ -25,7 +37,7 @@ def regression_table(report, alpha=0.05):
         params, cov = np.asarray(est.params_, dtype=float), np.asarray(est.cov_params_)
         link = est._result("family").link
     except (AttributeError, ValueError) as exc:  # InferenceError is both
-        raise CLIError(f"--summary: {exc}") from None
+        raise CLIError(f"--summary: {_in_flags(exc)}") from None
     names = ["(intercept)", *report.feature_names] if est.fit_intercept else list(
         report.feature_names)
     if scaler is not None:  # back to the original columns
@@ -65,7 +77,7 @@ def hazard_ratio_table(report, alpha=0.05):
     try:
         params, cov = np.asarray(est.coef_, dtype=float), np.asarray(est.cov_params_)
     except (AttributeError, ValueError) as exc:  # InferenceError is both
-        raise CLIError(f"--summary: {exc}") from None
+        raise CLIError(f"--summary: {_in_flags(exc)}") from None
     if scaler is not None:  # back to the original columns
         A = np.diag(1.0 / scaler.scale_)
         params, cov = A @ params, A @ cov @ A.T
