@@ -24,6 +24,7 @@ import numpy as np
 from ..executors.dask_executor import DaskExecutor, ResidentClient
 from .site import SiteData, SiteError
 from .sources import check_schema, describe, load_site, reorder_columns
+from .steps import drop_incomplete_site
 
 
 def _shard(site, index, fn, *args):
@@ -239,6 +240,21 @@ class FederatedDataset:
                                                          part == "test"))
                  for part in ("train", "test")]
         return tuple(FederatedDataset(b, b.map(describe, ()), self._labels) for b in parts)
+
+    def drop_incomplete(self, *, features=True):
+        """The dataset without its incomplete rows, dropped at each site.
+
+        A row without a target is dropped; with ``features=True`` (the default,
+        complete-case analysis as statsmodels' ``missing="drop"``) so is a row with
+        a missing feature; ``features=False`` keeps those for an imputer. At a
+        site service it is a declared row step: the site drops the rows, and its
+        ``min_rows`` applies to the rows kept and to the rows dropped.
+
+        Returns
+        -------
+        dataset : FederatedDataset
+        """
+        return self.apply(drop_incomplete_site, not features)
 
     def subset(self, sites):
         """The dataset restricted to ``sites`` (no row moves)."""

@@ -29,9 +29,32 @@ def site_scores(estimator, dataset):
         ``{site: score}``.
     """
     _check_dataset(dataset)
+    estimator, dataset = _final_step_on(estimator, dataset)
     terms = FederationSession.for_dataset(dataset).per_site(site_score_terms, estimator,
                                                             phase="analysis")
     return combine_scores(terms), {s: site_score(t) for s, t in zip(dataset.sites, terms)}
+
+
+def _final_step_on(estimator, dataset):
+    """``(final estimator, dataset)``: a fitted pipeline's transformers applied to the
+    dataset as declared row steps at each site (skfed's transformers transform a
+    :class:`FederatedDataset` where its rows are), so that a site scores the final
+    estimator on its own transformed rows and never runs a pipeline's code."""
+    if not hasattr(estimator, "steps"):
+        return estimator, dataset
+    for name, step in estimator.steps[:-1]:
+        if step is None or step == "passthrough":
+            continue
+        if type(step).__module__.startswith("skfed."):
+            dataset = step.transform(dataset)
+        else:
+            dataset = None
+        if not isinstance(dataset, FederatedDataset):
+            raise TypeError(f"the pipeline's step {name!r} ({type(step).__name__}) does not "
+                            "transform a FederatedDataset at its sites; use skfed's "
+                            "transformers (FedSimpleImputer, FedStandardScaler, "
+                            "FedOneHotEncoder) in a pipeline scored over sites.")
+    return estimator.steps[-1][1], dataset
 
 
 def cross_validate_sites(estimator, dataset, *, cv=None, return_estimator=False):
