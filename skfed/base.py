@@ -318,10 +318,8 @@ class FederatedLinearModel(BaseEstimator):
             weights=client_weights(sums, weighting),
             n_samples=np.array([s["n_samples"] for s in summaries]),
             lipschitz=[s["lipschitz"] for s in summaries],
+            weight_total=float(sums.sum()),
         )
-        # public: each site's weight sum (a site service signs its own); the
-        # inference pass scales its masked sums by its inverse
-        problem.weight_total = float(sums.sum())
         if exact:
             problem.pooled_lipschitz = pooled_smoothness(session, problem)
         return problem

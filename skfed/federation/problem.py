@@ -28,6 +28,10 @@ class FederatedProblem:
         The same constants for the pooled loss ``sum_j a_j L_j``, estimated
         federatedly (:func:`skfed.federation.smoothness.pooled_smoothness`); ``None``
         falls back to the weighted average of the client constants.
+    weight_total : float or None
+        The sites' total weight (public: each site's weight sum is released in
+        the setup, and a site service signs its own); the masked sums of a fit
+        are scaled by its inverse.
     prox_penalty, smooth_penalty : Penalty or None
         The penalty split into the part solvers apply by its prox and the
         smooth part they add to the loss (:meth:`Penalty.split_smooth`).
@@ -40,10 +44,7 @@ class FederatedProblem:
     n_samples: np.ndarray
     lipschitz: list = field(default_factory=list)
     pooled_lipschitz: dict = None
-    #: set after construction when a fit knows it (the pooled weight sum, which the
-    #: Cox solvers scale by): it travels to a site service with the fields
-    #: (:mod:`skfed.sites.codec`); the penalty's split is recomputed there
-    _wire_attributes = ("weight_total",)
+    weight_total: float = None
 
     def __post_init__(self):
         if self.penalty is None:
