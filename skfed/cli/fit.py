@@ -430,8 +430,6 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     """
     from sklearn.base import clone
 
-    from ..preprocessing._feature_scaler import FeatureScaler
-
     classifier = MODELS[model][2]
     survival = model in SURVIVAL_MODELS
     if model == "lowrank" and (np.ndim(Y) != 2 or Y.shape[1] < 2):
@@ -440,60 +438,27 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     if test is None:
         test = holdout_split(sites, test_size, random_state)
     tr = ~test
-    final = not test.any()
-    scaler, Z = None, X
-    if scale:
-        scaler = FeatureScaler(indicators=indicators).fit(X[tr], clients=sites[tr])
-        Z = scaler.transform(X)
+    scaler, Z = _standardize(X, sites, tr, scale, indicators)
     est = make_estimator(model, random_state=random_state, **options)
     names = feature_names or [f"x{k}" for k in range(X.shape[1])]
     strata = None
     if survival and strata_values is not None:
         strata = (est.strata, np.asarray(strata_values, dtype=object))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        fed = clone(est).fit(_with_strata(Z, names, strata, tr), Y[tr], clients=sites[tr])
+    rows = _ComparisonRows(X, Z, Y, sites, test, names, strata, classifier, survival)
+    fed, caught = fit_watching_convergence(
+        lambda: clone(est).fit(rows.model_input(tr), Y[tr], clients=sites[tr]))
     # the model predicts from arrays (the strata column was beside the features)
     fed.__dict__.pop("feature_names_in_", None)
-    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    for w in caught:  # the others (privacy noise, ...) reach the user
-        if not issubclass(w.category, ConvergenceWarning):
-            warnings.warn(w.message, w.category, stacklevel=2)
-    # nothing to score without held-out rows: no pooled or local-only reference fits
+    converged = pass_on_warnings(caught, stacklevel=2)
     # the references (pooled, local-only) need no protection: they show what the
     # federated model is compared with, so they are fitted without privacy=
     reference = clone(est).set_params(privacy=None)
-    by_site = survival and "site" in np.atleast_1d(np.asarray(est.strata, dtype=object))
-    pooled = None
-    if not final:
-        # one baseline per site is the model: the pooled fit needs to know the sites
-        pooled = _fit_quietly(clone(reference), _with_strata(Z, names, strata, tr), Y[tr],
-                              clients=sites[tr] if by_site else None)
-        pooled.__dict__.pop("feature_names_in_", None)
+    # nothing to score without held-out rows: no pooled or local-only reference fits
+    pooled = _fit_pooled(reference, rows) if test.any() else None
     notes = list(notes)
-    site_rows = []
-    for label in np.unique(sites):
-        s_tr, s_te = tr & (sites == label), test & (sites == label)
-        local_score = np.nan
-        if final:
-            pass
-        elif classifier and len(np.unique(Y[s_tr])) < 2:
-            notes.append(f"site {label!r} holds one class only: it has no local-only model.")
-        else:
-            try:
-                local = _fit_local(reference, scale, indicators, X, Y, names, strata, s_tr)
-                local_score = _score(local, X[s_te], Y[s_te], classifier, survival)
-            except ValueError as exc:
-                if not survival:
-                    raise
-                # e.g. no event among the site's training rows: no model of its own
-                notes.append(f"site {label!r} has no local-only model: {exc}")
-        site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
-                          _score(fed, Z[s_te], Y[s_te], classifier, survival), local_score,
-                          _score(pooled, Z[s_te], Y[s_te], classifier, survival)))
-    overall = (int(tr.sum()), int(test.sum()),
-               _score(fed, Z[test], Y[test], classifier, survival), np.nan,
-               _score(pooled, Z[test], Y[test], classifier, survival))
+    site_rows = _site_rows(rows, fed, pooled, reference, scale, indicators, notes)
+    overall = (int(tr.sum()), int(test.sum()), rows.score(fed, Z, test), np.nan,
+               rows.score(pooled, Z, test))
     if not preprocess:
         # the columns the saved model expects (a Pipeline: its scaler checks them, as
         # scikit-learn's StandardScaler would, and hands the model an array)
@@ -502,6 +467,118 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
                      feature_names=names, output_names=output_names, site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=test,
                      scaler=scaler, preprocess=list(preprocess))
+
+
+def _standardize(X, sites, train, scale, indicators):
+    """``(scaler, Z)``: a FeatureScaler fitted on every site's ``train`` rows (from
+    per-site sums) and ``X`` transformed with it; ``(None, X)`` without ``scale``."""
+    from ..preprocessing._feature_scaler import FeatureScaler
+
+    if not scale:
+        return None, X
+    scaler = FeatureScaler(indicators=indicators).fit(X[train], clients=sites[train])
+    return scaler, scaler.transform(X)
+
+
+def fit_watching_convergence(fit):
+    """``fit()`` with its warnings recorded: ``(what it returns, the warnings)``.
+
+    Every ConvergenceWarning is recorded, even one shown before: the report says
+    whether the federated fit converged (:func:`pass_on_warnings`).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        fitted = fit()
+    return fitted, caught
+
+
+def pass_on_warnings(caught, stacklevel):
+    """Whether the fit converged (no ConvergenceWarning among the warnings ``caught``);
+    the other warnings are raised again.
+
+    ``stacklevel``: as :func:`warnings.warn`'s, counted from the caller.
+    """
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    for w in caught:  # the others (privacy noise, ...) reach the user
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn(w.message, w.category, stacklevel=stacklevel + 1)
+    return converged
+
+
+@dataclass
+class _ComparisonRows:
+    """The rows :func:`fit_and_compare` fits its models on, and how it scores them."""
+
+    X: np.ndarray        # the features as read: each local-only model scales its own
+    Z: np.ndarray        # the federated and pooled models' (X standardized, unless --no-scale)
+    Y: np.ndarray
+    sites: np.ndarray
+    test: np.ndarray     # held-out rows
+    names: list
+    strata: tuple        # the Cox model's (strata column, values), or None
+    classifier: bool
+    survival: bool
+
+    @property
+    def train(self):
+        return ~self.test
+
+    def model_input(self, rows):
+        """What the federated and pooled models see of ``rows`` (:func:`_with_strata`)."""
+        return _with_strata(self.Z, self.names, self.strata, rows)
+
+    def score(self, est, features, rows):
+        """The held-out score of ``est`` on ``features[rows]`` (NaN without rows)."""
+        return _score(est, features[rows], self.Y[rows], self.classifier, self.survival)
+
+
+def _fit_pooled(reference, rows):
+    """The pooled reference: ``reference`` fitted on the training rows of every site at
+    once."""
+    from sklearn.base import clone
+
+    tr = rows.train
+    # one baseline per site is the model: the pooled fit needs to know the sites
+    by_site = rows.survival and "site" in np.atleast_1d(
+        np.asarray(reference.strata, dtype=object))
+    pooled = _fit_quietly(clone(reference), rows.model_input(tr), rows.Y[tr],
+                          clients=rows.sites[tr] if by_site else None)
+    pooled.__dict__.pop("feature_names_in_", None)
+    return pooled
+
+
+def _site_rows(rows, fed, pooled, reference, scale, indicators, notes):
+    """Per site, ``(site, n_train, n_test, federated, local-only, pooled)``: the scores
+    on its held-out rows (NaN without any); why a site has no local-only model goes to
+    ``notes``."""
+    final = not rows.test.any()
+    table = []
+    for label in np.unique(rows.sites):
+        s_tr, s_te = rows.train & (rows.sites == label), rows.test & (rows.sites == label)
+        local_score = np.nan if final else _local_only_score(
+            reference, scale, indicators, rows, label, s_tr, s_te, notes)
+        table.append((str(label), int(s_tr.sum()), int(s_te.sum()),
+                      rows.score(fed, rows.Z, s_te), local_score,
+                      rows.score(pooled, rows.Z, s_te)))
+    return table
+
+
+def _local_only_score(reference, scale, indicators, rows, label, s_tr, s_te, notes):
+    """The score of site ``label``'s local-only model (fitted on its training rows
+    ``s_tr``) on its held-out rows ``s_te``; NaN, and a note why, when it has none."""
+    if rows.classifier and len(np.unique(rows.Y[s_tr])) < 2:
+        notes.append(f"site {label!r} holds one class only: it has no local-only model.")
+        return np.nan
+    try:
+        local = _fit_local(reference, scale, indicators, rows.X, rows.Y, rows.names,
+                           rows.strata, s_tr)
+        return rows.score(local, rows.X, s_te)
+    except ValueError as exc:
+        if not rows.survival:
+            raise
+        # e.g. no event among the site's training rows: no model of its own
+        notes.append(f"site {label!r} has no local-only model: {exc}")
+        return np.nan
 
 
 def metric_name(model):

@@ -25,13 +25,11 @@ of every site, and the columns come out in the order and with the names of
 the local form (``name=value`` in place of ``name``).
 """
 
-import warnings
-
 import numpy as np
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
 
-from .fit import MODELS, SURVIVAL_MODELS, CLIError, FitReport, make_estimator, metric_name
+from .fit import (MODELS, SURVIVAL_MODELS, CLIError, FitReport, fit_watching_convergence,
+                  make_estimator, metric_name, pass_on_warnings)
 from ..data import FederatedDataset
 from ..data.steps import (check_numeric, drop_incomplete_site, impute_site, inspect_site,
                           one_hot_site, select_columns, split_site)
@@ -191,6 +189,49 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     """The ``skfed fit`` report on a site-resident :class:`~skfed.FederatedDataset`."""
     classifier = MODELS[model][2]
     features = [str(c) for c in (data.columns or range(data.n_features))]
+    reports = _inspect_sites(data, features, categorical, impute, drop_incomplete)
+    notes = []
+    if drop_incomplete:
+        data = _drop_incomplete_rows(data, reports, impute, notes)
+    data, imputer = _impute_at_sites(data, features, categorical, impute, reports,
+                                     test_size, random_state, notes)
+    data, names, indicators, encoder = _encode_at_sites(data, features, categorical)
+    train = data.apply(split_site, test_size, random_state, False)
+    test = data.apply(split_site, test_size, random_state, True)
+    scaler = None
+    try:
+        if scale:  # the sites' moments of their training rows; each site scales its rows
+            train, test, scaler = _scale_at_sites(train, test, indicators)
+        est = make_estimator(model, random_state=random_state, **options)
+        fed, caught = fit_watching_convergence(lambda: clone(est).fit(train))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see _scale_at_sites)
+    converged = pass_on_warnings(caught, stacklevel=2)
+    if model in SURVIVAL_MODELS:
+        pooled_fed, per_site = _concordance(fed, test, notes)
+    else:
+        pooled_fed, per_site = site_scores(fed, test)
+    # each site's own model needs no protection from itself: fitted without privacy=
+    local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
+                     random_state, classifier, scale, indicators)
+    notes += _no_local_only_notes(data.sites, local, classifier, model in SURVIVAL_MODELS)
+    notes.append("pooled model: not fitted (the rows never leave their sites); the federated "
+                 "model converges to it.")
+    site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
+                 for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
+    overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
+    names = [f"x{n}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
+    return FitReport(model=model, estimator=fed, metric=metric_name(model),
+                     feature_names=names, output_names=list(np.atleast_1d(target)),
+                     site_rows=site_rows,
+                     overall=overall, converged=converged, notes=notes, test=None,
+                     scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])
+
+
+def _inspect_sites(data, features, categorical, impute, drop_incomplete):
+    """Each site's report on its input (:func:`~skfed.data.steps.inspect_site`), once
+    no site's input has a problem the options leave unsolved."""
     for name in categorical:
         if name not in features:
             raise CLIError(f"--categorical {name!r}: the sites have no feature column "
@@ -204,16 +245,28 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
         listed = "" if len(problems) == 1 else " (all of them, one per line)"
         raise CLIError(f"the sites' input has {count(len(problems), 'problem')}{listed}:"
                        "\n  - " + "\n  - ".join(problems))
-    notes = []
-    if drop_incomplete:
-        data = data.apply(drop_incomplete_site, impute is not None)
-        lost = [r["no_target"] if impute else r["incomplete"] for r in reports]
-        what = "rows without a target" if impute else "incomplete rows (a missing value)"
-        notes.append(f"--drop-incomplete: dropped {count(sum(lost), 'row')} of "
-                     f"{sum(r['rows'] for r in reports)}, the {what}; by site: "
-                     + ", ".join(f"{s} {k}" for s, k in zip(data.sites, lost)))
+    return reports
+
+
+def _drop_incomplete_rows(data, reports, impute, notes):
+    """``--drop-incomplete``: each site drops its rows without a target (with
+    ``--impute``) or with any missing value; a note says how many."""
+    data = data.apply(drop_incomplete_site, impute is not None)
+    lost = [r["no_target"] if impute else r["incomplete"] for r in reports]
+    what = "rows without a target" if impute else "incomplete rows (a missing value)"
+    notes.append(f"--drop-incomplete: dropped {count(sum(lost), 'row')} of "
+                 f"{sum(r['rows'] for r in reports)}, the {what}; by site: "
+                 + ", ".join(f"{s} {k}" for s, k in zip(data.sites, lost)))
+    return data
+
+
+def _impute_at_sites(data, features, categorical, impute, reports, test_size, random_state,
+                     notes):
+    """``(data, imputer)``: the sites' rows selected, cleaned and imputed at the sites,
+    and the fitted ColumnImputer (the saved model's first step); with ``impute``, a note
+    on the values filled."""
     # the imputation statistics from the training rows' per-site summaries; every
-    # site then selects, cleans and imputes its own rows (the saved model's first step)
+    # site then selects, cleans and imputes its own rows
     imputer = ColumnImputer(features, list(categorical), impute).fit_sites(
         data.apply(split_site, test_size, random_state, False))
     data = data.apply(impute_site, imputer)
@@ -222,6 +275,13 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
         notes.append(f"--impute {impute}: filled the missing feature values (at most "
                      f"{filled}) at the sites with statistics of the training rows from "
                      "per-site summaries")
+    return data, imputer
+
+
+def _encode_at_sites(data, features, categorical):
+    """``(data, names, indicators, encoder)``: the ``categorical`` columns one-hot encoded
+    at the sites (:func:`encode_categorical`), the columns' names, the positions of the
+    one-hot columns, and the ColumnEncoder that does the same in the saved model."""
     names, indicators = features, []
     encoder = ColumnEncoder(features, list(categorical))
     if categorical:
@@ -230,51 +290,29 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
         encoder.encoder_ = fed_encoder
     encoder.feature_names_out_, encoder.indicators_ = list(names), list(indicators)
     encoder.n_features_in_ = len(features)
-    train = data.apply(split_site, test_size, random_state, False)
-    test = data.apply(split_site, test_size, random_state, True)
-    scaler = None
-    try:
-        if scale:  # the sites' moments of their training rows; each site scales its rows
-            train.map(check_numeric)
-            scaler = FeatureScaler(indicators=indicators).fit(train)
-            train, test = scaler.transform(train), scaler.transform(test)
-            # the saved Pipeline reads the columns by name in its first step; the
-            # scaler and the model get arrays
-            scaler.__dict__.pop("feature_names_in_", None)
-        est = make_estimator(model, random_state=random_state, **options)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            fed = clone(est).fit(train)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-    fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see above)
-    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    for w in caught:  # the others (privacy noise, ...) reach the user
-        if not issubclass(w.category, ConvergenceWarning):
-            warnings.warn(w.message, w.category, stacklevel=2)
-    if model in SURVIVAL_MODELS:
-        pooled_fed, per_site = _concordance(fed, test, notes)
-    else:
-        pooled_fed, per_site = site_scores(fed, test)
-    # each site's own model needs no protection from itself: fitted without privacy=
-    local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
-                     random_state, classifier, scale, indicators)
-    notes += [f"site {s!r} holds one class only: it has no local-only model."
-              for s, v in zip(data.sites, local) if classifier and np.isnan(v)]
+    return data, names, indicators, encoder
+
+
+def _scale_at_sites(train, test, indicators):
+    """``(train, test, scaler)``: the FeatureScaler fitted on the sites' moments of their
+    training rows, and each site's rows standardized with it."""
+    train.map(check_numeric)
+    scaler = FeatureScaler(indicators=indicators).fit(train)
+    train, test = scaler.transform(train), scaler.transform(test)
+    # the saved Pipeline reads the columns by name in its first step; the
+    # scaler and the model get arrays
+    scaler.__dict__.pop("feature_names_in_", None)
+    return train, test, scaler
+
+
+def _no_local_only_notes(sites, local, classifier, survival):
+    """The notes on the sites without a local-only score (``local``: NaN)."""
+    notes = [f"site {s!r} holds one class only: it has no local-only model."
+             for s, v in zip(sites, local) if classifier and np.isnan(v)]
     notes += [f"site {s!r}: no local-only score (no event among its training rows, or no "
               "comparable pair among its held-out rows)"
-              for s, v in zip(data.sites, local) if model in SURVIVAL_MODELS and np.isnan(v)]
-    notes.append("pooled model: not fitted (the rows never leave their sites); the federated "
-                 "model converges to it.")
-    site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
-                 for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
-    overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
-    names = [f"x{n}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
-    return FitReport(model=model, estimator=fed, metric=metric_name(model),
-                     feature_names=names, output_names=list(np.atleast_1d(target)),
-                     site_rows=site_rows,
-                     overall=overall, converged=converged, notes=notes, test=None,
-                     scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])
+              for s, v in zip(sites, local) if survival and np.isnan(v)]
+    return notes
 
 
 def add_site_service_options(group, service_help):

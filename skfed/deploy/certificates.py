@@ -269,6 +269,27 @@ def _pair(directory, stem):
     return KeyPair(cert=directory / f"{stem}.pem", key=directory / f"{stem}.key")
 
 
+def _check_names(sites, analysts, days):
+    """``(sites, analysts)`` checked: names safe as file names, no name with two roles,
+    and ``days`` a positive integer."""
+    sites = _check_sites(sites)
+    analysts = _check_sites(list(analysts)) if len(analysts) else []
+    clash = {s.lower() for s in sites} & {a.lower() for a in analysts}
+    if clash:
+        raise ValueError(f"{sorted(clash)[0]!r} names both a site and an analyst: a "
+                         "certificate has one role.")
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise ValueError(f"days must be a positive integer; got {show(days)}.")
+    return sites, analysts
+
+
+def _refuse_existing(pairs):
+    existing = [str(p) for pair in pairs for p in (pair.cert, pair.key) if p.exists()]
+    if existing:
+        raise FileExistsError(f"certificate files exist already: {existing}; pass "
+                              "overwrite=True to replace them (and the CA with them).")
+
+
 def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), days=30,
                       overwrite=False, analysts=()):
     """Create a certificate authority and the certificates of a federation.
@@ -336,15 +357,8 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     >>> tls_security(certs, "worker", "hospital-a").require_encryption
     True
     """
-    sites = _check_sites(sites)
-    analysts = _check_sites(list(analysts)) if len(analysts) else []
-    clash = {s.lower() for s in sites} & {a.lower() for a in analysts}
-    if clash:
-        raise ValueError(f"{sorted(clash)[0]!r} names both a site and an analyst: a "
-                         "certificate has one role.")
+    sites, analysts = _check_names(sites, analysts, days)
     san = _san(hosts)
-    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-        raise ValueError(f"days must be a positive integer; got {show(days)}.")
     directory = Path(directory)
     ca, scheduler, client = (_pair(directory, s) for s in (CA, COORDINATOR, ANALYST))
     # the CA key apart, in a folder of its own: the folder handed to the sites and
@@ -354,10 +368,7 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     analyst_pairs = {a: _pair(directory, a) for a in analysts}
     pairs = [ca, scheduler, client, *site_pairs.values(), *analyst_pairs.values()]
     if not overwrite:
-        existing = [str(p) for pair in pairs for p in (pair.cert, pair.key) if p.exists()]
-        if existing:
-            raise FileExistsError(f"certificate files exist already: {existing}; pass "
-                                  "overwrite=True to replace them (and the CA with them).")
+        _refuse_existing(pairs)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     (directory / CA_PRIVATE).mkdir(mode=0o700, exist_ok=True)
     ca_key, ca_cert = _make_ca(days)

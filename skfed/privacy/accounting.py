@@ -255,6 +255,20 @@ class GaussianAccountant:
                 f"sampling_rate={show(self.sampling_rate)}, delta={show(self.delta)})")
 
 
+def _bracket(eps, epsilon, max_noise_multiplier):
+    """An explicit bracket ``[low, high]`` of noise multipliers with ``eps(low) > epsilon
+    >= eps(high)``, both finite (``low`` below 1e-6 when almost no noise meets it)."""
+    high = 1.0
+    while eps(high) > epsilon:
+        high = min(2 * high, max_noise_multiplier)
+    low = high / 2
+    while eps(low) <= epsilon:
+        high, low = low, low / 2
+        if low < 1e-6:
+            break
+    return low, high
+
+
 def calibrate_noise_multiplier(epsilon, delta, rounds, sampling_rate=1.0, *, orders=None,
                                rtol=1e-4, max_noise_multiplier=1e4):
     """Smallest noise multiplier whose ``rounds`` rounds spend at most ``epsilon``.
@@ -317,16 +331,8 @@ def calibrate_noise_multiplier(epsilon, delta, rounds, sampling_rate=1.0, *, ord
             f"{rounds} rounds (sampling rate {show(sampling_rate)}) needs a noise multiplier above "
             f"max_noise_multiplier = {show(max_noise_multiplier)}. Raise epsilon or delta, or run "
             f"fewer rounds.")
-    # explicit bracket [low, high] with eps(low) > epsilon >= eps(high), both finite
-    high = 1.0
-    while eps(high) > epsilon:
-        high = min(2 * high, max_noise_multiplier)
-    low = high / 2
-    while eps(low) <= epsilon:
-        high, low = low, low / 2
-        if low < 1e-6:
-            break  # the budget is met by (almost) no noise: return the tiny sigma
-    if eps(low) <= epsilon:
+    low, high = _bracket(eps, epsilon, max_noise_multiplier)
+    if eps(low) <= epsilon:  # the budget is met by (almost) no noise: the tiny sigma
         return float(low)
 
     def make_event(sigma):

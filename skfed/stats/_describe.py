@@ -161,6 +161,18 @@ def _check_common(data, columns, by, min_level_count):
     return columns
 
 
+def _strata(replies, by):
+    """The levels of ``by`` the sites hold (missing values last), or none."""
+    if by is None:
+        return []
+    strata = sorted_levels([g for r in replies for g in r["sizes"] if g is not None])
+    if any(MISSING in r["sizes"] for r in replies):
+        strata.append(MISSING)
+    if ALL in strata:
+        raise ValueError(f"by column {show(by)} has a level {ALL!r}, the label of all strata.")
+    return strata
+
+
 def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25, 0.5, 0.75),
              clients=None):
     """The descriptive "Table 1" over all sites, per site and pooled, with small cells hidden.
@@ -225,18 +237,13 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     if any(not 0 <= q <= 1 for q in quantiles):
         raise ValueError(f"quantiles must be in [0, 1]; got {show(quantiles)}.")
     k = int(min_level_count)
-    replies = FederationSession.for_dataset(data).per_site(site_describe, columns, by, quantiles, k,
-                                                        phase="analysis")
     sites = list(data.sites)
     if POOLED in sites:
         raise ValueError(f"a site is named {POOLED!r}, the label of the pooled column.")
+    replies = FederationSession.for_dataset(data).per_site(
+        site_describe, columns, by, quantiles, k, phase="analysis")
     kinds = _column_kinds(replies, columns)
-    strata = [] if by is None else sorted_levels(
-        [g for r in replies for g in r["sizes"] if g is not None])
-    if by is not None and any(MISSING in r["sizes"] for r in replies):
-        strata.append(MISSING)
-    if by is not None and ALL in strata:
-        raise ValueError(f"by column {show(by)} has a level {ALL!r}, the label of all strata.")
+    strata = _strata(replies, by)
     table = _Table1(replies, sites, strata + [None])  # the strata, then all rows
     for g in table.groups:
         table.released([r["sizes"].get(g, 0) for r in replies], g, None, SIZE,
@@ -465,11 +472,39 @@ def crosstab(data, row, col, *, min_level_count=5, clients=None):
                                                         phase="analysis")
     sites = list(data.sites)
     counts = [r["counts"] for r in replies]
+    rows, cols = _crosstab_levels(counts, row, col)
+    by_site, records = _crosstab_by_site(replies, sites, rows, cols, row, col)
+    mask = by_site.isna()
+    table = _pooled_crosstab(by_site, rows, cols, row, col)
+    n_missing = float(by_site.loc[(POOLED, "All"), "All"] - table.to_numpy().sum())
+    chi2, p, dof, expected = _chi_square(table)
+    suppressed = pd.DataFrame(records, columns=["site", "row", "col", "reason"])
+    note = suppression_note(len(suppressed), k, statistics=False)
+    if np.isnan(chi2):
+        note += (" The chi-square test needs every pooled cell of the table: not computed "
+                 "(merge the rare levels first).")
+    return CrosstabResult(
+        table=table, by_site=by_site, mask=mask, chi2=float(chi2), p_value=float(p),
+        dof=int(dof), expected=expected, n_missing=n_missing, suppressed=suppressed,
+        note=note)
+
+
+def _crosstab_levels(counts, row, col):
+    """The levels of ``row`` and of ``col`` in the sites' ``counts``, missing values left
+    out; an error unless each has two or more."""
     rows = sorted_levels([a for c in counts for a, _ in c if a is not None])
     cols = sorted_levels([b for c in counts for _, b in c if b is not None])
     if len(rows) < 2 or len(cols) < 2:
         raise ValueError(f"crosstab needs at least two levels in each column; {show(row)} has "
                          f"{len(rows)}, {show(col)} has {len(cols)}.")
+    return rows, cols
+
+
+def _crosstab_by_site(replies, sites, rows, cols, row, col):
+    """The cross-table per site and pooled (:attr:`CrosstabResult.by_site`: the missing
+    values as a level, the margins ``"All"``, hidden cells NaN) and one record
+    ``(site, row, col, reason)`` per hidden cell."""
+    counts = [r["counts"] for r in replies]
     all_rows = rows + ([MISSING] if any((MISSING, None) in c for c in counts) else [])
     all_cols = cols + ([MISSING] if any((None, MISSING) in c for c in counts) else [])
     why = [{(x["row"], x["col"]): x["reason"] for x in r["suppressed"]} for r in replies]
@@ -490,24 +525,23 @@ def crosstab(data, row, col, *, min_level_count=5, clients=None):
                                 "All" if b is None else b, why_s))
     index = pd.MultiIndex.from_product([site_labels, all_rows + ["All"]], names=["site", row])
     columns = pd.Index(all_cols + ["All"], name=col)
-    by_site = pd.DataFrame(values.reshape(-1, len(keys_c)), index=index, columns=columns)
-    mask = by_site.isna()
+    return pd.DataFrame(values.reshape(-1, len(keys_c)), index=index, columns=columns), records
+
+
+def _pooled_crosstab(by_site, rows, cols, row, col):
+    """:attr:`CrosstabResult.table`: the pooled counts of the levels ``rows`` x ``cols``."""
     pooled = by_site.loc[POOLED].loc[rows, cols]
     # as pandas.crosstab: levels seen only next to a missing value have no row or column
     pooled = pooled.loc[pooled.ne(0).any(axis=1), pooled.ne(0).any(axis=0)]
-    table = pooled.rename_axis(row).rename_axis(col, axis=1)
-    n_missing = float(by_site.loc[(POOLED, "All"), "All"] - table.to_numpy().sum())
+    return pooled.rename_axis(row).rename_axis(col, axis=1)
+
+
+def _chi_square(table):
+    """Pearson's chi-square test of independence on ``table``: ``(chi2, p, dof, expected)``,
+    NaN (and ``expected`` NaN) when a cell is hidden."""
     chi2, p, dof = np.nan, np.nan, (table.shape[0] - 1) * (table.shape[1] - 1)
     expected = pd.DataFrame(np.nan, index=table.index, columns=table.columns)
     if not table.isna().to_numpy().any():
         chi2, p, dof, exp = stats.chi2_contingency(table.to_numpy(), correction=False)
         expected[:] = exp
-    suppressed = pd.DataFrame(records, columns=["site", "row", "col", "reason"])
-    note = suppression_note(len(suppressed), k, statistics=False)
-    if np.isnan(chi2):
-        note += (" The chi-square test needs every pooled cell of the table: not computed "
-                 "(merge the rare levels first).")
-    return CrosstabResult(
-        table=table, by_site=by_site, mask=mask, chi2=float(chi2), p_value=float(p),
-        dof=int(dof), expected=expected, n_missing=n_missing, suppressed=suppressed,
-        note=note)
+    return chi2, p, dof, expected

@@ -144,11 +144,22 @@ def hide_summary(summary, by, min_count, site):
     strata = sorted_levels([g for g in sizes if g is not None])
     if MISSING in sizes:
         strata.append(MISSING)
+    n_mask = _hide_sizes(sizes, strata, by, min_count, site, records)
+    for c, kind in summary["kinds"].items():
+        _hide_column(cells, c, kind == "numeric", strata, by, n_mask, min_count, site,
+                     records)
+    return summary
+
+
+def _record(records, stratum, column, cell, reason):
+    """One hidden cell of :func:`hide_summary` in its ``suppressed`` list."""
+    records.append({"stratum": stratum, "column": column, "cell": cell, "reason": reason})
+
+
+def _hide_sizes(sizes, strata, by, min_count, site, records):
+    """Hide the small stratum sizes in ``sizes`` (and their complements); returns the mask
+    over ``strata`` then all rows (without ``by``: all rows only)."""
     keys = strata + [None]  # inner strata, then their margin (all rows)
-
-    def record(stratum, column, cell, reason):
-        records.append({"stratum": stratum, "column": column, "cell": cell, "reason": reason})
-
     if by is not None:
         n_mask, n_reasons = suppress(with_margins(np.array([sizes[g] for g in strata],
                                                            dtype=np.int64)), min_count,
@@ -159,48 +170,71 @@ def hide_summary(summary, by, min_count, site):
     for j, g in enumerate(keys):
         if n_mask[j]:
             sizes[g] = None
-            record(g, None, SIZE, n_reasons[(j,)])
-    for c, kind in summary["kinds"].items():
-        numeric = kind == "numeric"
-        if numeric:
-            names = ["count", "missing"]
-        else:
-            names = sorted_levels([lv for g in keys for lv in cells[g, c]["levels"]])
-            names.append(MISSING)
+            _record(records, g, None, SIZE, n_reasons[(j,)])
+    return n_mask
 
-        def count(x, name):
-            if numeric or name == MISSING:
-                return x["missing" if name == MISSING else name]
-            return x["levels"].get(name, 0)
 
-        if by is not None:
-            inner = np.zeros((len(strata), len(names)), dtype=np.int64)
-            for j, g in enumerate(strata):
-                inner[j] = [count(cells[g, c], name) for name in names]
-        else:
-            inner = np.array([count(cells[None, c], name) for name in names], dtype=np.int64)
-        table = with_margins(inner)
-        seed = np.zeros(table.shape, dtype=bool)
-        seed[..., -1] = n_mask
-        axes = ["strata", "levels"] if by is not None else ["levels"]
-        mask, reasons = suppress(table, min_count, seed=seed, axis_names=axes, site=site)
-        for j, g in enumerate(keys if by is not None else [None]):
-            x = cells[g, c]
-            for i, name in enumerate(names):
-                idx = (j, i) if by is not None else (i,)
-                if not mask[idx]:
-                    continue
-                record(g, c, name, reasons[idx])
-                if numeric:
-                    x[name] = None
-                    if name == "count":  # its statistics go with it
-                        x.update(mean=np.nan, mean_lo=np.nan, m2=np.nan, min=np.nan,
-                                 max=np.nan, quantiles=np.full(len(x["quantiles"]), np.nan))
-                elif name == MISSING:
-                    x["missing"] = None
-                else:
-                    x["levels"][name] = None
-    return summary
+def _hide_column(cells, c, numeric, strata, by, n_mask, min_count, site, records):
+    """Hide the small counts of column ``c`` in ``cells``: its table strata x cells with
+    margins, whose total column is the stratum sizes (hidden where ``n_mask`` is)."""
+    keys = strata + [None]
+    names = _cell_names(cells, keys, c, numeric)
+    table = with_margins(_column_counts(cells, strata, c, names, numeric, by))
+    seed = np.zeros(table.shape, dtype=bool)
+    seed[..., -1] = n_mask
+    axes = ["strata", "levels"] if by is not None else ["levels"]
+    mask, reasons = suppress(table, min_count, seed=seed, axis_names=axes, site=site)
+    for j, g in enumerate(keys if by is not None else [None]):
+        x = cells[g, c]
+        for i, name in enumerate(names):
+            idx = (j, i) if by is not None else (i,)
+            if not mask[idx]:
+                continue
+            _record(records, g, c, name, reasons[idx])
+            _hide_cell(x, name, numeric)
+
+
+def _cell_names(cells, keys, c, numeric):
+    """The cells of column ``c`` in each stratum: ``count`` and ``missing`` of a numeric
+    column, else the levels seen in any stratum, then the missing marker."""
+    if numeric:
+        return ["count", "missing"]
+    names = sorted_levels([lv for g in keys for lv in cells[g, c]["levels"]])
+    names.append(MISSING)
+    return names
+
+
+def _column_counts(cells, strata, c, names, numeric, by):
+    """The counts of column ``c``'s cells ``names``: strata x cells (without ``by``: the
+    cells of all rows)."""
+    if by is not None:
+        inner = np.zeros((len(strata), len(names)), dtype=np.int64)
+        for j, g in enumerate(strata):
+            inner[j] = [_cell_count(cells[g, c], name, numeric) for name in names]
+        return inner
+    return np.array([_cell_count(cells[None, c], name, numeric) for name in names],
+                    dtype=np.int64)
+
+
+def _cell_count(x, name, numeric):
+    """The count of cell ``name`` in ``x``, one stratum's summary of a column."""
+    if numeric or name == MISSING:
+        return x["missing" if name == MISSING else name]
+    return x["levels"].get(name, 0)
+
+
+def _hide_cell(x, name, numeric):
+    """Hide cell ``name`` of ``x`` (``None``); a numeric column's statistics go with its
+    non-missing count."""
+    if numeric:
+        x[name] = None
+        if name == "count":  # its statistics go with it
+            x.update(mean=np.nan, mean_lo=np.nan, m2=np.nan, min=np.nan,
+                     max=np.nan, quantiles=np.full(len(x["quantiles"]), np.nan))
+    elif name == MISSING:
+        x["missing"] = None
+    else:
+        x["levels"][name] = None
 
 
 def hide_crosstab(counts, min_count, site, names=("rows", "columns")):
