@@ -40,6 +40,7 @@ from scipy.special import expit, gammaln, xlogy
 
 from ..datafits.base import hessian_from_raw
 from ..solvers.newton import pack_upper, unpack_upper
+from ..stats._hypothesis import WaldTestsMixin, warn_few_clusters
 
 COV_TYPES = ("nonrobust", "HC0", "HC1", "cluster")
 #: the null model's intercept is iterated until its step is below this (relative)
@@ -361,15 +362,7 @@ def finish_inference(terms, family, cov_type, p, n_clients, names):
 
 
 # --- what the estimators expose ---------------------------------------------------
-def wald_intervals(params, bse, alpha):
-    """``params -+ z_(1 - alpha/2) bse`` as an ``(n_params, 2)`` array."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1); got {alpha!r}.")
-    q = stats.norm.ppf(1 - alpha / 2)
-    return np.column_stack([params - q * bse, params + q * bse])
-
-
-class WaldMixin:
+class WaldMixin(WaldTestsMixin):
     """Wald tests and intervals from ``params_`` and ``cov_params_`` (the GLMs'
     inference and :class:`~skfed.survival.FedCoxPH`)."""
 
@@ -387,21 +380,6 @@ class WaldMixin:
     def pvalues_(self):
         """Two-sided p-values of the z statistics."""
         return 2.0 * stats.norm.sf(np.abs(self.tvalues_))
-
-    def conf_int(self, alpha=0.05):
-        """Wald confidence intervals ``params_ -+ z_(1 - alpha/2) bse_``.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-            One minus the confidence level.
-
-        Returns
-        -------
-        intervals : ndarray of shape (n_params, 2)
-            Lower and upper bounds, in the order of ``params_``.
-        """
-        return wald_intervals(self.params_, self.bse_, alpha)
 
 
 class GLMInferenceMixin(WaldMixin):
@@ -443,6 +421,8 @@ class GLMInferenceMixin(WaldMixin):
         self._inference["family"] = family
         if self._inference["why"] is not None:
             self._inference_why = self._inference["why"]
+        elif self.cov_type == "cluster":
+            warn_few_clusters(self, problem.n_clients, factor_applied=True)
 
     def _parameter_names(self, layout):
         names = (list(map(str, self.feature_names_in_)) if hasattr(self, "feature_names_in_")
@@ -501,6 +481,28 @@ class GLMInferenceMixin(WaldMixin):
         return self._result("scale")
 
     @property
+    def family_(self):
+        """The inference's :class:`Family` (``name``, ``link``, variance ``power``)."""
+        return self._result("family")
+
+    @property
+    def nobs_(self):
+        """The (weighted) number of rows: the sum of the sample weights."""
+        return self._result("nobs")
+
+    @property
+    def df_resid_(self):
+        """Residual degrees of freedom ``nobs_ - len(params_)``."""
+        return self._result("df_resid")
+
+    def _df_inference(self, use_t):
+        """Student's t degrees of freedom: the sites minus one for ``cov_type="cluster"``
+        (statsmodels' ``df_correction=True``), else the residual df ``n - p``."""
+        if use_t and self.cov_type != "cluster":
+            return float(self.df_resid_)
+        return super()._df_inference(use_t)
+
+    @property
     def deviance_(self):
         """Deviance at the fit (sum over the sites' rows, weighted)."""
         return self._result("deviance")
@@ -530,7 +532,7 @@ class GLMInferenceMixin(WaldMixin):
         """``-2 loglike_ + p log(n)``: statsmodels 0.15's ``bic`` (``bic_llf``)."""
         return self._result("bic")
 
-    def summary(self, alpha=0.05, exponentiate=False):
+    def summary(self, alpha=0.05, exponentiate=False, use_t=False):
         """The regression table: estimate, standard error, z, p-value, interval.
 
         Parameters
@@ -541,6 +543,10 @@ class GLMInferenceMixin(WaldMixin):
             Report ``exp(coef)`` and the exponentiated interval (rate ratios
             for a log link, odds ratios for the logit); standard error, z and
             p-value stay those of the coefficient.
+        use_t : bool, default=False
+            p-values and intervals from Student's t (columns ``t`` and
+            ``P>|t|``), with the degrees of freedom of
+            ``conf_int(use_t=True)``: statsmodels' ``use_t=True``.
 
         Returns
         -------
@@ -550,7 +556,10 @@ class GLMInferenceMixin(WaldMixin):
             ``[0.025`` and ``0.975]`` at the default alpha). A dict of
             columns when pandas is not installed.
         """
-        ci = self.conf_int(alpha)
+        ci = self.conf_int(alpha, use_t=use_t)
+        df = self._df_inference(use_t)
+        p = self.pvalues_ if df is None else 2.0 * stats.t.sf(np.abs(self.tvalues_), df)
+        z = "z" if df is None else "t"
         coef = self.params_
         label = "coef"
         if exponentiate:
@@ -560,8 +569,8 @@ class GLMInferenceMixin(WaldMixin):
                                  f"ratios); this model's link is {link!r}.")
             coef, ci, label = np.exp(coef), np.exp(ci), "exp(coef)"
         lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
-        columns = {label: coef, "std err": self.bse_, "z": self.tvalues_,
-                   "P>|z|": self.pvalues_, lo: ci[:, 0], hi: ci[:, 1]}
+        columns = {label: coef, "std err": self.bse_, z: self.tvalues_,
+                   f"P>|{z}|": p, lo: ci[:, 0], hi: ci[:, 1]}
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment

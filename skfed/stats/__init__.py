@@ -5,12 +5,16 @@ DataFrame with ``clients=``): each site computes small summaries of its own
 rows (counts, moments, per-time counts of events; :mod:`skfed.stats._site`)
 and the server pools them. See ``docs/statistics.md``. ``meta_analysis``
 pools one estimate and its variance per site (the second stage of a
-two-stage analysis; ``docs/mixed-models.md``).
+two-stage analysis; ``docs/mixed-models.md``). ``anova_deviance`` compares nested
+GLM fits from what they hold (their deviances and scales), as the estimators'
+``wald_test`` tests linear hypotheses on their estimates.
 """
 
 from ._describe import CrosstabResult, DescribeResult, crosstab, describe
+from ._hypothesis import FewClustersWarning, WaldTestResult, anova_deviance
 from ._meta_analysis import MetaAnalysisResult, meta_analysis
 from ._survival import LogrankResult, kaplan_meier, logrank_test
 
 __all__ = ["describe", "crosstab", "kaplan_meier", "logrank_test", "meta_analysis",
-           "DescribeResult", "CrosstabResult", "LogrankResult", "MetaAnalysisResult"]
+           "DescribeResult", "CrosstabResult", "LogrankResult", "MetaAnalysisResult",
+           "anova_deviance", "WaldTestResult", "FewClustersWarning"]

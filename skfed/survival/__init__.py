@@ -5,11 +5,14 @@ its own baseline hazard (``strata="site"``: only gradients and Hessians
 leave it) or one baseline shared by all (risk-set sums at the pooled event
 times, or on a coarsened time grid). Its target is scikit-survival's
 structured array of (event, time) (:func:`survival_target`). Kaplan-Meier
-and the log-rank test are in :mod:`skfed.stats`. See ``docs/survival.md``.
+and the log-rank test are in :mod:`skfed.stats`. :func:`proportional_hazard_test`
+checks the proportional-hazards assumption of a fit from the sites' sums. See
+``docs/survival.md``.
 """
 
 from ._concordance import concordance_index
 from ._cox import FedCoxPH
+from ._ph_test import proportional_hazard_test
 from ._target import survival_target
 
-__all__ = ["FedCoxPH", "concordance_index", "survival_target"]
+__all__ = ["FedCoxPH", "concordance_index", "proportional_hazard_test", "survival_target"]

@@ -295,27 +295,7 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
             raise ValueError("FedCoxPH does not run under differential privacy (its Newton "
                              "steps and standard errors would need noise calibrated to the "
                              "partial likelihood); use privacy=SecureAggregation().")
-        if isinstance(X, FederatedDataset):
-            if column is not None:  # each site moves the column into its target
-                tables = FederationSession.for_dataset(X).per_site(
-                    site_stratum_levels, str(column), phase="setup")
-                self.strata_levels_ = np.unique(np.concatenate([t["levels"] for t in tables]))
-                X = X.apply(move_strata_to_target, str(column), self.strata_levels_)
-            dataset = self._dataset(X, y, clients, sample_weight, validate=None)
-        else:
-            if y is None:
-                raise ValueError("FedCoxPH.fit needs y: a survival target of (event, time) "
-                                 "(skfed.survival.survival_target(event, time)).")
-            X, strata_values = self._split_strata(X, column, fitting=True)
-            event, time = split_survival(y)
-            target = np.column_stack([event, time])
-            if strata_values is not None:
-                if len(strata_values) != len(time):
-                    raise ValueError(f"y has {len(time)} rows but X has {len(strata_values)}.")
-                target = np.column_stack([target, self._stratum_codes(strata_values, True)])
-            dataset = self._dataset(
-                X, target, clients, sample_weight,
-                validate=lambda X, y: (validate_data(self, X, dtype=np.float64), y))
+        dataset = self._survival_dataset(X, y, clients, sample_weight, column)
         summaries = self._site_setup(dataset, "survival")
         self._check_counts(dataset, summaries, by_site)
         self.n_events_ = int(sum(s["n_events"] for s in summaries))
@@ -326,14 +306,7 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
         self._fit_grid = grid
         layout = Layout(n_outputs=1, n_features=self.n_features_in_, fit_intercept=False)
         penalty = ElasticNet(self.alpha, self.l1_ratio) if self.alpha > 0 else None
-        solver = None
-        if grid is not None:
-            kw = {} if not isinstance(self.solver, FedNewton) else {
-                "subproblem_tol": self.solver.subproblem_tol,
-                "max_subproblem_iter": self.solver.max_subproblem_iter}
-            solver = RiskSetNewton(grid, **kw)
-        elif self.solver == "auto":
-            solver = "newton"
+        solver = self._newton_solver(grid)
         self._by_site = by_site
         # each site its own baseline: the fit is exact, the grid only places the baselines
         targets = Targets("survival", time_grid=None if by_site else cuts)
@@ -342,6 +315,52 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
             theta = self._fit_federated(dataset, datafit=CoxPartialLikelihood(self.ties),
                                         penalty=penalty, layout=layout, targets=targets,
                                         solver=solver)
+        self._pass_on_warnings(caught, stacklevel=2)
+        self.coef_ = layout.coef(theta)[0].copy()
+        self.hazard_ratios_ = np.exp(self.coef_)
+        return self
+
+    def _survival_dataset(self, X, y, clients, sample_weight, column):
+        """The fit's sites and rows: the covariates, and the (event, time) target with the
+        codes of the strata ``column`` (if any) beside it."""
+        if isinstance(X, FederatedDataset):
+            if column is not None:  # each site moves the column into its target
+                tables = FederationSession.for_dataset(X).per_site(
+                    site_stratum_levels, str(column), phase="setup")
+                self.strata_levels_ = np.unique(np.concatenate([t["levels"] for t in tables]))
+                X = X.apply(move_strata_to_target, str(column), self.strata_levels_)
+            return self._dataset(X, y, clients, sample_weight, validate=None)
+        if y is None:
+            raise ValueError("FedCoxPH.fit needs y: a survival target of (event, time) "
+                             "(skfed.survival.survival_target(event, time)).")
+        X, strata_values = self._split_strata(X, column, fitting=True)
+        event, time = split_survival(y)
+        target = np.column_stack([event, time])
+        if strata_values is not None:
+            if len(strata_values) != len(time):
+                raise ValueError(f"y has {len(time)} rows but X has {len(strata_values)}.")
+            target = np.column_stack([target, self._stratum_codes(strata_values, True)])
+        return self._dataset(
+            X, target, clients, sample_weight,
+            validate=lambda X, y: (validate_data(self, X, dtype=np.float64), y))
+
+    def _newton_solver(self, grid):
+        """The solver this fit builds: Newton on the risk sets of the pooled ``grid`` (with
+        a FedNewton's sub-problem settings), else ``"newton"`` for ``solver="auto"``, else
+        ``None`` (``self.solver``)."""
+        if grid is not None:
+            kw = {} if not isinstance(self.solver, FedNewton) else {
+                "subproblem_tol": self.solver.subproblem_tol,
+                "max_subproblem_iter": self.solver.max_subproblem_iter}
+            return RiskSetNewton(grid, **kw)
+        if self.solver == "auto":
+            return "newton"
+        return None
+
+    def _pass_on_warnings(self, caught, stacklevel):
+        """Warn again the warnings ``caught`` during the fit, each from where it was raised;
+        without a penalty, a ConvergenceWarning says why Newton stalls (``stacklevel``: as
+        :func:`warnings.warn`'s, counted from the caller)."""
         for w in caught:
             if issubclass(w.category, ConvergenceWarning) and self.alpha == 0:
                 # Newton on a smooth loss stalls for one reason: a monotone likelihood
@@ -351,12 +370,10 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
                     "combination) that orders the event times almost perfectly has an "
                     "infinite coefficient (lifelines and R warn the same). Look for a "
                     "covariate derived from the outcome, or a stratum with one event, or "
-                    "add a ridge penalty (alpha > 0).", ConvergenceWarning, stacklevel=2)
+                    "add a ridge penalty (alpha > 0).", ConvergenceWarning,
+                    stacklevel=stacklevel + 1)
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        self.coef_ = layout.coef(theta)[0].copy()
-        self.hazard_ratios_ = np.exp(self.coef_)
-        return self
 
     def _check_counts(self, dataset, summaries, by_site):
         pooled = {}

@@ -3,12 +3,14 @@ information, log partial likelihoods, sandwich meats, the baseline's sums, and t
 regression table read from them."""
 
 import numpy as np
+from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 
 from ..datafits.cox import baseline_increments, cox_terms
 from ..linear_model._inference import InferenceError, _symmetric_inverse
 from ..solvers.newton import unpack_upper
 from ..solvers.risk_sets import client_risk_set_sums
+from ..stats._hypothesis import warn_few_clusters
 from ._site import client_cox_baseline, client_cox_inference, client_cox_residual_meat
 
 
@@ -78,6 +80,8 @@ class CoxInferenceMixin:
         self._inference = {"loglike": loglike, "loglike_null": loglike_null, "cov": cov,
                            "names": names}
         self._inference_why = why
+        if cov is not None and self.cov_type == "cluster":
+            warn_few_clusters(self, problem.n_clients, factor_applied=False)
 
     def _covariate_names(self, p):
         if hasattr(self, "feature_names_in_"):
@@ -123,13 +127,17 @@ class CoxInferenceMixin:
         check_is_fitted(self)
         return list(self._inference["names"])
 
-    def summary(self, alpha=0.05):
+    def summary(self, alpha=0.05, use_t=False):
         """The regression table with hazard ratios (lifelines' ``summary`` columns).
 
         Parameters
         ----------
         alpha : float, default=0.05
             One minus the confidence level of the intervals.
+        use_t : bool, default=False
+            With ``cov_type="cluster"``: p-values and intervals from Student's
+            t with the number of sites minus one degrees of freedom (the
+            small-sample correction for few sites; lifelines has none).
 
         Returns
         -------
@@ -137,13 +145,15 @@ class CoxInferenceMixin:
             Rows: covariates. Columns ``coef``, ``exp(coef)``, ``se(coef)``,
             the intervals of ``coef`` and of ``exp(coef)``, ``z`` and ``p``.
         """
-        ci = self.conf_int(alpha)
+        ci = self.conf_int(alpha, use_t=use_t)
+        df = self._df_inference(use_t)
+        p = self.pvalues_ if df is None else 2.0 * stats.t.sf(np.abs(self.tvalues_), df)
         level = f"{100 * (1 - alpha):g}%"
         columns = {"coef": self.coef_, "exp(coef)": self.hazard_ratios_, "se(coef)": self.bse_,
                    f"coef lower {level}": ci[:, 0], f"coef upper {level}": ci[:, 1],
                    f"exp(coef) lower {level}": np.exp(ci[:, 0]),
                    f"exp(coef) upper {level}": np.exp(ci[:, 1]),
-                   "z": self.tvalues_, "p": self.pvalues_}
+                   "z" if df is None else "t": self.tvalues_, "p": p}
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment

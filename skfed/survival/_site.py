@@ -9,8 +9,8 @@ returns counts or sums, never a row; each is a named site operation
 import numpy as np
 
 from ..data.site import SiteError, Targets, survival_array
-from ..datafits.cox import (baseline_increments, cox_terms, event_grid, risk_set_sums,
-                            score_residuals)
+from ..datafits.cox import (_expand, baseline_increments, cox_terms, event_grid,
+                            risk_set_sums, score_residuals)
 from ..solvers.newton import pack_upper
 from ..stats._site import _coarsen
 from ._pairs import concordance_counts
@@ -106,6 +106,89 @@ def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
                         np.asarray(xbar))
     s = r.sum(axis=0)
     return {"meat": pack_upper(np.outer(s, s) if cov_type == "cluster" else r.T @ r)}
+
+
+def risk_set_means(sums, ties):
+    """The risk-set means the Schoenfeld residuals subtract, at each grid time:
+    Efron's average over the ``d`` tie terms of ``(S1 - f_l T1) / (S0 - f_l T0)``
+    (lifelines' ``_compute_schoenfeld_within_strata``), Breslow's ``S1 / S0``;
+    zero where the time has no event."""
+    rep, f, _, den = _expand(sums, ties)
+    K, p = sums["s1"].shape
+    terms = np.bincount(rep, minlength=K)
+    out = np.zeros((K, p))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.add.at(out, rep, (sums["s1"][rep] - f[:, None] * sums["t1"][rep]) / den[:, None])
+    has = terms > 0
+    out[has] /= terms[has, None]
+    return out
+
+
+def _schoenfeld_design(site, coef, time_grid):
+    """The site's covariates, encoded target (interval indices on a time grid) and
+    weights, as the fit's client objective holds them."""
+    from ..data.site import numeric_matrix
+
+    X = numeric_matrix(site)
+    coef = np.asarray(coef, dtype=float)
+    if coef.shape != (X.shape[1],):
+        raise SiteError(site.site, f"{X.shape[1]} covariates here, {coef.size} coefficients.")
+    Y, sw = Targets("survival", time_grid=time_grid).encode(site.y, site.weights())
+    return X, np.asarray(X @ coef).ravel(), Y, sw
+
+
+def _event_covariate_sums(X, Y, grid):
+    """At each grid time: the number of events and the (unweighted) sum of their
+    covariates (lifelines' residuals are per event row, not weighted)."""
+    ones = np.ones(len(Y))
+    sums = risk_set_sums(X, np.zeros(len(Y)), Y, ones, grid, order=1)
+    return sums["d"], sums["t1"]
+
+
+def site_schoenfeld_sums(site, coef, grid, time_grid):
+    """The sums a proportional-hazards test needs from a site, under a baseline shared
+    across sites (see :func:`~skfed.survival.proportional_hazard_test`).
+
+    At each time of the public ``grid`` (the fit's pooled event times, or its
+    time grid's intervals, per stratum): the risk-set sums of the fit at
+    ``coef`` (``s0, s1`` over the rows at risk, ``t0, t1`` over the events,
+    ``d`` their number: what every Newton round of the fit sent) and the
+    plain sum of the events' covariates ``event_x``; and at the union of the
+    grid's times over strata, the weighted rows at risk and weighted events
+    (``km_at_risk``, ``km_events``: the pooled Kaplan-Meier). Sums over rows
+    only.
+    """
+    X, eta, Y, sw = _schoenfeld_design(site, coef, time_grid)
+    sums = risk_set_sums(X, eta, Y, sw, grid, order=1)
+    _, event_x = _event_covariate_sums(X, Y, grid)
+    union = {0.0: np.unique(np.concatenate([np.asarray(t, dtype=float)
+                                            for t in grid.values()]))}
+    pooled = np.column_stack([Y[:, :2], np.zeros(len(Y))])  # the strata merged
+    km = risk_set_sums(None, np.zeros(len(Y)), pooled, sw, union, order=0)
+    out = {k: sums[k] for k in ("s0", "s1", "t0", "t1", "d", "w")}
+    out.update(event_x=event_x, km_at_risk=km["s0"], km_events=km["w"])
+    return out
+
+
+def site_schoenfeld_moments(site, coef, ties):
+    """The sums a proportional-hazards test needs from a site that is its own
+    stratum (``strata="site"``): its Schoenfeld residuals at its own event
+    times, summed over its events, plain and times ``g(t)`` for the
+    transforms ``identity`` and ``log``, with ``sum g`` and ``sum g^2`` over
+    its events and their number. No event time leaves the site."""
+    X, eta, Y, sw = _schoenfeld_design(site, coef, None)
+    grid = event_grid(Y)
+    sums = risk_set_sums(X, eta, Y, sw, grid, order=1)
+    d, event_x = _event_covariate_sums(X, Y, grid)
+    resid = event_x - d[:, None] * risk_set_means(sums, ties)
+    times = np.concatenate([grid[code] for code in sorted(grid)]) if grid else np.zeros(0)
+    out = {"n_events": float(d.sum()), "resid": resid.sum(axis=0)}
+    with np.errstate(divide="ignore"):
+        for name, g in (("identity", times), ("log", np.log(times))):
+            out[f"{name}_resid"] = g @ resid
+            out[f"{name}_sum"] = float(d @ g)
+            out[f"{name}_sq"] = float(d @ (g * g))
+    return out
 
 
 def site_concordance(site, coef, edges=None):

@@ -1,0 +1,228 @@
+"""The proportional-hazards test of a fitted :class:`~skfed.survival.FedCoxPH` on
+scaled Schoenfeld residuals (Grambsch and Therneau), from sums the sites send.
+
+The test of covariate ``j`` regresses its scaled Schoenfeld residuals on a
+transform ``g`` of the event times. With ``s_i = x_i - xbar(t_i)`` the
+Schoenfeld residual of event row ``i`` (``xbar`` the risk set's mean, Efron's
+average over tied events), ``D`` the number of events, ``V`` the covariance
+of the coefficients and ``gbar`` the mean of ``g`` over the events,
+
+    u = sum_i (g(t_i) - gbar) s_i,    S = sum_i (g(t_i) - gbar)^2,
+    T_j = D (u' V)_j^2 / (V_jj S)   ~ chi2(1),
+    T_global = D u' V u / S         ~ chi2(p)
+
+(lifelines' ``proportional_hazard_test``, and R's ``cox.zph`` before survival
+3.0, whose global test this is). Since ``g`` depends on the time only, ``u``
+needs, per event time ``t``, the sum of the residuals of its events:
+``E_t - d_t xbar_t``, with ``E_t`` the sum of the events' covariates and
+``xbar_t`` from the risk-set sums ``S0, S1, T0, T1`` the fit's Newton rounds
+already exchanged at the pooled event times. Those are sums over rows
+(:func:`~skfed.survival._site.site_schoenfeld_sums`); the transforms are
+computed at the server from the pooled event counts (``rank``: the events'
+average rank, R's ``rank``) and the pooled Kaplan-Meier (``km``: ``1 - S(t)``,
+lifelines' right-continuous estimate).
+
+A model stratified by site (``strata="site"``) never exchanged its event
+times: each site sends its residual sums times ``g`` for ``identity`` and
+``log`` (:func:`~skfed.survival._site.site_schoenfeld_moments`), and ``rank``
+and ``km``, which need the pooled distribution of event times, are refused.
+"""
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ..data import FederatedDataset
+from ..federation.session import FederationSession
+from ._baseline import _strata_spec
+from ._site import (move_strata_to_target, risk_set_means, site_schoenfeld_moments,
+                    site_schoenfeld_sums)
+from ._target import split_survival
+
+TRANSFORMS = ("rank", "km", "identity", "log")
+#: the transforms a site that is its own stratum computes alone
+LOCAL_TRANSFORMS = ("identity", "log")
+
+
+def proportional_hazard_test(estimator, X, y=None, clients=None, sample_weight=None, *,
+                             time_transform="rank"):
+    """Test the proportional-hazards assumption of a fitted :class:`FedCoxPH`.
+
+    The sites send sums over their rows (no residual, no row); the result is
+    lifelines' ``proportional_hazard_test(cph, df, time_transform)`` on the
+    pooled rows, with R's ``cox.zph`` (survival < 3.0) global test.
+
+    Parameters
+    ----------
+    estimator : FedCoxPH
+        Fitted, with standard errors (no L1 part).
+    X : FederatedDataset or array-like of shape (n_samples, n_features)
+        The rows the model was fitted on (as lifelines' ``training_df``): a
+        :class:`~skfed.data.FederatedDataset` with its survival target, or
+        the fit's ``X`` (with its strata column, if any).
+    y : structured array of shape (n_samples,), default=None
+        The survival target, with an array ``X``.
+    clients : array-like of shape (n_samples,), default=None
+        The site of each row, with an array ``X``.
+    sample_weight : array-like of shape (n_samples,), default=None
+        The fit's case weights, with an array ``X``.
+    time_transform : {"rank", "km", "identity", "log", "all"} or list, default="rank"
+        ``g``: the events' rank among all events (tied events share their
+        average rank, as R's ``rank``; lifelines numbers them in row order),
+        ``1 -`` the pooled Kaplan-Meier estimate at the time (lifelines;
+        R's ``cox.zph`` takes its left limit), the time, its logarithm. On a
+        coarsened ``time_grid`` the time of an interval is its right end.
+        ``"all"`` or a list: one block per transform.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per covariate and a ``"GLOBAL"`` row: ``test_statistic``,
+        ``df`` and ``p`` (chi2). Indexed by covariate, or by (covariate,
+        transform) for several transforms. ``table.attrs`` holds
+        ``time_transform`` and ``n_events``.
+
+    Notes
+    -----
+    The scaling uses ``cov_params_`` (lifelines' ``variance_matrix_``: the
+    sandwich under ``cov_type="robust"``). With ``ties="breslow"`` the risk
+    set's mean is Breslow's (lifelines computes Efron's in any case). With a
+    strata column the times are ranked, and the Kaplan-Meier taken, over all
+    strata (R; lifelines ranks rows sorted by stratum, then time). For
+    ``strata="site"`` only ``identity`` and ``log`` are available.
+
+    References
+    ----------
+    P. M. Grambsch and T. M. Therneau, "Proportional hazards tests and
+    diagnostics based on weighted residuals", Biometrika 81, 1994.
+    """
+    transforms = _transforms(time_transform)
+    check_is_fitted(estimator)
+    if estimator.privacy is not None:
+        raise ValueError("the model was fitted under secure aggregation, and the test's "
+                         "sums (the risk-set sums at each event time) would leave each site "
+                         "unmasked; there is no proportional-hazards test for this fit.")
+    cov = np.asarray(estimator.cov_params_, dtype=float)  # InferenceError says why not
+    dataset = _training_dataset(estimator, X, y, clients, sample_weight)
+    session = FederationSession.for_dataset(dataset)
+    if estimator._by_site:
+        refused = [t for t in transforms if t not in LOCAL_TRANSFORMS]
+        if refused:
+            raise ValueError(
+                f"time_transform {refused[0]!r} needs the pooled distribution of the event "
+                "times, which a model stratified by site (strata='site') does not exchange; "
+                f"use {' or '.join(map(repr, LOCAL_TRANSFORMS))}, or a baseline shared across "
+                "sites.")
+        moments = session.sum(site_schoenfeld_moments, estimator.coef_, estimator.ties,
+                              phase="analysis")
+        pieces = {t: _from_moments(moments, t) for t in transforms}
+    else:
+        sums = session.sum(site_schoenfeld_sums, estimator.coef_, estimator._fit_grid,
+                           estimator.time_grid_, phase="analysis")
+        pieces = _from_risk_sets(estimator, sums, transforms)
+    return _table(pieces, cov, estimator.param_names_, transforms)
+
+
+def _transforms(time_transform):
+    items = list(TRANSFORMS) if time_transform == "all" else (
+        [time_transform] if isinstance(time_transform, str) else list(time_transform))
+    unknown = [t for t in items if t not in TRANSFORMS]
+    if not items or unknown:
+        raise ValueError(f"time_transform must be one of {TRANSFORMS}, 'all' or a list of "
+                         f"them; got {time_transform!r}.")
+    return items
+
+
+def _training_dataset(estimator, X, y, clients, sample_weight):
+    """The fit's rows as a dataset whose sites encode them as the fit did (the strata
+    column moved into the target)."""
+    _, column = _strata_spec(estimator.strata)
+    if isinstance(X, FederatedDataset):
+        if y is not None or clients is not None or sample_weight is not None:
+            raise ValueError("a FederatedDataset carries its target, sites and weights; do "
+                             "not pass y, clients or sample_weight with it.")
+        dataset = X if column is None else X.apply(move_strata_to_target, str(column),
+                                                   estimator.strata_levels_)
+    else:
+        if y is None:
+            raise ValueError("pass the fit's survival target y with an array X.")
+        X, strata_values = estimator._split_strata(X, column, fitting=False)
+        event, time = split_survival(y)
+        target = np.column_stack([event, time])
+        if strata_values is not None:
+            target = np.column_stack([target, estimator._stratum_codes(strata_values, False)])
+        X = validate_data(estimator, X, dtype=np.float64, reset=False)
+        sw = None if sample_weight is None else _check_sample_weight(sample_weight, X)
+        dataset = FederatedDataset.from_arrays(X, target, clients, sw)
+    if estimator._by_site and list(map(str, dataset.sites)) != list(map(str,
+                                                                        estimator.clients_)):
+        raise ValueError("the model is stratified by site: test it on the sites it was "
+                         f"fitted on ({list(estimator.clients_)[:5]}); got "
+                         f"{list(dataset.sites)[:5]}.")
+    return dataset
+
+
+def _from_moments(moments, transform):
+    """``(u, S, D)`` from the sums of sites that are their own strata."""
+    D = float(moments["n_events"])
+    total, square = float(moments[f"{transform}_sum"]), float(moments[f"{transform}_sq"])
+    weighted = np.asarray(moments[f"{transform}_resid"], dtype=float)
+    if not (np.isfinite(total) and np.isfinite(square) and np.all(np.isfinite(weighted))):
+        raise ValueError(f"time_transform={transform!r} is not finite at an event time (the "
+                         "logarithm of a time 0); use another transform.")
+    mean = total / D
+    return weighted - mean * np.asarray(moments["resid"], dtype=float), square - D * mean ** 2, D
+
+
+def _from_risk_sets(estimator, sums, transforms):
+    """``{transform: (u, S, D)}`` from the pooled sums at the fit's grid."""
+    grid = estimator._fit_grid
+    d = np.asarray(sums["d"], dtype=float)
+    resid = np.asarray(sums["event_x"]) - d[:, None] * risk_set_means(sums, estimator.ties)
+    # each grid entry's time (on a time grid: its interval's right end) and its place
+    # among the times of all strata (the union, where the pooled Kaplan-Meier is)
+    entries = np.concatenate([np.asarray(grid[code], dtype=float) for code in sorted(grid)])
+    union = np.unique(entries)
+    where = np.searchsorted(union, entries)
+    events = np.bincount(where, weights=d, minlength=union.size)
+    D = float(d.sum())
+    g = {"identity": estimator._time_of(entries),
+         "rank": (np.cumsum(events) - events + (events + 1) / 2)[where],
+         "km": 1.0 - np.cumprod(1.0 - np.asarray(sums["km_events"])
+                                / np.asarray(sums["km_at_risk"]))[where]}
+    with np.errstate(divide="ignore"):
+        g["log"] = np.log(g["identity"])
+    out = {}
+    for transform in transforms:
+        values = g[transform][d > 0]
+        if not np.all(np.isfinite(values)):
+            raise ValueError(
+                f"time_transform={transform!r} is not finite at an event time (the logarithm "
+                "of a time 0, or the open last interval of a time grid, whose right end is "
+                "infinite); use 'rank' or 'km', or a time grid whose last cut point follows "
+                "the last event.")
+        centred = g[transform][d > 0] - d[d > 0] @ values / D
+        out[transform] = (centred @ resid[d > 0], float(d[d > 0] @ centred ** 2), D)
+    return out
+
+
+def _table(pieces, cov, names, transforms):
+    """The per-covariate and global statistics, one block per transform."""
+    se2 = np.diag(cov)
+    p = len(names)
+    index, rows = [], []
+    for transform in transforms:
+        u, S, D = pieces[transform]
+        uV = u @ cov
+        per_covariate = D * uV ** 2 / (se2 * S)
+        overall = D * float(u @ cov @ u) / S
+        for name, value, df in [*zip(names, per_covariate, [1] * p), ("GLOBAL", overall, p)]:
+            index.append(name if len(transforms) == 1 else (name, transform))
+            rows.append({"test_statistic": float(value), "df": df,
+                         "p": float(stats.chi2.sf(value, df))})
+    table = pd.DataFrame(rows, index=pd.Index(index, name="covariate") if len(transforms) == 1
+                         else pd.MultiIndex.from_tuples(index, names=["covariate", "transform"]))
+    table.attrs.update(time_transform=transforms[0] if len(transforms) == 1 else transforms,
+                       n_events=int(round(pieces[transforms[0]][2])))
+    return table
