@@ -1,0 +1,349 @@
+"""FedMixedLM: the exact linear mixed model of rows held by several sites.
+
+The sites send their sums once (:mod:`skfed.mixed._site`): totals over their
+rows in one summed exchange, and the blocks of each group they hold in one
+per-site exchange. The optimiser then runs at the server on those sums
+(:mod:`skfed.mixed._likelihood`), so the fit costs two exchanges whatever the
+number of optimiser steps, and equals statsmodels' ``MixedLM`` on the pooled
+rows (docs/mixed-models.md).
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from .._messages import plain, show
+from ..federation.session import FederationSession
+from . import _likelihood as lik
+from ._data import (all_or_nothing, check_group_sites, mixed_dataset, warn_boundary,
+                    warn_few_groups)
+from ._results import MixedLMResults
+from ._site import site_group_blocks, site_totals
+
+
+class FedMixedLM(RegressorMixin, BaseEstimator):
+    """Linear mixed model with random effects by site or by groups nested in sites.
+
+    ``y = X b + Z u_g + e`` with ``u_g ~ N(0, cov_re)`` per group and
+    ``e ~ N(0, scale I)``: a random intercept per group, and optionally random
+    slopes (``re_columns``). The groups are the sites (``groups=None``, a
+    random site effect) or a grouping column nested within the sites (patients
+    or wards inside hospitals). Fitted by REML (default) or ML, exactly: the
+    estimates, standard errors and log-likelihood are statsmodels' ``MixedLM``
+    ones on the pooled rows (lme4's ``lmer`` for the same model).
+
+    Each site sends, once, ``X'X``, ``X'y``, ``y'y`` and its row count summed
+    over its rows, and per group it holds ``Z_g'Z_g``, ``Z_g'X_g``,
+    ``Z_g'y_g`` and ``n_g`` (for a random intercept: the group's size and
+    the sums of its features and of ``y``). The optimiser runs at the server.
+
+    Parameters
+    ----------
+    re_columns : list of str or int, default=None
+        Feature columns with a random slope (names for a table, positions
+        otherwise); ``None``: a random intercept only.
+    re_intercept : bool, default=True
+        Whether the random effects include an intercept (``(1 + x | g)``
+        rather than ``(0 + x | g)``).
+    fit_intercept : bool, default=True
+        Whether the fixed effects include an intercept (named ``"Intercept"``).
+    reml : bool, default=True
+        Restricted maximum likelihood (``False``: maximum likelihood, needed to
+        compare fixed effects by AIC/BIC or a likelihood-ratio test).
+    tol : float, default=1e-8
+        Convergence: the sup-norm of the gradient of ``-loglik / n_obs`` in
+        the Cholesky factor of ``cov_re / scale``.
+    max_iter : int, default=200
+        Iterations of the server's quasi-Newton optimiser (no round each).
+    min_group_size : int, default=2
+        The fewest rows a group may have: a group's sums with one row are
+        that row. A site refuses to send a smaller group (naming it).
+
+    Attributes
+    ----------
+    results_ : MixedLMResults
+        Everything statsmodels' ``MixedLMResults`` reports, and ``summary()``.
+    fe_params_ : pandas.Series
+        The fixed effects, by name.
+    coef_ : ndarray of shape (n_features,)
+        The fixed effects of the features (without the intercept).
+    intercept_ : float
+        The fixed intercept (0.0 when ``fit_intercept=False``).
+    cov_re_ : pandas.DataFrame
+        The random-effects covariance matrix.
+    scale_ : float
+        The residual variance.
+    llf_ : float
+        The (RE)ML log-likelihood.
+    random_effects_ : pandas.DataFrame
+        The predicted random effects (BLUPs): one row per group, one column
+        per random effect (``results_.random_effects`` has statsmodels' dict).
+    groups_ : list
+        The group labels; ``group_sites_`` holds the site of each.
+    group_sites_ : list
+    n_groups_ : int
+    converged_ : bool
+    n_iter_ : int
+        Optimiser iterations (at the server).
+    clients_ : ndarray
+        The sites.
+    n_clients_ : int
+    ledger_ : dict
+        Exchanges with the sites and their bytes, per phase.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Feature names (the grouping column excluded).
+
+    See Also
+    --------
+    skfed.stats.meta_analysis : the two-stage analysis (one estimate per site).
+    skfed.mixed.compare_two_stage : both analyses side by side.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skfed.mixed import FedMixedLM
+    >>> rng = np.random.default_rng(0)
+    >>> site = np.repeat(np.arange(8), 50)
+    >>> x = rng.normal(size=(400, 1))
+    >>> y = 1 + 2 * x[:, 0] + rng.normal(size=8)[site] + rng.normal(size=400)
+    >>> model = FedMixedLM().fit(x, y, clients=site)
+    >>> model.fe_params_.round(1).tolist()
+    [1.0, 2.0]
+    """
+
+    _parameter_constraints = {
+        "re_columns": [list, tuple, None],
+        "re_intercept": ["boolean"],
+        "fit_intercept": ["boolean"],
+        "reml": ["boolean"],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "min_group_size": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    __metadata_request__fit = {"clients": True, "groups": True}
+
+    def __init__(self, re_columns=None, *, re_intercept=True, fit_intercept=True, reml=True,
+                 tol=1e-8, max_iter=200, min_group_size=2):
+        self.re_columns = re_columns
+        self.re_intercept = re_intercept
+        self.fit_intercept = fit_intercept
+        self.reml = reml
+        self.tol = tol
+        self.max_iter = max_iter
+        self.min_group_size = min_group_size
+
+    @all_or_nothing
+    def fit(self, X, y=None, *, clients=None, groups=None):
+        """Fit the mixed model from the sites' sums.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features), or FederatedDataset
+            The fixed-effects features (an intercept is added with
+            ``fit_intercept``). A DataFrame or the dataset's table may also
+            hold the grouping column (``groups="name"``).
+        y : array-like of shape (n_samples,), default=None
+            The target (not with a FederatedDataset, which carries it).
+        clients : array-like of shape (n_samples,), default=None
+            The site of each row; ``None``: one site.
+        groups : str or array-like of shape (n_samples,), default=None
+            The random effects' groups: a column name, or one label per row.
+            Each group must lie within one site. ``None``: the sites are the
+            groups (a random site effect).
+
+        Returns
+        -------
+        self : FedMixedLM
+        """
+        self._validate_params()
+        dataset, column, names, endog = mixed_dataset(X, y, clients, groups)
+        design = self._design(column, names)
+        session = FederationSession.for_dataset(dataset)
+        sums, labels, group_sites = _collect_sums(session, dataset, design)
+        fe_names = (["Intercept"] if self.fit_intercept else []) + names
+        re_names = (["Group"] if self.re_intercept else []) + [
+            names[j] for j in design["re_columns"]]
+        _check_fixed_design(sums, fe_names)
+        warn_few_groups(len(labels), column is None, "FedMixedLM")
+        optimum = lik.maximize(sums, self.reml, start_psi=np.eye(sums.k_re), tol=self.tol,
+                               max_iter=self.max_iter)
+        self.results_ = _results(optimum, sums, self.reml, fe_names, re_names, labels, endog)
+        self._record(dataset, session, names, design, labels, group_sites, optimum)
+        self._warn(optimum, re_names)
+        return self
+
+    def _design(self, column, names):
+        """The design dict the sites build their matrices from."""
+        positions = []
+        for c in self.re_columns or []:
+            c = plain(c)
+            if isinstance(c, str):
+                if c not in names:
+                    raise ValueError(f"re_columns: {show(c)} is not a feature column; the "
+                                     f"features are {names}.")
+                positions.append(names.index(c))
+            elif isinstance(c, int) and 0 <= c < len(names):
+                positions.append(c)
+            else:
+                raise ValueError(f"re_columns: {show(c)} is neither a feature name nor a "
+                                 f"position in 0..{len(names) - 1}.")
+        if not self.re_intercept and not positions:
+            raise ValueError("re_intercept=False needs re_columns: the model would have no "
+                             "random effect.")
+        return {"groups": column, "re_columns": positions, "fit_intercept": self.fit_intercept,
+                "re_intercept": self.re_intercept, "min_group_rows": self.min_group_size}
+
+    def _record(self, dataset, session, names, design, labels, group_sites, optimum):
+        results = self.results_
+        self.fe_params_ = results.fe_params
+        values = results.fe_params.to_numpy()
+        self.intercept_ = float(values[0]) if self.fit_intercept else 0.0
+        self.coef_ = values[1:] if self.fit_intercept else values
+        self.cov_re_ = results.cov_re
+        self.scale_ = results.scale
+        self.llf_ = results.llf
+        self.random_effects_ = results.random_effects_frame
+        self.groups_, self.group_sites_, self.n_groups_ = labels, group_sites, len(labels)
+        self.converged_, self.n_iter_ = optimum.converged, optimum.n_iter
+        self.clients_, self.n_clients_ = dataset.labels, len(dataset)
+        self.ledger_ = session.ledger.as_dict()
+        self.n_features_in_ = len(names)
+        self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.group_column_ = design["groups"]
+        self._re_positions = design["re_columns"]
+
+    def _warn(self, optimum, re_names):
+        if not optimum.converged:
+            warnings.warn(
+                f"FedMixedLM did not converge: the server's optimiser stopped after "
+                f"{optimum.n_iter} iterations with |gradient| = {optimum.gradient_norm:.3g} "
+                f"> tol={self.tol} ({optimum.message}). The estimates may be off; raise "
+                "max_iter, rescale the features, or simplify the random effects.",
+                ConvergenceWarning, stacklevel=4)
+        relative = lik.factor_from_theta(optimum.theta, len(re_names))
+        warn_boundary(relative, re_names, "FedMixedLM")
+        if np.linalg.eigvalsh(self.results_.cov_params().to_numpy())[0] <= 0:
+            warnings.warn("FedMixedLM: the Hessian at the estimate is not negative definite: "
+                          "the standard errors are not reliable.", ConvergenceWarning,
+                          stacklevel=4)
+
+    def summary(self, alpha=0.05):
+        """The regression table (statsmodels' layout).
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+
+        Returns
+        -------
+        summary : MixedLMSummary
+        """
+        check_is_fitted(self)
+        return self.results_.summary(alpha)
+
+    def predict(self, X, groups=None):
+        """Predictions: the fixed part ``X b``, plus the group's predicted random
+        effect for rows whose group was seen in the fit (``groups``).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The features of the fit (a DataFrame may hold the grouping column).
+        groups : array-like of shape (n_samples,), default=None
+            Each row's group; ``None``: the population-level prediction (as
+            statsmodels' ``predict``), unless ``X`` holds the grouping column.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        if (groups is None and isinstance(X, pd.DataFrame) and self.group_column_ is not None
+                and self.group_column_ in X.columns):
+            groups = X[self.group_column_].to_numpy()
+            X = X.drop(columns=[self.group_column_])
+        F = np.asarray(X, dtype=np.float64)
+        if F.ndim != 2 or F.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {F.shape}; the model was fitted on "
+                             f"{self.n_features_in_} features.")
+        pred = F @ self.coef_ + self.intercept_
+        if groups is None:
+            return pred
+        Z = F[:, self._re_positions]
+        if self.results_.cov_re.shape[0] > Z.shape[1]:
+            Z = np.hstack([np.ones((F.shape[0], 1)), Z])
+        # groups unseen in the fit get the population's prediction (effects of 0)
+        effects = self.random_effects_.reindex(np.asarray(groups, dtype=object)).fillna(0.0)
+        return pred + np.einsum("ij,ij->i", Z, effects.to_numpy())
+
+
+def _collect_sums(session, dataset, design):
+    """The sites' totals (one summed exchange) and group blocks (one per-site
+    exchange), as :class:`~skfed.mixed._likelihood.GroupSums`."""
+    totals = session.sum(site_totals, design, phase="setup")
+    blocks = session.per_site(site_group_blocks, design, phase="setup")
+    labels, group_sites = check_group_sites(blocks, dataset.sites)
+    sums = lik.GroupSums(
+        C=totals["xtx"], d=totals["xty"], s=float(totals["yty"]),
+        n=np.concatenate([b["n"] for b in blocks]),
+        A=np.concatenate([b["ztz"] for b in blocks]),
+        B=np.concatenate([b["ztx"] for b in blocks]),
+        c=np.concatenate([b["zty"] for b in blocks]))
+    return sums, labels, group_sites
+
+
+def _index(labels):
+    """Group labels as an index (object dtype: labels of any type kept as they are)."""
+    return pd.Index(np.asarray(labels + [None], dtype=object)[:-1], dtype=object)
+
+
+def _check_fixed_design(sums, names):
+    """Refuse a singular fixed-effects design, naming the first column that is a
+    combination of the ones before it (the estimate would not be defined)."""
+    p = sums.k_fe
+    if sums.n_obs <= p:
+        raise ValueError(f"{sums.n_obs} rows for {p} fixed effects: too few rows.")
+    C = sums.C
+    scale = np.sqrt(np.clip(np.diag(C), 0, None))
+    for j in range(p):
+        if scale[j] == 0:
+            raise ValueError(f"the fixed-effects column {show(names[j])} is zero in every "
+                             "row: drop it.")
+        block = C[:j + 1, :j + 1] / np.outer(scale[:j + 1], scale[:j + 1])
+        if np.linalg.eigvalsh(block)[0] <= 1e-10:
+            raise ValueError(f"singular fixed-effects design: the column {show(names[j])} is "
+                             "(nearly) a linear combination of the columns before it "
+                             f"{names[:j]}; drop it or one of those.")
+
+
+def _results(optimum, sums, reml, fe_names, re_names, labels, endog):
+    """The results object from the optimum (scale, covariances, Hessian, BLUPs)."""
+    fit = optimum.fit
+    scale = fit.r2 / lik.residual_df(sums, reml)
+    k = len(re_names)
+    cov_names = [f"{re_names[i]} Var" if i == j else f"{re_names[j]} x {re_names[i]} Cov"
+                 for i, j in zip(*np.tril_indices(k))]
+    names = fe_names + cov_names
+    H = lik.hessian(fit, sums, reml)
+    try:
+        cov = np.linalg.inv(-H)
+    except np.linalg.LinAlgError:
+        cov = np.linalg.pinv(-H)
+    blups, cond = lik.random_effects(fit, sums)
+    return MixedLMResults(
+        fe_params=pd.Series(fit.fe_params, index=fe_names),
+        cov_params=pd.DataFrame(cov, index=names, columns=names), scale=scale,
+        cov_re=pd.DataFrame(scale * fit.psi, index=re_names, columns=re_names),
+        llf=lik.loglike(fit, sums, reml), reml=reml, converged=optimum.converged,
+        group_sizes=sums.n.astype(int),
+        random_effects=pd.DataFrame(blups, index=_index(labels), columns=re_names),
+        random_effects_cov=scale * cond,
+        endog_name=endog, n_iter=optimum.n_iter, message=optimum.message)

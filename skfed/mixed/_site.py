@@ -1,0 +1,134 @@
+"""What a linear mixed model asks of a site: sums over its rows, never a row.
+
+A site builds its design from its own rows (fixed-effects columns ``X``,
+random-effects columns ``Z``, target ``y``, and each row's group) and returns
+
+- :func:`site_totals`: ``X'X``, ``X'y``, ``y'y`` and the row count, summed over
+  all its rows (these add across sites, so a masked sum can carry them);
+- :func:`site_group_blocks`: per group it holds, ``Z_g'Z_g``, ``Z_g'X_g``,
+  ``Z_g'y_g`` and ``n_g``, with the group labels (a per-site release: a group
+  lives at one site, so its blocks cannot be hidden in a sum across sites);
+- :func:`site_ols`: the site's own least-squares estimate and its covariance
+  (stage one of a two-stage meta-analysis).
+
+``design`` is a plain dict: ``groups`` (the grouping column, or ``None`` when
+the site is the group), ``re_columns`` (positions of the random-slope columns
+among the features), ``fit_intercept``, ``re_intercept`` and
+``min_group_rows`` (the fewest rows a group may have: one row's sums are the
+row itself).
+"""
+
+import numpy as np
+
+from .._messages import show
+from ..data.site import SiteError, numeric_matrix
+
+
+def _group_labels(site, column):
+    """The group of each row (the site's own label when the site is the group)."""
+    if column is None:
+        return np.full(site.n_samples, 0), [site.site]
+    values = site.X[column]
+    missing = values.isna().to_numpy()
+    if missing.any():
+        raise SiteError(site.site, f"the grouping column {show(column)} has "
+                                   f"{int(missing.sum())} missing value(s); every row needs a "
+                                   "group (drop those rows or give them a group).")
+    try:
+        labels, codes = np.unique(values.to_numpy(), return_inverse=True)
+    except TypeError:
+        raise SiteError(site.site, f"the grouping column {show(column)} mixes labels of "
+                                   "types that cannot be compared (e.g. numbers and text); "
+                                   "give it one type.") from None
+    return codes.ravel(), [v.item() if isinstance(v, np.generic) else v for v in labels]
+
+
+def site_design(site, design):
+    """``(X, Z, y, codes, labels)`` of a site's rows, checked at the site.
+
+    Raises
+    ------
+    SiteError
+        No rows, sample weights (a mixed model here is unweighted), no target, a
+        target or feature with NaN or infinity, a grouping column with missing
+        values, or a group with fewer than ``design["min_group_rows"]`` rows.
+    """
+    if site.n_samples == 0:
+        raise SiteError(site.site, "no rows.")
+    if site.sample_weight is not None:
+        raise SiteError(site.site, "has sample weights; a linear mixed model is fitted "
+                                   "unweighted (as statsmodels' MixedLM and lme4's lmer).")
+    if site.y is None:
+        raise SiteError(site.site, "no target (y).")
+    column = design["groups"]
+    codes, labels = _group_labels(site, column)
+    features = site.X if column is None else site.X.drop(columns=[column])
+    F = numeric_matrix(site.replace(X=features))
+    y = np.asarray(site.y)
+    if y.ndim != 1 or y.shape[0] != F.shape[0]:
+        raise SiteError(site.site, f"{F.shape[0]} rows but a target of shape {y.shape}.")
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise SiteError(site.site, f"the target is not numeric (dtype {y.dtype}).") from None
+    if not np.all(np.isfinite(y)):
+        raise SiteError(site.site, "the target contains NaN or infinity.")
+    ones = np.ones((F.shape[0], 1))
+    X = np.hstack([ones, F]) if design["fit_intercept"] else F
+    slopes = F[:, list(design["re_columns"])]
+    Z = np.hstack([ones, slopes]) if design["re_intercept"] else slopes
+    _check_group_sizes(site, codes, labels, design["min_group_rows"])
+    return X, Z, y, codes, labels
+
+
+def _check_group_sizes(site, codes, labels, min_rows):
+    sizes = np.bincount(codes, minlength=len(labels))
+    small = np.flatnonzero(sizes < min_rows)
+    if small.size:
+        g = small[0]
+        raise SiteError(site.site, f"group {show(labels[g])} has {int(sizes[g])} row(s), "
+                                   f"fewer than {int(min_rows)}: a group's sums would "
+                                   "disclose its rows. Merge it with another group or drop it "
+                                   f"({small.size} such group(s) at this site).")
+
+
+def site_totals(site, design):
+    """``X'X``, ``X'y``, ``y'y`` and the row count over all of a site's rows."""
+    X, _, y, _, _ = site_design(site, design)
+    return {"xtx": X.T @ X, "xty": X.T @ y, "yty": float(y @ y), "n": float(y.size)}
+
+
+def site_group_blocks(site, design):
+    """Per group of the site: its label, ``n_g``, ``Z_g'Z_g``, ``Z_g'X_g`` and ``Z_g'y_g``."""
+    X, Z, y, codes, labels = site_design(site, design)
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=len(labels))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    Zs, Xs, ys = Z[order], X[order], y[order]
+
+    def group_sums(rows):  # sums of per-row products over each group's rows
+        return np.add.reduceat(rows, starts, axis=0)
+
+    return {"labels": np.asarray(labels, dtype=object),
+            "n": sizes.astype(np.float64),
+            "ztz": group_sums(np.einsum("ia,ib->iab", Zs, Zs)),
+            "ztx": group_sums(np.einsum("ia,ib->iab", Zs, Xs)),
+            "zty": group_sums(Zs * ys[:, None])}
+
+
+def site_ols(site, design):
+    """The site's own least-squares fit of ``y`` on ``X``: coefficients, their
+    covariance ``s2 (X'X)^{-1}`` and the residual degrees of freedom."""
+    X, _, y, _, _ = site_design(site, design)
+    n, p = X.shape
+    if n <= p:
+        raise SiteError(site.site, f"{n} rows for {p} coefficients: too few for its own "
+                                   "least-squares fit (stage one of a two-stage analysis).")
+    coef, _, rank, _ = np.linalg.lstsq(X, y, rcond=None)
+    if rank < p:
+        raise SiteError(site.site, "its own design is singular (a column is constant or a "
+                                   "combination of others at this site); its stage-one "
+                                   "estimate is not defined.")
+    resid = y - X @ coef
+    s2 = float(resid @ resid) / (n - p)
+    return {"coef": coef, "cov": s2 * np.linalg.inv(X.T @ X), "df_resid": float(n - p)}
