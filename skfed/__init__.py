@@ -22,3 +22,7 @@ __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC",
            "FedLinearRegression", "FedRidge", "FedCoxPH", "likelihood_ratio_test",
            "FederatedDataset", "support_matrix", "ConvergenceHistory",
            "__version__"]
+
+# statsmodels' and lifelines' formulas over the sites (skfed.formula.glm, .coxph); its
+# parser, formulaic, is imported only when a formula is parsed
+from . import formula  # noqa: E402

@@ -9,10 +9,11 @@ import subprocess
 import sys
 import textwrap
 
-# packages that only the optional extras (plot, dask, privacy, site, test, docs) install
+# packages that only the optional extras (plot, dask, privacy, site, formula, test, docs)
+# install
 EXTRAS_ONLY = ["matplotlib", "dask", "distributed", "cryptography", "dp_accounting", "grpc",
                "pyarrow", "statsmodels", "lifelines", "sksurv", "pytest", "hypothesis",
-               "sphinx"]
+               "sphinx", "formulaic"]
 
 BLOCKER = textwrap.dedent(f"""
     import sys

@@ -1,0 +1,22 @@
+"""Formulas: statsmodels' and lifelines' model formulas, fitted over the sites.
+
+``skfed.formula.glm("y ~ age + C(sex) + age:C(sex) + np.log(bmi)", data,
+family="binomial")`` fits the GLM statsmodels fits on the pooled rows, with
+its design (treatment coding, interactions, transforms, B-splines), its
+parameter names (``Intercept``, ``C(sex)[T.M]``, ``age:C(sex)[T.M]``) and its
+numbers; :func:`coxph` does the same for lifelines' Cox model.
+
+The formula is parsed by formulaic at the analyst into a declared, typed term
+list (plain data: columns, allow-listed numeric transforms, categorical
+factors with their levels, spline knots); each site builds its design matrix
+from that list, never evaluating code. Levels come from the sites (each level
+held by ``min_level_count`` rows at a site), knots from exact federated
+quantiles. See ``docs/formulas.md``.
+"""
+
+from ._errors import DesignError, FormulaError
+from ._models import coxph, design, glm
+from ._results import CoxResults, FormulaResults, GLMResults
+
+__all__ = ["glm", "coxph", "design", "FormulaError", "DesignError", "FormulaResults", "GLMResults",
+           "CoxResults"]

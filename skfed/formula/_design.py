@@ -1,0 +1,405 @@
+"""What a site runs for a formula: its complete rows, its levels, and its design matrix.
+
+A formula reaches a site as a *design*: plain data (``json.dumps`` writes it)
+that :func:`check_design` reads against a closed schema before anything else
+runs. Numeric factors are expression trees over the site's columns with the
+operations of :data:`OPERATIONS` and :data:`FUNCTIONS` only; categorical factors
+are a column and its levels; splines a column, knots and a degree. Nothing a
+site receives is evaluated as code.
+
+- :func:`complete_rows` (a row step): the rows with a value for every column
+  and factor the formula uses (statsmodels' ``missing="drop"``: complete cases);
+- :func:`site_levels` (a per-site release): the levels of each categorical
+  column, each held by at least ``min_count`` rows, else a refusal naming the
+  column;
+- :func:`site_extremes` (a per-site release): a spline column's minimum and
+  maximum (single rows' values, as the exact quantiles of ``skfed.stats``);
+- :func:`design_rows` (a row step): the design matrix as a table with the
+  columns' names, the response, offsets and weights.
+"""
+
+import numbers
+
+import numpy as np
+import pandas as pd
+
+from .._messages import show
+from ..data.site import SiteData, SiteError, site_rows
+from ..stats._levels import sorted_levels
+from ._errors import DesignError
+
+#: the formats of a design this module reads
+FORMAT = "skfed.formula/1"
+#: arithmetic a numeric factor may use: name -> (function, number of arguments)
+OPERATIONS = {"add": (np.add, 2), "sub": (np.subtract, 2), "mul": (np.multiply, 2),
+              "div": (np.true_divide, 2), "pow": (np.power, 2), "neg": (np.negative, 1),
+              "pos": (np.positive, 1)}
+#: functions a numeric factor may call (one argument each)
+FUNCTIONS = {"log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+             "exp": np.exp, "expm1": np.expm1, "sqrt": np.sqrt, "abs": np.abs,
+             "square": np.square}
+#: the deepest expression tree a site evaluates (bounds its work)
+MAX_DEPTH = 32
+_RESPONSE_KINDS = ("numeric", "binary", "survival")
+
+
+# --- the schema a site checks ------------------------------------------------------
+def _check_tree(tree, depth=0):
+    if depth > MAX_DEPTH or not isinstance(tree, dict) or len(tree) not in (1, 2):
+        raise DesignError("an expression is a small dict (column, number, op or call).")
+    if set(tree) == {"column"} and isinstance(tree["column"], str):
+        return
+    if set(tree) == {"number"} and type(tree["number"]) in (int, float) and np.isfinite(
+            tree["number"]):
+        return
+    args = tree.get("args")
+    if not isinstance(args, list):
+        raise DesignError(f"an expression node {sorted(tree)} has no argument list.")
+    if set(tree) == {"op", "args"} and tree["op"] in OPERATIONS:
+        expected = OPERATIONS[tree["op"]][1]
+    elif set(tree) == {"call", "args"} and tree["call"] in FUNCTIONS:
+        expected = 1
+    else:
+        raise DesignError(f"an expression node {show(tree.get('op', tree.get('call')))} is "
+                          "not an allowed operation.")
+    if len(args) != expected:
+        raise DesignError(f"{show(tree.get('op', tree.get('call')))} takes {expected} "
+                          "argument(s).")
+    for arg in args:
+        _check_tree(arg, depth + 1)
+
+
+def _check_factor(name, factor):
+    kind = factor.get("kind") if isinstance(factor, dict) else None
+    if kind == "numeric":
+        _check_tree(factor.get("expr"))
+    elif kind == "categorical":
+        levels = factor.get("levels")
+        if not isinstance(factor.get("column"), str) or not (levels is None or (
+                isinstance(levels, list) and all(type(v) in (str, int, float, bool)
+                                                 for v in levels))):
+            raise DesignError(f"factor {name!r}: a column and a list of levels.")
+    elif kind == "spline":
+        knots = factor.get("knots")
+        if factor.get("basis") != "bs" or not isinstance(factor.get("column"), str) or (
+                type(factor.get("degree")) is not int or not 0 <= factor["degree"] <= 10) or (
+                knots is not None and not (isinstance(knots, list) and all(
+                    type(k) in (int, float) and np.isfinite(k) for k in knots))):
+            raise DesignError(f"factor {name!r}: a B-spline of a column, degree 0 to 10, "
+                              "finite knots.")
+    else:
+        raise DesignError(f"factor {name!r} has no known kind (numeric, categorical, "
+                          "spline).")
+
+
+def check_design(design):
+    """Refuse a design that does not follow the schema (what a site does first).
+
+    Parameters
+    ----------
+    design : dict
+        A design (:func:`skfed.formula._models.build_design`), possibly
+        incomplete (no columns yet, categorical levels ``None``).
+
+    Raises
+    ------
+    DesignError
+        The first thing that is not as the schema says.
+    """
+    if not isinstance(design, dict) or design.get("format") != FORMAT:
+        raise DesignError(f"not a formula design of format {FORMAT!r}.")
+    factors = design.get("factors")
+    if not isinstance(factors, dict):
+        raise DesignError("a design's factors are a dict.")
+    for name, factor in factors.items():
+        _check_factor(name, factor)
+    for column in design.get("columns", []):
+        for factor, selector in column["parts"]:
+            if factor not in factors or not (selector is None or type(selector) is int):
+                raise DesignError(f"column {column['name']!r} refers to an unknown factor.")
+    response = design.get("response")
+    if response is not None:
+        if response.get("kind") not in _RESPONSE_KINDS:
+            raise DesignError("the response is numeric, binary or survival.")
+        for key in (("time", "event") if response["kind"] == "survival" else ("expr",)):
+            _check_tree(response.get(key))
+    if design.get("offset") is not None:
+        _check_tree(design["offset"].get("expr"))
+    if not all(isinstance(c, str) for c in design.get("keep", [])):
+        raise DesignError("kept columns are column names.")
+    weights = design.get("weights")
+    if weights is not None and not (isinstance(weights, dict) and set(weights) == {"column"}
+                                    and isinstance(weights["column"], str)):
+        raise DesignError("the weights are a column: {'column': name}.")
+
+
+# --- reading the site's columns ----------------------------------------------------
+def _column(site, name):
+    X = site.X
+    if not hasattr(X, "columns"):
+        raise SiteError(site.site, "a formula needs the site's rows as a table with named "
+                                   "columns.")
+    if name not in X.columns:
+        raise SiteError(site.site, f"no column {name!r}; its columns are "
+                                   f"{list(map(str, X.columns))}.")
+    return X[name]
+
+
+def _numbers(site, name):
+    column = _column(site, name)
+    if not (pd.api.types.is_numeric_dtype(column.dtype)
+            or pd.api.types.is_bool_dtype(column.dtype)):
+        raise SiteError(site.site, f"column {name!r} is not numeric (dtype {column.dtype}); "
+                                   "a numeric term needs numbers (use C() for a category).")
+    return column.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def evaluate(site, tree):
+    """A numeric expression tree on the site's rows (NaN where a value is missing)."""
+    if "column" in tree:
+        return _numbers(site, tree["column"])
+    if "number" in tree:
+        return np.full(site.n_samples, float(tree["number"]))
+    args = [evaluate(site, arg) for arg in tree["args"]]
+    function = OPERATIONS[tree["op"]][0] if "op" in tree else FUNCTIONS[tree["call"]]
+    with np.errstate(all="ignore"):  # NaN rows are dropped, infinities refused
+        return function(*args)
+
+
+def _categories(site, name):
+    """``(values as Python objects, missing mask)`` of a categorical column."""
+    column = _column(site, name)
+    missing = column.isna().to_numpy()
+    return column.astype(object).to_numpy(), missing
+
+
+def _plain_level(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    raise TypeError(type(value).__name__)
+
+
+# --- the site functions --------------------------------------------------------------
+def _used_values(site, design):
+    """``{what: values}`` for every numeric factor, response, offset and weight, and
+    the missing mask of every categorical, spline and kept column."""
+    numeric, missing = {}, np.zeros(site.n_samples, dtype=bool)
+    for name, factor in design["factors"].items():
+        if factor["kind"] == "numeric":
+            numeric[name] = evaluate(site, factor["expr"])
+        elif factor["kind"] == "spline":
+            numeric[name] = _numbers(site, factor["column"])
+        else:
+            missing |= _categories(site, factor["column"])[1]
+    response = design.get("response")
+    if response is not None:
+        keys = ("time", "event") if response["kind"] == "survival" else ("expr",)
+        for key in keys:
+            numeric[f"the response's {key}"] = evaluate(site, response[key])
+    if design.get("offset") is not None:
+        numeric["the offset"] = evaluate(site, design["offset"]["expr"])
+    for name in design.get("keep", []):
+        missing |= _column(site, name).isna().to_numpy()
+    if site.offset is not None:
+        numeric["the site's offset"] = np.asarray(site.offset, dtype=np.float64)
+    if site.sample_weight is not None:
+        numeric["the weights"] = np.asarray(site.sample_weight, dtype=np.float64)
+    if design.get("weights") is not None:
+        numeric["the weights"] = _numbers(site, design["weights"]["column"])
+    return numeric, missing
+
+
+def complete_rows(site, design):
+    """At a site (a row step): the rows with every value the formula uses.
+
+    A row is dropped when a column the formula uses is missing there, or a
+    numeric factor is NaN (``np.log`` of a negative number), as statsmodels'
+    ``missing="drop"``; an infinite value is refused, naming the factor.
+
+    Parameters
+    ----------
+    site : SiteData
+    design : dict
+        The design's factors, response, offset and kept columns (levels and
+        columns not needed yet).
+
+    Returns
+    -------
+    SiteData
+        The complete rows (their original row numbers kept along).
+    """
+    check_design(design)
+    numeric, missing = _used_values(site, design)
+    for name, values in numeric.items():
+        if np.isinf(values).any():
+            raise SiteError(site.site, f"{name} is infinite in {int(np.isinf(values).sum())} "
+                                       "row(s) (the log of 0?); drop those rows first.")
+        missing |= np.isnan(values)
+    return site_rows(site, ~missing)
+
+
+def site_levels(site, columns, min_count):
+    """At a site (a per-site release): the levels of categorical columns.
+
+    Parameters
+    ----------
+    site : SiteData
+    columns : list of str
+    min_count : int
+        The fewest rows a released level may hold (``min_level_count``).
+
+    Returns
+    -------
+    dict
+        ``{column: {"levels": sorted levels held here, "declared": the pandas
+        categories in their order, or None}}``.
+
+    Raises
+    ------
+    SiteError
+        A level held by fewer than ``min_count`` rows here (naming the column,
+        not the level), or values that are not text, numbers or booleans.
+    """
+    out = {}
+    for name in columns:
+        values, missing = _categories(site, name)
+        _, counts = np.unique(pd.Series(values[~missing]).astype(str), return_counts=True)
+        if counts.size and counts.min() < int(min_count):
+            raise SiteError(site.site, f"a level of column {name!r} is held by fewer than "
+                                       f"{int(min_count)} rows here (min_level_count); merge "
+                                       "it with another level or drop those rows.")
+        try:
+            levels = sorted_levels(dict.fromkeys(_plain_level(v) for v in values[~missing]))
+        except TypeError as exc:
+            raise SiteError(site.site, f"column {name!r} holds values of type {exc}; a "
+                                       "categorical column holds text, numbers or "
+                                       "booleans.") from None
+        dtype = _column(site, name).dtype
+        declared = ([_plain_level(v) for v in dtype.categories]
+                    if isinstance(dtype, pd.CategoricalDtype) else None)
+        out[name] = {"levels": levels, "declared": declared}
+    return out
+
+
+def site_extremes(site, columns):
+    """At a site (a per-site release): each column's non-missing count, minimum and
+    maximum (two single rows' values: the ends of a spline's knots)."""
+    out = {}
+    for name in columns:
+        values = _numbers(site, name)
+        values = values[~np.isnan(values)]
+        out[name] = (int(values.size), float(values.min()) if values.size else np.nan,
+                     float(values.max()) if values.size else np.nan)
+    return out
+
+
+def bspline_basis(x, knots, degree, include_intercept):
+    """patsy's ``bs`` basis of ``x`` at the full knot vector ``knots`` (B-splines by
+    ``scipy.interpolate.splev``, one coefficient vector per basis function)."""
+    from scipy.interpolate import splev
+
+    knots = np.sort(np.asarray(knots, dtype=np.float64))
+    n_bases = len(knots) - (degree + 1)
+    basis = np.empty((len(x), n_bases))
+    for i in range(n_bases):
+        coefs = np.zeros(n_bases)
+        coefs[i] = 1.0
+        basis[:, i] = splev(x, (knots, coefs, degree))
+    return basis if include_intercept else basis[:, 1:]
+
+
+def _factor_values(site, name, factor):
+    """A factor's values: numbers, level indices (categorical) or a basis (spline)."""
+    if factor["kind"] == "numeric":
+        return evaluate(site, factor["expr"])
+    if factor["kind"] == "spline":
+        x = _numbers(site, factor["column"])
+        low, high = min(factor["knots"]), max(factor["knots"])
+        if np.any((x < low) | (x > high)):
+            raise SiteError(site.site, f"{name}: values of column {factor['column']!r} lie "
+                                       f"outside the spline's range [{low:g}, {high:g}].")
+        return bspline_basis(x, factor["knots"], factor["degree"],
+                             factor["include_intercept"])
+    values, missing = _categories(site, factor["column"])
+    index = {level: k for k, level in enumerate(factor["levels"])}
+    codes = np.array([-1 if gone else index.get(_plain_level(v), -1)
+                      for v, gone in zip(values, missing)], dtype=np.intp)
+    if np.any(codes < 0):
+        raise SiteError(site.site, f"{name}: column {factor['column']!r} has a value that is "
+                                   "not one of the formula's levels.")
+    return codes
+
+
+def design_matrix(site, design):
+    """The design's columns on the site's rows, as a float table named as statsmodels."""
+    values = {name: _factor_values(site, name, factor)
+              for name, factor in design["factors"].items()}
+    matrix = np.ones((site.n_samples, len(design["columns"])))
+    for j, column in enumerate(design["columns"]):
+        for factor, selector in column["parts"]:
+            v = values[factor]
+            if design["factors"][factor]["kind"] == "categorical":
+                matrix[:, j] *= v == selector
+            else:
+                matrix[:, j] *= v if selector is None else v[:, selector]
+    return pd.DataFrame(matrix, columns=[c["name"] for c in design["columns"]])
+
+
+def _response(site, response):
+    if response["kind"] == "survival":
+        event, time = evaluate(site, response["event"]), evaluate(site, response["time"])
+        return np.column_stack([event, time])
+    y = evaluate(site, response["expr"])
+    if response["kind"] == "binary" and not np.all(np.isin(y, (0.0, 1.0))):
+        raise SiteError(site.site, f"a binomial response is 0 or 1; "
+                                   f"{int(np.sum(~np.isin(y, (0.0, 1.0))))} value(s) are not.")
+    return y
+
+
+def design_rows(site, design):
+    """At a site (a row step): its rows as the formula's design.
+
+    Parameters
+    ----------
+    site : SiteData
+        Complete rows (:func:`complete_rows`).
+    design : dict
+        The full design (factors with their levels and knots, columns).
+
+    Returns
+    -------
+    SiteData
+        ``X``: the design matrix as a table (column names as statsmodels'),
+        then the kept columns as they are; ``y``: the response (``(event,
+        time)`` for survival); the offset (the design's, or the site's own) and
+        the weights.
+    """
+    check_design(design)
+    X = design_matrix(site, design)
+    for name in design.get("keep", []):
+        X[name] = _column(site, name).to_numpy()
+    offset = site.offset
+    if design.get("offset") is not None:
+        if site.offset is not None:
+            raise SiteError(site.site, "the site's rows carry their own offsets and the "
+                                       "formula names another; give one.")
+        offset = evaluate(site, design["offset"]["expr"])
+        if design["offset"].get("log"):
+            if np.any(offset <= 0):
+                raise SiteError(site.site, "an exposure must be positive.")
+            offset = np.log(offset)
+    response = design.get("response")
+    y = None if response is None else _response(site, response)
+    weights = site.sample_weight
+    if design.get("weights") is not None:
+        if site.sample_weight is not None:
+            raise SiteError(site.site, "the site's rows carry their own weights and the "
+                                       "formula names another column; give one.")
+        weights = _numbers(site, design["weights"]["column"])
+    return SiteData(site.site, X, y, weights, dict(site.meta), offset=offset)
