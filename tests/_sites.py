@@ -114,3 +114,37 @@ def diabetes_service(root, policy):
     finally:
         conn.close()
         server.stop()
+
+
+@contextmanager
+def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", **options):
+    """Three services in this process (gRPC over mutual TLS), site ``k`` serving
+    ``frames[k]`` as ``dataset`` under ``policy``; yields ``FederatedDataset.from_sites``
+    of them with ``options`` (``target=``...), closed with the services on exit."""
+    from skfed import FederatedDataset
+    from skfed.deploy import make_certificates
+    from skfed.sites.policy import load_config
+    from skfed.sites.transport import SiteServer
+
+    root = Path(root)
+    certs = make_certificates(root / "certs", list(SITES), analysts=["analyst-b"])
+    servers, addresses = [], {}
+    try:
+        for name, frame in zip(SITES, frames):
+            folder = root / name
+            folder.mkdir()
+            frame.to_csv(folder / f"{dataset}.csv", index=False)
+            path = site_config(folder, name, certs=certs,
+                               datasets={dataset: (f"{dataset}.csv", None)}, policy=policy)
+            servers.append(SiteServer(load_config(path)).start())
+            addresses[name] = f"127.0.0.1:{servers[-1].port}"
+        data = FederatedDataset.from_sites(addresses, dataset=dataset, ca_file=certs.ca.cert,
+                                           cert_file=certs.client.cert,
+                                           key_file=certs.client.key, **options)
+        try:
+            yield data
+        finally:
+            data.close()
+    finally:
+        for server in servers:
+            server.stop()

@@ -198,3 +198,33 @@ def test_cox_strata_column_through_services(rossi_sites):
         FedCoxPH(strata=["site", "prio"]).fit(data)
     assert info.value.rule == "min_level_count"
     data.close()
+
+
+@pytest.mark.parametrize("transform", ["km", "identity", "rank"])
+def test_proportional_hazards_test_through_services(rossi_sites, transform):
+    """The PH test's sums are operations of the sites' table: the same table as in
+    process (a shared baseline, at sites that allow exact event times)."""
+    from skfed.survival import proportional_hazard_test
+
+    data, pooled, site, _ = rossi_sites("allow_event_times = true")
+    remote = FedCoxPH().fit(data)
+    local = _local(pooled, site)
+    through = proportional_hazard_test(remote, data, time_transform=transform)
+    y = survival_target(pooled["arrest"], pooled["week"])
+    here = proportional_hazard_test(local, pooled[COVARIATES], y, clients=site,
+                                    time_transform=transform)
+    np.testing.assert_allclose(np.asarray(through["test_statistic"], dtype=float),
+                               np.asarray(here["test_statistic"], dtype=float),
+                               rtol=1e-8)
+
+
+def test_proportional_hazards_test_respects_the_event_time_rule(rossi_sites):
+    """Without allow_event_times, a time of the pooled grid with 1 to min_level_count - 1
+    events at a site is refused, as the fit's risk sets are."""
+    from skfed.survival import proportional_hazard_test
+
+    data, pooled, site, _ = rossi_sites("allow_event_times = true")
+    fitted = FedCoxPH().fit(data)
+    strict, _, _, _ = rossi_sites("")
+    with pytest.raises(SiteRefusal, match="fewer than"):
+        proportional_hazard_test(fitted, strict, time_transform="km")

@@ -31,7 +31,8 @@ DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": No
 #: (each reviewed: a new operation is "rows" until declared otherwise, so refused here)
 NOT_ROWS = {"fit.open", "fit.close", "data.check", "data.check_target", "preprocess.schema",
             "dataset.describe", "data.summary", "data.inspect", "survival.strata_levels",
-            "survival.event_times", "stats.crosstab", "stats.event_table", "fit.step"}
+            "survival.event_times", "stats.crosstab", "stats.event_table", "fit.step",
+            "formula.levels", "mixed.glmm_groups"}
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,8 @@ def test_an_unmasked_step_is_refused(protected):
     assert read_audit(root / "audit.jsonl")[-1]["rule"] == "require"
 
 
-@pytest.mark.parametrize("name", sorted(NOT_ROWS - {"fit.step", "fit.open", "fit.close"}))
+@pytest.mark.parametrize("name", sorted(NOT_ROWS - {"fit.step", "fit.open", "fit.close",
+                                                     "formula.levels"}))
 def test_the_others_release_no_row_value(protected, name):
     """Called with arguments of the right form, they answer with counts, names or
     nothing (an error is fine too): never a mean, a sum of values or a curvature."""
@@ -106,12 +108,27 @@ def test_the_others_release_no_row_value(protected, name):
             "survival.strata_levels": {"args": ["sex"]},
             "survival.event_times": {"args": [None, None, False]},
             "stats.crosstab": {"args": ["sex", "sex", 1]},
-            "stats.event_table": {"args": [None, None]}}[name]
+            "stats.event_table": {"args": [None, None]},
+            "mixed.glmm_groups": {"args": [{"groups": "sex", "trials": None,
+                                            "family": "poisson", "fit_intercept": True,
+                                            "min_group_rows": 2}]}}[name]
     try:
         reply = conn.call(name, dataset=DATASET, **args)
     except (SiteRefusal, SiteServiceError):
         return
     assert _no_row_values(reply), (name, reply)
+
+
+def test_a_formulas_levels_are_names_each_held_by_min_level_count_rows(protected):
+    """A level's name is released (a column's values, when a formula makes a number
+    categorical) only when at least min_level_count rows hold it: a column of many
+    distinct values (age) is refused, one of two (sex) answered."""
+    conn, _ = protected
+    with pytest.raises(SiteRefusal, match="levels held by fewer than 5 rows") as info:
+        conn.call("formula.levels", dataset=DATASET, args=[["age"], 1])
+    assert info.value.rule == "min_level_count"
+    levels = conn.call("formula.levels", dataset=DATASET, args=[["sex"], 1])["sex"]["levels"]
+    assert len(levels) == 2
 
 
 def _declared_arguments(operation, handle):

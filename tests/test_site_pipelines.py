@@ -11,7 +11,7 @@ from skfed import FedLogisticRegression, FederatedDataset
 from skfed.model_selection import cross_validate_sites, site_scores
 from skfed.preprocessing import FedSimpleImputer, FedStandardScaler
 
-from ._sites import SITES, site_config
+from ._sites import SITES, services_of
 
 pytest.importorskip("grpc")
 
@@ -20,38 +20,17 @@ pytest.importorskip("grpc")
 def federation(tmp_path_factory):
     """Three services of breast-cancer rows (two of their columns with gaps) and the same
     rows in process."""
-    from skfed.deploy import make_certificates
-    from skfed.sites.policy import load_config
-    from skfed.sites.transport import SiteServer
-
-    root = tmp_path_factory.mktemp("pipelines")
-    certs = make_certificates(root / "certs", list(SITES), analysts=["analyst-b"])
     frame = load_breast_cancer(as_frame=True).frame.iloc[:, [0, 1, 2, 3, -1]]
     frame.columns = ["radius", "texture", "perimeter", "area", "target"]
     frame.loc[frame.index[::13], "texture"] = np.nan
     frame.loc[frame.index[5::17], "area"] = np.nan
-    servers, addresses, parts = [], {}, []
-    for k, name in enumerate(SITES):
-        folder = root / name
-        folder.mkdir()
-        part = frame.iloc[k::3]
-        parts.append(part)
-        part.to_csv(folder / "rows.csv", index=False)
-        path = site_config(folder, name, certs=certs, datasets={"rows": ("rows.csv", None)},
-                           policy="min_rows = 10")
-        servers.append(SiteServer(load_config(path)).start())
-        addresses[name] = f"127.0.0.1:{servers[-1].port}"
-    remote = FederatedDataset.from_sites(addresses, dataset="rows", target="target",
-                                         ca_file=certs.ca.cert, cert_file=certs.client.cert,
-                                         key_file=certs.client.key)
+    parts = [frame.iloc[k::3] for k in range(len(SITES))]
     rows = pd.concat(parts)
     sites = np.repeat(list(SITES), [len(p) for p in parts])
     local = FederatedDataset.from_arrays(rows.drop(columns="target"), rows["target"].to_numpy(),
                                          sites)
-    yield remote, local, rows, sites
-    remote.close()
-    for server in servers:
-        server.stop()
+    with services_of(tmp_path_factory.mktemp("pipelines"), parts, target="target") as remote:
+        yield remote, local, rows, sites
 
 
 def _pipeline():

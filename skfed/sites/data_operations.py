@@ -243,6 +243,37 @@ class DataOperations:
                                   f"{floor} {what} here (its sums would describe single "
                                   "rows); use a coarser time_grid")
 
+    @serves("survival.schoenfeld_sums")
+    def _op_survival_schoenfeld_sums(self, analyst, args, record):
+        from ..data.site import Targets
+        from ..survival._site import site_schoenfeld_sums
+
+        site, (coef, grid, time_grid) = self._stats_args(args, record,
+                                                         "a proportional-hazards test", 3)
+        if not isinstance(grid, dict):
+            raise Refused("message", "a grid of event times is {stratum: times}")
+        # the same rule as the fit's risk sets: by stratum, and with the strata merged
+        # (the Kaplan-Meier at the union of the grid's times)
+        Y, _ = Targets("survival", time_grid=time_grid).encode(site.y, site.weights())
+        self._check_risk_sets(Y, grid)
+        union = np.unique(np.concatenate([np.asarray(t, dtype=float) for t in grid.values()]
+                                         or [np.zeros(0)]))
+        self._check_risk_sets(np.column_stack([Y[:, :2], np.zeros(len(Y))]), {0.0: union})
+        return site_schoenfeld_sums(site, _parameters(coef), grid, time_grid)
+
+    @serves("survival.schoenfeld_moments")
+    def _op_survival_schoenfeld_moments(self, analyst, args, record):
+        from ..data.site import Targets
+        from ..survival._site import site_schoenfeld_moments
+
+        site, (coef, ties) = self._stats_args(args, record, "a proportional-hazards test", 2)
+        Y, _ = Targets("survival").encode(site.y, site.weights())
+        if np.sum(Y[:, 1] > 0) < self.policy.min_level_count:
+            raise Refused("min_level_count", f"fewer than {self.policy.min_level_count} "
+                                             "events here (the moments of the event times "
+                                             "would describe single rows)")
+        return site_schoenfeld_moments(site, _parameters(coef), ties)
+
     @serves("fit.risk_sets")
     def _op_fit_risk_sets(self, analyst, args, record):
         from ..solvers.risk_sets import client_risk_set_sums
@@ -303,6 +334,101 @@ class DataOperations:
                                               f"held by fewer than "
                                               f"{self.policy.min_level_count} rows here")
         return out
+
+    # -- mixed models: a design of plain values, groups of at least min_rows rows --
+    _MIXED_KEYS = {"groups": (str, type(None)), "re_columns": (list,), "fit_intercept": (bool,),
+                   "re_intercept": (bool,), "min_group_rows": (int,),
+                   "trials": (str, type(None)), "family": (str,)}
+    #: the most quadrature nodes a GLMM request may ask for (bounds the site's work)
+    MAX_QUADRATURE_NODES = 64
+
+    def _mixed_args(self, args, record, what, n_args):
+        """``(site rows, design, other arguments)`` of a mixed model's request, the
+        design checked and its smallest group raised to the site's ``min_rows``."""
+        site, values = self._stats_args(args, record, what, n_args)
+        design = values[0]
+        if not isinstance(design, dict) or not set(design) <= set(self._MIXED_KEYS) or any(
+                not isinstance(v, self._MIXED_KEYS[k]) for k, v in design.items()):
+            raise Refused("message", f"a malformed design of {what}")
+        if not all(isinstance(c, int) and c >= 0 for c in design.get("re_columns", [])):
+            raise Refused("message", f"a malformed design of {what}")
+        # a group's sums over fewer rows than the site's min_rows are not released
+        floor = max(int(design.get("min_group_rows", 0)), self.policy.min_rows)
+        return site, dict(design, min_group_rows=floor), values[1:]
+
+    @serves("mixed.totals")
+    def _op_mixed_totals(self, analyst, args, record):
+        from ..mixed._site import site_totals
+
+        site, design, _ = self._mixed_args(args, record, "a mixed model's totals", 1)
+        return site_totals(site, design)
+
+    @serves("mixed.group_blocks")
+    def _op_mixed_group_blocks(self, analyst, args, record):
+        from ..mixed._site import site_group_blocks
+
+        site, design, _ = self._mixed_args(args, record, "a mixed model's group sums", 1)
+        return site_group_blocks(site, design)
+
+    @serves("mixed.site_fit")
+    def _op_mixed_site_fit(self, analyst, args, record):
+        from ..mixed._site import site_ols
+
+        site, design, _ = self._mixed_args(args, record, "a site's own fit", 1)
+        return site_ols(site, design)
+
+    @serves("mixed.glmm_groups")
+    def _op_mixed_glmm_groups(self, analyst, args, record):
+        from ..mixed._glmm_site import site_glmm_groups
+
+        site, design, _ = self._mixed_args(args, record, "a GLMM's groups", 1)
+        return site_glmm_groups(site, design)
+
+    @serves("mixed.glmm_totals")
+    def _op_mixed_glmm_totals(self, analyst, args, record):
+        from ..mixed._glmm_site import site_glmm_totals
+
+        site, design, _ = self._mixed_args(args, record, "a GLMM's totals", 1)
+        return site_glmm_totals(site, design)
+
+    @serves("mixed.glmm_terms")
+    def _op_mixed_glmm_terms(self, analyst, args, record):
+        from ..mixed._glmm_site import site_glmm_terms
+
+        site, design, (params, n_nodes) = self._mixed_args(args, record, "a GLMM's terms", 3)
+        if not isinstance(n_nodes, int) or not 1 <= n_nodes <= self.MAX_QUADRATURE_NODES:
+            raise Refused("max_local_iterations", f"a GLMM's quadrature takes 1 to "
+                                                  f"{self.MAX_QUADRATURE_NODES} nodes")
+        return site_glmm_terms(site, design, _parameters(params), n_nodes)
+
+    @serves("mixed.glmm_modes")
+    def _op_mixed_glmm_modes(self, analyst, args, record):
+        from ..mixed._glmm_site import site_glmm_modes
+
+        site, design, (params,) = self._mixed_args(args, record, "a GLMM's modes", 2)
+        return site_glmm_modes(site, design, _parameters(params))
+
+    @serves("formula.levels")
+    def _op_formula_levels(self, analyst, args, record):
+        from ..formula._design import site_levels
+
+        site, (columns, min_count) = self._stats_args(args, record, "a formula's levels", 2)
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise Refused("message", "a formula's levels name columns")
+        self._check_level_names(site, columns)
+        return site_levels(site, columns, max(int(min_count), self.policy.min_level_count))
+
+    @serves("formula.extremes")
+    def _op_formula_extremes(self, analyst, args, record):
+        from ..formula._design import site_extremes
+
+        site, (columns,) = self._stats_args(args, record, "a spline's range", 1)
+        if not self.policy.allow_exact_quantiles:
+            raise Refused("allow_exact_quantiles", "a spline's boundary knots are single "
+                                                   "rows' values (the minimum and maximum)")
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise Refused("message", "a spline's range names columns")
+        return site_extremes(site, columns)
 
     @serves("evaluate.concordance")
     def _op_evaluate_concordance(self, analyst, args, record):
@@ -424,3 +550,15 @@ class _GLMModel(_LinearModel):
         link = self.family_.link
         return np.exp(eta) if link == "log" else (
             1.0 / (1.0 + np.exp(-eta)) if link == "logit" else eta)
+
+
+def _parameters(params):
+    """A broadcast parameter vector: finite floats, or a refusal."""
+    values = np.asarray(params, dtype=object)
+    if values.ndim != 1 or not all(isinstance(v, (int, float, np.floating, np.integer))
+                                   and not isinstance(v, bool) for v in values):
+        raise Refused("message", "a malformed parameter vector")
+    values = values.astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        raise Refused("message", "a parameter vector with NaN or infinity")
+    return values

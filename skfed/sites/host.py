@@ -208,6 +208,8 @@ class SiteHost(DataOperations):
         return site
 
     def _step(self, site, step):
+        from ..formula._design import check_design, complete_rows, design_rows
+        from ..formula._errors import DesignError
         from ..preprocessing._summaries import _transform_site
         from .operations import registry
 
@@ -215,6 +217,13 @@ class SiteHost(DataOperations):
             None, None)
         if fn not in registry()[1] or not isinstance(args, list):
             raise Refused("message", "a row step that is not one of skfed's declared steps")
+        if fn in (complete_rows, design_rows):  # a formula's design: data, checked here
+            if len(args) != 1:
+                raise Refused("message", "a formula's row step takes its design only")
+            try:
+                check_design(args[0])
+            except DesignError as exc:
+                raise Refused("message", f"a malformed design: {str(exc)[:200]}") from None
         if fn is _transform_site:  # only a fitted transformer's transform
             _transformer({"estimator": args[0] if args else None, "validate": None},
                          check_validate=False)

@@ -320,6 +320,40 @@ OPERATIONS = {op.name: op for op in [
     Operation("evaluate.concordance", "four counts: concordant, discordant, tied and "
               "comparable pairs of the site's rows (Harrell's concordance)", None,
               arguments=ARGS),
+    Operation("mixed.totals", "a linear mixed model's sums over the site's rows: X'X, X'y, "
+              "y'y and the row count", None, arguments=ARGS),
+    Operation("mixed.group_blocks", "per group of the site (each of >= min_rows rows): its "
+              "label, row count, Z'Z, Z'X and Z'y", None, arguments=ARGS),
+    Operation("mixed.site_fit", "the site's own least-squares coefficients, their "
+              "covariance and residual degrees of freedom (stage one of a two-stage "
+              "meta-analysis)", None, arguments=ARGS),
+    Operation("mixed.glmm_groups", "per group of the site (each of >= min_rows rows): its "
+              "label and row count", None, disclosure="counts", arguments=ARGS),
+    Operation("mixed.glmm_totals", "two numbers: the sums of the outcome and of the trials",
+              None, arguments=ARGS),
+    Operation("mixed.glmm_terms", "at the broadcast parameters, the site's groups' "
+              "marginal log-likelihood, its gradient and Hessian, summed over its groups",
+              None, arguments=ARGS),
+    Operation("mixed.glmm_modes", "per group of the site (each of >= min_rows rows): the "
+              "conditional mode and standard deviation of its random intercept", None,
+              arguments=ARGS),
+    Operation("survival.schoenfeld_sums", "a proportional-hazards test's sums at the "
+              "fitted Cox model, at each public grid time: the risk-set sums of order 1, the "
+              "event counts and weights and the events' covariate sums, and the pooled "
+              "Kaplan-Meier's events and rows at risk; without allow_event_times only where "
+              "each time holds 0 or >= min_level_count events and rows leaving the risk set",
+              None, arguments=ARGS),
+    Operation("survival.schoenfeld_moments", "a proportional-hazards test's sums at the "
+              "fitted Cox model (each site its own stratum): the event count, the summed "
+              "Schoenfeld residuals, times t and times log t, and the sums and sums of squares "
+              "of the event times and their logs; only with >= min_level_count events", None,
+              arguments=ARGS),
+    Operation("formula.levels", "per categorical column of a formula, the levels the site "
+              "holds (each held by >= min_level_count rows, else a refusal naming the "
+              "column)", None, disclosure="counts", arguments=ARGS),
+    Operation("formula.extremes", "per spline column of a formula, its non-missing count, "
+              "minimum and maximum (single rows' values: only with allow_exact_quantiles)",
+              None, arguments=ARGS),
 ]}
 
 
@@ -333,6 +367,8 @@ def _late_functions():
     from ..data import steps
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
+    from ..formula import _design as formula
+    from ..mixed import _glmm_site as glmm, _site as mixed
     from ..linear_model import _glm, _inference
     from ..model_selection._local_baseline import local_only_score
     from ..preprocessing._column_imputer import _site_columns
@@ -358,14 +394,25 @@ def _late_functions():
                   cox_site.client_cox_baseline: "fit.cox_baseline",
                   cox_site.client_cox_residual_meat: "fit.cox_residuals",
                   cox_site.site_concordance: "evaluate.concordance",
-                  cox_site.site_stratum_levels: "survival.strata_levels"}
+                  cox_site.site_stratum_levels: "survival.strata_levels",
+                  cox_site.site_schoenfeld_sums: "survival.schoenfeld_sums",
+                  cox_site.site_schoenfeld_moments: "survival.schoenfeld_moments",
+                  formula.site_levels: "formula.levels",
+                  formula.site_extremes: "formula.extremes",
+                  mixed.site_totals: "mixed.totals",
+                  mixed.site_group_blocks: "mixed.group_blocks",
+                  mixed.site_ols: "mixed.site_fit",
+                  glmm.site_glmm_groups: "mixed.glmm_groups",
+                  glmm.site_glmm_totals: "mixed.glmm_totals",
+                  glmm.site_glmm_terms: "mixed.glmm_terms",
+                  glmm.site_glmm_modes: "mixed.glmm_modes"}
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)
     row_steps = {holdout_rows, reorder_columns, _transform_site, steps.split_site,
                  steps.select_columns, steps.one_hot_site, steps.standardize_site,
                  _site_columns, steps.impute_site, steps.drop_incomplete_site,
-                 cox_site.move_strata_to_target}
+                 cox_site.move_strata_to_target, formula.complete_rows, formula.design_rows}
     return operations, row_steps
 
 

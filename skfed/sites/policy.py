@@ -50,7 +50,11 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "data.check_target", "data.inspect", "evaluate.response_sums",
                       "evaluate.deviances", "survival.event_times", "fit.risk_sets",
                       "fit.cox_inference", "fit.cox_baseline", "fit.cox_residuals",
-                      "evaluate.concordance", "survival.strata_levels")
+                      "evaluate.concordance", "survival.strata_levels", "formula.levels",
+                      "formula.extremes", "mixed.totals", "mixed.group_blocks",
+                      "mixed.site_fit", "mixed.glmm_groups", "mixed.glmm_totals",
+                      "mixed.glmm_terms", "mixed.glmm_modes", "survival.schoenfeld_sums",
+                      "survival.schoenfeld_moments")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
