@@ -15,8 +15,8 @@ quantiles. See ``docs/formulas.md``.
 """
 
 from ._errors import DesignError, FormulaError
-from ._models import coxph, design, glm
+from ._models import coxph, design, glm, mixedlm
 from ._results import CoxResults, FormulaResults, GLMResults
 
-__all__ = ["glm", "coxph", "design", "FormulaError", "DesignError", "FormulaResults", "GLMResults",
+__all__ = ["glm", "coxph", "mixedlm", "design", "FormulaError", "DesignError", "FormulaResults", "GLMResults",
            "CoxResults"]

@@ -181,7 +181,7 @@ def _plain_level(value):
     if isinstance(value, numbers.Real):
         return float(value)
     if isinstance(value, str):
-        return value
+        return str(value)  # numpy's str_ too: a level travels as a plain string
     raise TypeError(type(value).__name__)
 
 

@@ -377,3 +377,78 @@ def coxph(formula, data, *, duration_col=None, event_col=None, strata=None, ties
                          max_rounds=max_rounds, privacy=privacy, executor=executor)
     estimator.fit(design_data)
     return CoxResults(formula, estimator, design, rows, session.ledger.as_dict())
+
+
+# --- linear mixed models -----------------------------------------------------------
+def _random_effects(re_formula, names):
+    """``(random intercept?, the design columns with a random slope)`` of statsmodels'
+    ``re_formula`` (``None``: a random intercept only; ``"~x"``: intercept and a slope
+    on ``x``; ``"0 + x"``: the slope only)."""
+    if re_formula is None:
+        return True, []
+    terms = [t.strip() for t in str(re_formula).replace("~", " ").split("+") if t.strip()]
+    intercept = not any(t in ("0", "-1") for t in terms)
+    slopes = [t for t in terms if t not in ("0", "1", "-1")]
+    unknown = [t for t in slopes if t not in names]
+    if unknown:
+        raise FormulaError(f"re_formula: {show(unknown[0])} is not a column of the fixed "
+                           f"design {names} (a random slope is on a fixed-effect column; "
+                           "write it as the design names it).")
+    return intercept, slopes
+
+
+def mixedlm(formula, data, *, groups=None, re_formula=None, reml=True, clients=None,
+            min_level_count=5, min_group_size=2):
+    """Fit a linear mixed model from a formula over the sites:
+    ``statsmodels.formula.api.mixedlm(formula, data, groups=..., re_formula=...)`` on
+    the pooled rows, exactly (:class:`~skfed.mixed.FedMixedLM`).
+
+    Parameters
+    ----------
+    formula : str
+        The fixed effects, ``"weight ~ time + C(evit)"``.
+    data : pandas.DataFrame or FederatedDataset
+    groups : str, default=None
+        The column of the random effects' groups, nested in the sites (each group at
+        one site); ``None``: the sites are the groups.
+    re_formula : str, default=None
+        The random effects: ``None`` (a random intercept), ``"~time"`` (intercept
+        and a slope on ``time``), ``"0 + time"`` (the slope only). A slope is on a
+        column of the fixed design.
+    reml : bool, default=True
+    clients : str or array-like, default=None
+        With a DataFrame: the column, or the labels, of each row's site.
+    min_level_count : int, default=5
+    min_group_size : int, default=2
+        The fewest rows a group may hold (a site service raises it to its
+        ``min_rows``).
+
+    Returns
+    -------
+    MixedLMResults
+        statsmodels' results (``fe_params``, ``bse_fe``, ``cov_re``, ``scale``,
+        ``llf``, ``summary()``...), with the fitted ``estimator`` and the
+        ``design`` as attributes.
+    """
+    from ..mixed import FedMixedLM
+
+    parsed = parse_formula(formula)
+    dataset, _, _, _ = formula_dataset(data, clients)
+    kinds = _schema(dataset)
+    if len(parsed.lhs) != 1:
+        raise FormulaError(f"a mixed model's formula has one response: {formula!r}.")
+    if groups is not None and not isinstance(groups, str):
+        raise FormulaError("groups names a column of the data (the groups stay at the sites).")
+    response = {"kind": "numeric", "expr": numeric_expression(parsed.lhs[0], parsed.lhs[0],
+                                                                kinds)}
+    design, rows, design_data, _ = _build(parsed, dataset, parsed.terms, response,
+                                          keep=[] if groups is None else [groups],
+                                          min_level_count=min_level_count)
+    names = [c["name"] for c in design["columns"]]
+    intercept, slopes = _random_effects(re_formula, names)
+    estimator = FedMixedLM(re_columns=slopes, re_intercept=intercept, fit_intercept=False,
+                           reml=reml, min_group_size=min_group_size)
+    estimator.fit(design_data, groups=groups)
+    results = estimator.results_
+    results.estimator, results.design, results.rows_by_site = estimator, design, rows
+    return results
