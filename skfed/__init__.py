@@ -6,6 +6,7 @@ clients, and get the pooled optimum with the evidence attached
 """
 
 from .data import FederatedDataset
+from .ensemble import FedHistGradientBoostingClassifier, FedHistGradientBoostingRegressor
 from .history import ConvergenceHistory
 from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearRegression,
                            FedLogisticRegression, FedPoissonRegressor, FedRidge,
@@ -13,6 +14,9 @@ from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinear
 from ._support import support_matrix
 from .low_rank import FedLowRank
 from .survival import FedCoxPH
+# statsmodels' and lifelines' formulas over the sites (formulaic, their parser, is
+# imported only when a formula is parsed)
+from . import formula
 from .svm import FedLinearSVC, FedSVM
 
 __version__ = "0.1.0.dev0"
@@ -20,9 +24,6 @@ __version__ = "0.1.0.dev0"
 __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
            "FedLowRank", "FedPoissonRegressor", "FedGammaRegressor", "FedTweedieRegressor",
            "FedLinearRegression", "FedRidge", "FedCoxPH", "likelihood_ratio_test",
+           "FedHistGradientBoostingClassifier", "FedHistGradientBoostingRegressor",
            "FederatedDataset", "support_matrix", "ConvergenceHistory",
            "__version__"]
-
-# statsmodels' and lifelines' formulas over the sites (skfed.formula.glm, .coxph); its
-# parser, formulaic, is imported only when a formula is parsed
-from . import formula  # noqa: E402

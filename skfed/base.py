@@ -42,7 +42,7 @@ def _state_key(solver, labels, layout):
             layout.size)
 
 
-def fit_all_or_nothing(fit):
+def restore_on_failure(fit):
     """Decorate ``fit`` so that a fit that does not finish changes nothing.
 
     An error, a client failure, a timeout or a ``KeyboardInterrupt`` during
@@ -51,13 +51,6 @@ def fit_all_or_nothing(fit):
     """
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
-        if "groups" in kwargs:
-            raise TypeError(
-                f"{type(self).__name__}.fit takes the sites as clients=, not groups=: "
-                "fit(X, y, clients=site). (groups is what scikit-learn's splitters take; "
-                "with metadata routing off, GridSearchCV gives groups to the splitter only, "
-                "so an estimator reading groups would silently fit on one client. In a "
-                "search pass both: search.fit(X, y, groups=site, clients=site).)")
         saved = dict(self.__dict__)
         try:
             return fit(self, *args, **kwargs)
@@ -67,6 +60,24 @@ def fit_all_or_nothing(fit):
             raise
         finally:  # the fit's session (and its sites) is not kept after the fit
             self.__dict__.pop("_session", None)
+    return wrapper
+
+
+def fit_all_or_nothing(fit):
+    """:func:`restore_on_failure` for the estimators whose sites are ``clients=``: a
+    ``groups=`` argument is refused with the reason (a scikit-learn splitter's)."""
+    restoring = restore_on_failure(fit)
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        if "groups" in kwargs:
+            raise TypeError(
+                f"{type(self).__name__}.fit takes the sites as clients=, not groups=: "
+                "fit(X, y, clients=site). (groups is what scikit-learn's splitters take; "
+                "with metadata routing off, GridSearchCV gives groups to the splitter only, "
+                "so an estimator reading groups would silently fit on one client. In a "
+                "search pass both: search.fit(X, y, groups=site, clients=site).)")
+        return restoring(self, *args, **kwargs)
     return wrapper
 
 

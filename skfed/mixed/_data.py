@@ -6,7 +6,6 @@ grouping column beside the features; the warnings are the ones a
 statistician expects from lme4 and statsmodels (few groups, a boundary fit).
 """
 
-import functools
 import warnings
 
 import numpy as np
@@ -30,20 +29,6 @@ class FewGroupsWarning(UserWarning):
 class BoundaryFitWarning(UserWarning):
     """A random-effects covariance at (or next to) the boundary: a variance at
     zero or a correlation at +-1 (lme4's "boundary (singular) fit")."""
-
-
-def all_or_nothing(fit):
-    """Decorate ``fit`` so that a fit that fails leaves the estimator as it was."""
-    @functools.wraps(fit)
-    def wrapper(self, *args, **kwargs):
-        saved = dict(self.__dict__)
-        try:
-            return fit(self, *args, **kwargs)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(saved)
-            raise
-    return wrapper
 
 
 def mixed_dataset(X, y, clients, groups):

@@ -21,8 +21,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._messages import show
+from ..base import restore_on_failure
 from ..federation.session import FederationSession
-from ._data import (all_or_nothing, check_group_sites, mixed_dataset, warn_boundary,
+from ._data import (check_group_sites, mixed_dataset, warn_boundary,
                     warn_few_groups)
 from ._glmm_site import (FAMILIES, site_glmm_groups, site_glmm_modes, site_glmm_terms,
                          site_glmm_totals)
@@ -102,7 +103,7 @@ class FedMixedGLM(BaseEstimator):
         self.max_rounds = max_rounds
         self.min_group_size = min_group_size
 
-    @all_or_nothing
+    @restore_on_failure
     def fit(self, X, y=None, *, clients=None, groups=None):
         """Fit the GLMM in Newton rounds.
 

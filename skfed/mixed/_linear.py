@@ -19,9 +19,10 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._messages import plain, show
+from ..base import restore_on_failure
 from ..federation.session import FederationSession
 from . import _likelihood as lik
-from ._data import (all_or_nothing, check_group_sites, mixed_dataset, warn_boundary,
+from ._data import (check_group_sites, mixed_dataset, warn_boundary,
                     warn_few_groups)
 from ._results import MixedLMResults
 from ._site import site_group_blocks, site_totals
@@ -140,7 +141,7 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.min_group_size = min_group_size
 
-    @all_or_nothing
+    @restore_on_failure
     def fit(self, X, y=None, *, clients=None, groups=None):
         """Fit the mixed model from the sites' sums.
 

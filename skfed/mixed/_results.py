@@ -10,7 +10,37 @@ import pandas as pd
 from scipy import stats
 
 
-class MixedLMResults:
+class _FixedEffectsWald:
+    """z statistics, p-values and Wald intervals of the fixed effects (``fe_params``
+    and ``bse_fe``), as statsmodels' mixed models' results give them."""
+
+    @property
+    def tvalues(self):
+        """z statistics of the fixed effects."""
+        return self.fe_params / self.bse_fe
+
+    @property
+    def pvalues(self):
+        """Two-sided normal p-values of the fixed effects."""
+        return pd.Series(2.0 * stats.norm.sf(np.abs(self.tvalues)), index=self.fe_params.index)
+
+    def conf_int(self, alpha=0.05):
+        """Normal (Wald) confidence intervals of the fixed effects.
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+
+        Returns
+        -------
+        intervals : pandas.DataFrame
+            Columns ``0`` (lower) and ``1`` (upper), one row per fixed effect.
+        """
+        half = stats.norm.isf(alpha / 2) * self.bse_fe
+        return pd.DataFrame({0: self.fe_params - half, 1: self.fe_params + half})
+
+
+class MixedLMResults(_FixedEffectsWald):
     """The results of :class:`~skfed.mixed.FedMixedLM` (statsmodels' names).
 
     Parameters
@@ -119,31 +149,6 @@ class MixedLMResults:
         statsmodels reports them: ``sqrt(scale * diag(cov_params))``. The
         sampling distribution of a variance is skewed: prefer a profile interval."""
         return np.sqrt(self.scale) * self.bse.iloc[self.k_fe:]
-
-    @property
-    def tvalues(self):
-        """z statistics of the fixed effects."""
-        return self.fe_params / self.bse_fe
-
-    @property
-    def pvalues(self):
-        """Two-sided normal p-values of the fixed effects."""
-        return pd.Series(2.0 * stats.norm.sf(np.abs(self.tvalues)), index=self.fe_params.index)
-
-    def conf_int(self, alpha=0.05):
-        """Normal (Wald) confidence intervals of the fixed effects.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-
-        Returns
-        -------
-        intervals : pandas.DataFrame
-            Columns ``0`` (lower) and ``1`` (upper), one row per fixed effect.
-        """
-        half = stats.norm.isf(alpha / 2) * self.bse_fe
-        return pd.DataFrame({0: self.fe_params - half, 1: self.fe_params + half})
 
     # -- information criteria -----------------------------------------------
     @property
@@ -298,7 +303,7 @@ def _render(rows, header, align, sep, first_pad):
     return lines
 
 
-class GLMMResults:
+class GLMMResults(_FixedEffectsWald):
     """The results of :class:`~skfed.mixed.FedMixedGLM`.
 
     Parameters
@@ -362,30 +367,6 @@ class GLMMResults:
     def cov_params(self):
         """The covariance of ``(fixed effects, sigma)``."""
         return self._cov_params.copy()
-
-    @property
-    def tvalues(self):
-        """z statistics of the fixed effects."""
-        return self.fe_params / self.bse_fe
-
-    @property
-    def pvalues(self):
-        """Two-sided normal p-values of the fixed effects."""
-        return pd.Series(2.0 * stats.norm.sf(np.abs(self.tvalues)), index=self.fe_params.index)
-
-    def conf_int(self, alpha=0.05):
-        """Wald intervals of the fixed effects.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-
-        Returns
-        -------
-        intervals : pandas.DataFrame
-        """
-        half = stats.norm.isf(alpha / 2) * self.bse_fe
-        return pd.DataFrame({0: self.fe_params - half, 1: self.fe_params + half})
 
     @property
     def aic(self):

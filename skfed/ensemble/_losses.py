@@ -1,0 +1,78 @@
+"""The losses of scikit-learn's histogram boosting, and their baselines from pooled sums.
+
+The sites compute gradients, hessians and losses with scikit-learn's own loss
+objects (:mod:`sklearn._loss`), in the same float32 / float64 arithmetic as
+``HistGradientBoosting*``; the server turns pooled sums into the baseline
+prediction with the same object (``fit_intercept_only``), fed with one value
+(the pooled mean) or, for several classes, the pooled class weights.
+"""
+
+import numpy as np
+from sklearn._loss.loss import (AbsoluteError, HalfBinomialLoss, HalfGammaLoss,
+                                HalfMultinomialLoss, HalfPoissonLoss, HalfSquaredError,
+                                PinballLoss)
+
+#: the regressor's losses (scikit-learn 1.9's names)
+REGRESSION_LOSSES = ("squared_error", "absolute_error", "gamma", "poisson", "quantile")
+#: losses whose leaves are refitted to a quantile of the residuals
+QUANTILE_LOSSES = ("absolute_error", "quantile")
+
+
+def make_loss(name, *, n_classes=None, quantile=None, weighted=False):
+    """The scikit-learn loss object of a fit.
+
+    ``weighted`` says whether the fit has sample weights (constant hessians
+    only without them, as in scikit-learn).
+    """
+    sample_weight = np.ones(1) if weighted else None
+    if name == "log_loss":
+        if n_classes <= 2:
+            return HalfBinomialLoss(sample_weight=sample_weight)
+        return HalfMultinomialLoss(sample_weight=sample_weight, n_classes=n_classes)
+    if name == "quantile":
+        return PinballLoss(sample_weight=sample_weight, quantile=quantile)
+    losses = {"squared_error": HalfSquaredError, "absolute_error": AbsoluteError,
+              "gamma": HalfGammaLoss, "poisson": HalfPoissonLoss}
+    return losses[name](sample_weight=sample_weight)
+
+
+def baseline_from_sums(loss, totals):
+    """The baseline raw prediction, shape (1, n_trees_per_iteration).
+
+    ``totals`` holds the pooled ``w`` (sum of weights) and ``wy`` (sum of
+    weighted targets), or ``class_w`` (weights per class) for several classes.
+    """
+    if isinstance(loss, HalfMultinomialLoss):
+        k = len(totals["class_w"])
+        return loss.fit_intercept_only(y_true=np.arange(k, dtype=np.float64),
+                                       sample_weight=np.asarray(totals["class_w"],
+                                                                dtype=np.float64)
+                                       ).reshape((1, -1))
+    wy = totals["wy"] if "wy" in totals else totals["class_w"][1:].sum()  # codes 0 / 1
+    mean = np.asarray([wy / totals["w"]], dtype=np.float64)
+    return np.asarray(loss.fit_intercept_only(y_true=mean)).reshape((1, -1))
+
+
+def gradients(loss, y, raw, sample_weight):
+    """Per-row gradients and hessians in float32 (hessians ``None`` when constant).
+
+    ``raw`` has shape (n_samples, n_trees_per_iteration), as scikit-learn's
+    raw predictions during fit.
+    """
+    gradient, hessian = loss.init_gradient_and_hessian(n_samples=raw.shape[0],
+                                                       dtype=np.float32, order="F")
+    if loss.constant_hessian:
+        loss.gradient(y_true=y, raw_prediction=raw, sample_weight=sample_weight,
+                      gradient_out=gradient)
+        return gradient.reshape(raw.shape[0], -1), None
+    loss.gradient_hessian(y_true=y, raw_prediction=raw, sample_weight=sample_weight,
+                          gradient_out=gradient, hessian_out=hessian)
+    return gradient.reshape(raw.shape[0], -1), hessian.reshape(raw.shape[0], -1)
+
+
+def loss_sums(loss, y, raw, sample_weight):
+    """``{"loss": sum w * loss, "weight": sum w}`` over a site's rows."""
+    per_row = loss.loss(y_true=y, raw_prediction=raw, sample_weight=None)
+    if sample_weight is None:
+        return {"loss": float(per_row.sum()), "weight": float(len(per_row))}
+    return {"loss": float(per_row @ sample_weight), "weight": float(sample_weight.sum())}

@@ -1,0 +1,278 @@
+"""Exact pooled order statistics and distinct values, from counts below probes.
+
+The server never sees a row. It keeps, for each *query* (a feature's values, a
+leaf's residuals), a sorted list of probe keys and the pooled count (and
+weight) of values at or below each: every round it sends probes inside the
+gaps it still needs to narrow and the sites answer, per probe, how many of
+their values lie at or below it and, per gap between consecutive probes, the
+sum of those values. All three are sums over rows, so they travel through the
+federation session's sum (masked or plain).
+
+Values are compared through an order-preserving map of float64 onto int64
+*keys* (``-0.0`` and ``0.0`` share one), so a gap ``(lo, hi]`` of width one
+holds a single value, known exactly: the value of key ``hi``. A gap is split
+into equal parts of key space; in addition, when its values' sum ``S`` and
+count ``c`` are known, the key of ``S / c`` and its neighbours at distances
+1, 2, 4, ... are probed: a gap holding one row, or many rows of one value,
+is then pinned in the next round. Correctness never rests on that guess: a
+value is known only once its gap has width one.
+
+A query either wants all its distinct values (while it has at most ``cap``
+of them: more gaps with values than ``cap`` proves it has more, and the query
+falls back to its targets) or only some *targets*: the smallest value whose
+pooled count reaches ``t`` (the ``t``-th smallest, 1-based), or whose pooled
+weight reaches ``a``.
+"""
+
+import numpy as np
+
+from ..preprocessing._imputer import _from_ordered as key_values
+from ..preprocessing._imputer import _to_ordered
+
+#: the key below every value (the gap above it holds all of them) and the key of +inf
+KEY_FLOOR = int(_to_ordered(np.array([-np.inf]))[0]) - 1
+KEY_CEIL = int(_to_ordered(np.array([np.inf]))[0])
+#: distances of the guesses around the key of a gap's mean (a sum of equal values
+#: is off by a few units in the last place; the guesses bracket it)
+_GUESS_STEPS = np.array([0, -1] + [s * (1 << j) for j in range(1, 13) for s in (1, -1)],
+                        dtype=np.int64)
+#: a gap of one row: its sum is its value, exactly
+_SINGLE_GUESS = np.array([0, -1], dtype=np.int64)
+#: probes per open gap and per query and round (at least)
+_MIN_SPLIT = 8
+#: a safety net: 64 bits of key space are exhausted long before
+_MAX_ROUNDS = 80
+
+
+def value_keys(values):
+    """The int64 keys of float64 ``values`` (order-preserving; NaN not allowed)."""
+    return _to_ordered(np.asarray(values, dtype=np.float64))
+
+
+def _sorted_unique(keys):
+    """Sorted distinct int64 keys (a sort, not numpy's hash-based ``unique``)."""
+    keys = np.sort(keys)
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
+
+
+def _widths(keys):
+    """Widths of the gaps between consecutive keys, exactly (as Python ints when the
+    difference would overflow int64)."""
+    lo, hi = keys[:-1], keys[1:]
+    return hi.astype(np.uint64) - lo.astype(np.uint64)  # < 2**64: exact modulo 2**64
+
+
+class OrderQuery:
+    """What the server knows of one query's pooled values.
+
+    Parameters
+    ----------
+    cap : int or None
+        Find every distinct value while there are at most ``cap`` of them
+        (``None``: only the targets).
+    weighted : bool
+        Whether the sites also report weights (weight targets need them).
+    """
+
+    def __init__(self, *, cap=None, weighted=False):
+        self.keys = np.array([KEY_FLOOR, KEY_CEIL], dtype=np.int64)
+        self.count = np.array([0.0, np.nan])
+        self.weight = np.array([0.0, np.nan]) if weighted else None
+        self.gap_sum = np.array([np.nan, np.nan])
+        self.cap = cap
+        self.count_targets = np.empty(0)
+        self.weight_targets = np.empty(0)
+        self.targets_set = cap is None
+
+    # -- what is known -------------------------------------------------------
+    @property
+    def total_count(self):
+        return float(self.count[-1])
+
+    @property
+    def total_weight(self):
+        return float(self.weight[-1])
+
+    @property
+    def wants_distinct(self):
+        return self.cap is not None
+
+    def set_targets(self, count_targets=(), weight_targets=()):
+        """Look for the smallest values whose pooled count reaches each of
+        ``count_targets`` (or pooled weight each of ``weight_targets``)."""
+        self.count_targets = np.unique(np.concatenate(
+            [self.count_targets, np.asarray(count_targets, dtype=float)]))
+        self.weight_targets = np.unique(np.concatenate(
+            [self.weight_targets, np.asarray(weight_targets, dtype=float)]))
+        self.targets_set = True
+
+    def give_up_distinct(self):
+        self.cap = None
+
+    def _occupied(self):
+        return np.diff(self.count) > 0
+
+    def _holding(self, cumulative, targets):
+        """Gaps (by index of their upper key) holding each target."""
+        return np.searchsorted(cumulative, targets, side="left")
+
+    def open_gaps(self):
+        """Indices ``i`` of the gaps ``(keys[i-1], keys[i]]`` still to narrow."""
+        unknown = np.isnan(self.count[1:])
+        wide = _widths(self.keys) > 1
+        wanted = np.zeros(len(self.keys) - 1, dtype=bool)
+        if self.wants_distinct:
+            wanted |= self._occupied()
+        if self.count_targets.size and not unknown.any():
+            wanted[self._holding(self.count, self.count_targets) - 1] = True
+        if self.weight_targets.size and not unknown.any():
+            at = self._holding(self.weight, self.weight_targets)
+            wanted[np.minimum(at, len(self.keys) - 1) - 1] = True
+        return np.flatnonzero(unknown | (wanted & wide)) + 1
+
+    def distinct_values(self):
+        """The sorted distinct values (when all are pinned)."""
+        occupied = np.flatnonzero(self._occupied()) + 1
+        return key_values(self.keys[occupied])
+
+    def count_at(self, value):
+        """Pooled count of values ``<= value`` (``value`` must be a pinned value)."""
+        return float(self.count[np.searchsorted(self.keys, value_keys([value])[0])])
+
+    def weight_at(self, value):
+        return float(self.weight[np.searchsorted(self.keys, value_keys([value])[0])])
+
+    def value_for_count(self, targets):
+        """The smallest pinned values whose pooled count reaches each target."""
+        at = self._holding(self.count, np.asarray(targets, dtype=float))
+        return key_values(self.keys[at])
+
+    def value_for_weight(self, targets):
+        at = self._holding(self.weight, np.asarray(targets, dtype=float))
+        return key_values(self.keys[np.minimum(at, len(self.keys) - 1)])
+
+    # -- a round -------------------------------------------------------------
+    def probes(self, budget):
+        """The keys to ask about next (sorted, unique; empty when done)."""
+        gaps = self.open_gaps()
+        if gaps.size == 0:
+            return np.empty(0, dtype=np.int64)
+        parts = max(_MIN_SPLIT, budget // gaps.size)
+        lo, hi = self.keys[gaps - 1], self.keys[gaps]
+        width = hi.astype(np.uint64) - lo.astype(np.uint64)
+        step = np.maximum(width // np.uint64(parts), np.uint64(1))
+        j = np.arange(1, parts, dtype=np.uint64)
+        inner = (lo.astype(np.uint64)[:, None] + step[:, None] * j[None, :]).view(np.int64)
+        inner = inner[(inner > lo[:, None]) & (inner < hi[:, None])]
+        out = [lo, hi, inner, self._guesses(gaps, lo, hi)]
+        return _sorted_unique(np.concatenate(out))
+
+    def _guesses(self, gaps, lo, hi):
+        """Keys around each gap's mean value (where its sum and count are known)."""
+        c = self.count[gaps] - self.count[gaps - 1]
+        s = self.gap_sum[gaps]
+        ok = (c > 0) & np.isfinite(s)
+        if not ok.any():
+            return np.empty(0, dtype=np.int64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            mean = s[ok] / c[ok]
+        fine = ~np.isnan(mean)
+        centre = value_keys(mean[fine])
+        low, high = lo[ok][fine], hi[ok][fine]
+        # clip the centre into the gap first: no overflow when adding the steps
+        centre = np.clip(centre, low + 1, high)
+        single = (c[ok] == 1)[fine]
+        out = []
+        for steps, rows in ((_SINGLE_GUESS, single), (_GUESS_STEPS, ~single)):
+            guesses = centre[rows, None] + steps[None, :]
+            keep = (guesses > low[rows, None]) & (guesses <= high[rows, None])
+            out.append(guesses[keep])
+        return np.concatenate(out)
+
+    def absorb(self, probes, count, weight, gap_sum):
+        """Merge the pooled answers for ``probes`` (sorted unique keys)."""
+        keys = _sorted_unique(np.concatenate([self.keys, probes]))
+        old = np.searchsorted(keys, self.keys)
+        new = np.searchsorted(keys, probes)
+        merged_count = np.full(len(keys), np.nan)
+        merged_count[old] = self.count
+        merged_count[new] = count
+        if self.weight is not None:
+            merged_weight = np.full(len(keys), np.nan)
+            merged_weight[old] = self.weight
+            merged_weight[new] = weight
+            self.weight = merged_weight
+        sums = np.full(len(keys), np.nan)
+        # an old gap keeps its sum if no new probe fell inside it
+        still = np.zeros(len(keys), dtype=bool)
+        still[old[1:]] = old[1:] - old[:-1] == 1
+        sums[old[still[old]]] = self.gap_sum[still[old]]
+        # a gap between consecutive probes that are also consecutive keys
+        adjacent = new[1:] - new[:-1] == 1
+        sums[new[1:][adjacent]] = np.asarray(gap_sum)[1:][adjacent]
+        self.keys, self.count, self.gap_sum = keys, merged_count, sums
+
+
+def pack_probes(queries, budget):
+    """The next probes of every query, concatenated, with each query's start."""
+    chunks = [q.probes(budget) for q in queries]
+    starts = np.zeros(len(chunks) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum([len(c) for c in chunks])
+    flat = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
+    return flat, starts
+
+
+def unpack_answers(queries, probes, starts, answer):
+    """Give each query its share of the pooled ``answer`` to ``probes``."""
+    weight = answer.get("weight")
+    for q, a, b in zip(queries, starts[:-1], starts[1:]):
+        if a == b:
+            continue
+        q.absorb(probes[a:b], answer["count"][a:b],
+                 None if weight is None else weight[a:b], answer["sum"][a:b])
+
+
+def run_search(ask, queries, budget, on_round=None):
+    """Narrow every query until it is settled; returns the rounds used.
+
+    ``ask(probes, starts)`` returns the pooled ``count``, ``sum`` (and
+    ``weight``) for the concatenated probes; ``on_round(queries)`` may set
+    targets once totals are known (it runs after every round).
+    """
+    rounds = 0
+    while True:
+        if on_round is not None:
+            on_round(queries)
+        probes, starts = pack_probes(queries, budget)
+        if probes.size == 0:
+            return rounds
+        rounds += 1
+        if rounds > _MAX_ROUNDS:  # pragma: no cover - 64-bit keys run out far earlier
+            raise RuntimeError("the federated order-statistic search did not converge; "
+                               "please report this.")
+        unpack_answers(queries, probes, starts, ask(probes, starts))
+
+
+def count_below(values, multiplicity, weights, probes):
+    """One site's answer for one query: its counts (and weights) at or below each
+    probe, and the sum of its values in each gap between consecutive probes.
+
+    ``values`` are the site's non-missing values of the query, ``multiplicity``
+    how many times each row counts (0 leaves it out) and ``weights`` its
+    weights (or ``None``). The first gap runs from minus infinity.
+    """
+    keep = multiplicity > 0
+    values, multiplicity = values[keep], multiplicity[keep]
+    keys = value_keys(values)
+    order = np.argsort(keys, kind="stable")
+    cum_count = np.concatenate([[0], np.cumsum(multiplicity[order], dtype=np.int64)])
+    at = np.searchsorted(keys[order], probes, side="right")
+    out = {"count": cum_count[at].astype(np.int32 if cum_count[-1] < 2**31 else np.int64)}
+    if weights is not None:
+        cum_weight = np.concatenate([[0.0], np.cumsum(np.asarray(weights)[keep][order])])
+        out["weight"] = cum_weight[at]
+    gap = np.searchsorted(probes, keys, side="left")
+    inside = gap < len(probes)
+    out["sum"] = np.bincount(gap[inside], weights=(multiplicity * values)[inside],
+                             minlength=len(probes))
+    return out
