@@ -91,3 +91,23 @@ def test_grid_search_over_sites(diabetes_sites):
         search.fit(data, y)
     with pytest.raises(TypeError, match="takes a FederatedDataset"):
         search.fit(X)
+
+
+def test_an_estimator_that_takes_missing_values_is_scored_with_them():
+    """Scoring at the sites follows the estimator's own missing-value rule (its
+    ``allow_nan`` tag): boosted trees score rows with gaps; a Lasso's fit refuses them,
+    naming the column."""
+    from skfed import FedHistGradientBoostingRegressor, FedLasso, FederatedDataset
+    from skfed.data.site import SiteError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + rng.normal(size=300)
+    X[::7, 1] = np.nan
+    data = FederatedDataset.from_arrays(X, y, np.repeat([0, 1, 2], 100))
+    result = cross_validate_sites(FedHistGradientBoostingRegressor(max_iter=10), data)
+    assert np.all(np.isfinite(result["test_score"]))
+    pooled, _ = site_scores(FedHistGradientBoostingRegressor(max_iter=10).fit(data), data)
+    assert 0 < pooled < 1
+    with pytest.raises(SiteError, match="column 1 contains NaN"):
+        cross_validate_sites(FedLasso(alpha=0.1), data)

@@ -385,6 +385,8 @@ def _feature_input(site, estimator):
     A pipeline gets the site's rows as they are (its first steps encode them)."""
     if hasattr(estimator, "steps"):
         return site.X
+    if estimator.__sklearn_tags__().input_tags.allow_nan:  # its own missing-value rule
+        return site.X
     X = numeric_matrix(site)
     return site.X if hasattr(site.X, "columns") else X
 
