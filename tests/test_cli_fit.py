@@ -268,8 +268,11 @@ def test_html_report_has_tables_and_the_plot(capsys, one_csv, tmp_path):
     assert "Penalty <b>alpha=0.05</b>" in page
     assert "features standardized (mean 0, sd 1 on the training rows" in page
     assert "<th>standardized</th><th>original units</th>" in page
-    assert re.search(r'<img alt="convergence" src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}"',
-                     page)
+    # the convergence figure inline as SVG, and beside the page as SVG and PDF
+    assert re.search(r'<figure id="figure-convergence"><svg[^>]*>.{1000,}</svg>', page,
+                     re.DOTALL)
+    assert (tmp_path / "report-convergence.svg").stat().st_size > 1000
+    assert (tmp_path / "report-convergence.pdf").read_bytes().startswith(b"%PDF")
     assert "http" not in page  # self-contained
 
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from .._messages import count
 from .errors import CLIError
-from .table1 import Footnotes, chi2_text, crosstab_grid, grid, group_labels, rule_text
+from .table1 import Footnotes, chi2_text, comparison_text, crosstab_grid, grid, \
+    group_labels, rule_text
 
 #: the quantiles of a local Table 1 (median and quartiles)
 DEFAULT_QUANTILES = (0.25, 0.5, 0.75)
@@ -330,6 +331,8 @@ def format_table1(report):
             for label, depth, cells in rows]
     lines += ["Table 1" + ("" if report.per_site else " (pooled; --per-site for each site)")]
     lines += _render(header_lines, body)
+    if report.result.comparison is not None:
+        lines.append(comparison_text(report))
     notes = Footnotes()
     notes.reasons = list(reasons)
     for row, col, ct in report.crosstabs:
@@ -359,6 +362,14 @@ def _plain(v):
     return v if isinstance(v, (str, int, bool)) or v is None else str(v)
 
 
+def _comparison_json(result):
+    """The group comparison's rows (``null`` without ``--by``; NaN values ``null``)."""
+    if result.comparison is None:
+        return None
+    return [{"variable": var, **{k: _plain(v) for k, v in row.items()}}
+            for var, row in result.comparison.iterrows()]
+
+
 def table1_json(report):
     """Every cell of Table 1 and the cross-tables (``null``: suppressed or undefined),
     with the suppressed cells' reasons."""
@@ -372,7 +383,7 @@ def table1_json(report):
                                                              (group, site)])})
     out = {"source": report.source, "min_count": report.min_count, "by": report.by,
            "sites": dict(zip(report.sites, report.rows)), "rule": rule_text(report),
-           "note": result.note, "table": cells,
+           "note": result.note, "table": cells, "comparison": _comparison_json(result),
            "suppressed": [{k: _plain(v) for k, v in r.items()}
                           for r in result.suppressed.to_dict("records")],
            "crosstabs": []}

@@ -3,7 +3,13 @@ the original columns."""
 
 import numpy as np
 
+from ..plotting._format import format_p
 from .errors import CLIError
+
+#: a GLM's fit statistics ``(attribute, label)``, in the text and the HTML report
+FIT_STATISTICS = (("nobs_", "observations"), ("deviance_", "deviance"),
+                  ("null_deviance_", "null deviance"), ("loglike_", "log-likelihood"),
+                  ("aic_", "AIC"), ("bic_", "BIC"))
 
 
 #: the estimators' parameters as the command line's flags, in its messages
@@ -102,10 +108,18 @@ def hazard_ratio_notes(report):
                      "standard errors (lifelines') come from the penalized information")
     ll, ll0 = est.loglike_, est.loglike_null_
     lr, df = 2 * (ll - ll0), len(report.summary)
+    p = format_p(stats.chi2.sf(lr, df))
     test = "" if est.alpha > 0 else (  # no chi-square reference for a penalized fit
-        f"; likelihood-ratio test: {lr:.4g} on {df} df, p = {stats.chi2.sf(lr, df):.3g}")
-    notes.append(f"log partial likelihood: {ll:.6g} (no covariates: {ll0:.6g}){test}")
+        f"; likelihood-ratio test: {lr:.2f} on {df} df, p {p if p[0] == '<' else '= ' + p}")
+    notes.append(f"log partial likelihood: {ll:.2f} (no covariates: {ll0:.2f}){test}")
     return notes
+
+
+def fit_statistics(report):
+    """A GLM's ``(label, value)`` of :data:`FIT_STATISTICS`: the rows (weighted), the
+    deviance and the null model's, the log-likelihood, AIC and BIC (statsmodels')."""
+    est = report.estimator
+    return [(label, float(getattr(est, attr))) for attr, label in FIT_STATISTICS]
 
 
 def _hazard_ratio_lines(report):
@@ -143,9 +157,5 @@ def summary_lines(report):
     lines.append(f"  {'':<{width}}" + "".join(f"{c:>14}" for c in table.columns))
     for name, row in table.iterrows():
         lines.append(f"  {str(name):<{width}}" + "".join(f"{v:>#14.5g}" for v in row))
-    for attr, label in (("deviance_", "deviance"), ("loglike_", "log-likelihood"),
-                        ("aic_", "AIC"), ("bic_", "BIC")):
-        value = getattr(est, attr, None)
-        if value is not None:
-            lines.append(f"  {label}: {value:.6g}")
+    lines += [f"  {label}: {value:.6g}" for label, value in fit_statistics(report)]
     return lines

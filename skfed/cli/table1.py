@@ -8,10 +8,12 @@ beneath both, so that neither imports the other for them.
 import math
 import re
 
+import numpy as np
 
-def _num(v):
-    """A statistic with four significant digits, large values without an exponent."""
-    return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.4g}"
+from ..plotting._format import fixed, format_p, mean_decimals
+
+#: the decimals of a standardized mean difference
+SMD_DECIMALS = 3
 
 
 class Footnotes:
@@ -50,14 +52,29 @@ class _Cells:
         self.headers = headers
         self.notes = Footnotes()
         self.rows = []
+        self.headings = {}  # row index -> the variable whose name the row shows
+        self.decimals = {}  # variable -> the decimals of its mean, SD and quantiles
 
     def add(self, label, depth, cell, *args):
         """A row: ``cell(*args, col)`` for each shown column."""
         self.rows.append((label, depth, [cell(*args, col) for col in self.headers]))
 
-    def heading(self, label):
+    def heading(self, label, var):
         """A variable's name on a row of its own, its statistics beneath it."""
+        self.headings[len(self.rows)] = var
         self.rows.append((label, 0, [("", None)] * len(self.headers)))
+
+    def choose_decimals(self, var):
+        """One number of decimals for every column of ``var``, from its SD (the pooled
+        one of all rows when shown, else the largest shown): fixed, never significant
+        figures."""
+        sds = self.table.loc[(var, "", "std")].where(~self.mask.loc[(var, "", "std")])
+        pooled = sds.get(("all", "pooled"), np.nan)
+        sd = pooled if not math.isnan(pooled) else sds.max()
+        self.decimals[var] = mean_decimals(float(sd))
+
+    def _num(self, var, v):
+        return fixed(v, self.decimals.get(var, 1))
 
     def value(self, var, level, stat, col):
         return self.table.loc[(var, level, stat), col], self.mask.loc[(var, level, stat), col]
@@ -81,7 +98,8 @@ class _Cells:
             return self.hidden(var, "", "mean", col)
         if math.isnan(m):
             return ("", None)
-        return (f"{_num(m)} ({_num(s)})" if not math.isnan(s) else _num(m), None)
+        text = self._num(var, m)
+        return (f"{text} ({self._num(var, s)})" if not math.isnan(s) else text, None)
 
     def median_iqr(self, var, col):
         vals = [self.value(var, "", q, col) for q in ("50%", "25%", "75%")]
@@ -89,13 +107,14 @@ class _Cells:
             return self.hidden(var, "", "50%", col)
         if any(math.isnan(v) for v, _ in vals):
             return ("", None)
-        return (f"{_num(vals[0][0])} [{_num(vals[1][0])}, {_num(vals[2][0])}]", None)
+        median, q1, q3 = (self._num(var, v) for v, _ in vals)
+        return (f"{median} [{q1}, {q3}]", None)
 
     def quantile(self, var, q, col):
         v, h = self.value(var, "", q, col)
         if h:
             return self.hidden(var, "", q, col)
-        return ("", None) if math.isnan(v) else (_num(v), None)
+        return ("", None) if math.isnan(v) else (self._num(var, v), None)
 
     def count(self, var, level, stat, col):
         """A count with its share of the column's rows (no share when N is suppressed)."""
@@ -111,7 +130,8 @@ class _Cells:
 def _numeric_rows(cells, var, stats):
     """A numeric column: mean (SD), median [Q1, Q3] when all three are there, then any
     other quantile on a row of its own."""
-    cells.heading(var)
+    cells.heading(var, var)
+    cells.choose_decimals(var)
     cells.add("mean (SD)", 1, cells.mean_sd, var)
     qs = [q for q in stats if q.endswith("%")]
     if {"25%", "50%", "75%"} <= set(qs):
@@ -124,7 +144,7 @@ def _numeric_rows(cells, var, stats):
 
 def _categorical_rows(cells, var, part):
     """A categorical column's heading; returns its levels (and missing) to count."""
-    cells.heading(var + ", n (%)")
+    cells.heading(var + ", n (%)", var)
     return [(str(lv), lv, "count") for lv in part.index.get_level_values("level")
             if lv != ""] + [("missing", "", "missing")]
 
@@ -164,7 +184,43 @@ def grid(report, per_site=None):
             levels = _categorical_rows(cells, var, part)
         for label, level, stat in levels:
             cells.add(label, 1, cells.count, var, level, stat)
-    return cells.headers, cells.rows, cells.notes.reasons
+    if result.comparison is None:
+        return cells.headers, cells.rows, cells.notes.reasons
+    return (cells.headers + COMPARISON_HEADERS, _with_comparison(cells, result.comparison),
+            cells.notes.reasons)
+
+
+#: the columns :func:`grid` adds when the groups of ``by`` are compared
+COMPARISON_HEADERS = [("", "p-value"), ("", "SMD")]
+
+
+def _with_comparison(cells, comparison):
+    """The rows with the p-value and the SMD on each variable's heading row (tableone's
+    layout); a p-value not computed is ``n/a`` with a footnote saying why."""
+    rows = []
+    for k, (label, depth, row_cells) in enumerate(cells.rows):
+        var = cells.headings.get(k)
+        extra = [("", None), ("", None)]
+        if var is not None:
+            p, smd, note = comparison.loc[var, ["p_value", "smd", "note"]]
+            # why not computed (a suppressed cell); a computed value's caveat stays in the
+            # result and the JSON
+            extra = [("n/a", cells.notes.mark(note)) if math.isnan(p) else (format_p(p), None),
+                     ("n/a", None) if math.isnan(smd) else (fixed(smd, SMD_DECIMALS), None)]
+        rows.append((label, depth, row_cells + extra))
+    return rows
+
+
+def comparison_text(report):
+    """The sentence under Table 1 that says how its p-values and SMDs were computed."""
+    if report.result.comparison is None:
+        return ""
+    return (f"p-value: the groups of {report.by} compared (rows with a missing {report.by} "
+            "left out) from the pooled counts, means and SDs: Welch's t-test for two groups "
+            "and the one-way ANOVA for more (numeric columns), Pearson's chi-square without "
+            "continuity correction (categories). SMD: standardized mean difference, R "
+            "tableone's (Cohen's d with the mean of the two variances; Yang and Dalton's for "
+            "categories; the mean over pairs of groups for more than two).")
 
 
 def crosstab_grid(row, col, ct, site, notes):
@@ -206,8 +262,9 @@ def chi2_text(ct):
     if math.isnan(ct.chi2):
         return ("Pearson's chi-square test: not computed (a pooled cell is suppressed; it "
                 "needs every cell)")
-    p = f"{ct.p_value:.3g}" if ct.p_value >= 1e-4 else f"{ct.p_value:.1e}"
-    return f"Pearson's chi-square test: chi2 = {ct.chi2:.4g}, dof = {ct.dof}, p = {p}"
+    p = format_p(ct.p_value)
+    return (f"Pearson's chi-square test: chi2 = {ct.chi2:.2f}, dof = {ct.dof}, "
+            f"p {p if p.startswith('<') else '= ' + p}")
 
 
 def rule_text(report):
@@ -216,7 +273,9 @@ def rule_text(report):
             f"{report.min_count - 1} (--min-count {report.min_count}; a site service applies "
             "its own min_level_count when larger) and the complementary cells that would give "
             "one back through a total; a pooled cell is suppressed when a site suppressed its "
-            "part. Means, SDs and quantiles of a suppressed count are suppressed with it.")
+            "part. Means, SDs and quantiles of a suppressed count are suppressed with it. "
+            "A numeric column's missing count is shown whatever its size (it is N minus the "
+            "non-missing count), unless it is the complement of a suppressed one.")
 
 
 def group_labels(headers):

@@ -23,6 +23,7 @@ from ..federation.session import FederationSession
 from .._messages import show
 from ..preprocessing._imputer import _midpoint
 from ..preprocessing._summaries import merge_moments
+from ._compare import compare_groups
 from ._levels import MISSING, sorted_levels
 from ._site import site_count_below, site_crosstab, site_describe
 from ._suppress import SIZE, pool
@@ -42,7 +43,9 @@ def suppression_note(n_hidden, min_count, statistics=True):
             f"{min_count - 1} (min_level_count={min_count}, or its own larger threshold) and "
             "the complementary cells that would give them back through a total; a pooled "
             "cell is suppressed when a site suppressed its part"
-            + ("; the mean, std and quantiles of a suppressed count are suppressed with it."
+            + ("; the mean, std and quantiles of a suppressed count are suppressed with it "
+               "(a numeric column's missing count, N minus its count, is hidden only with "
+               "a suppressed count)."
                if statistics else "."))
 
 
@@ -121,15 +124,23 @@ class DescribeResult:
         ``statistic``, ``group``, ``site``, ``reason``.
     note : str
         What was suppressed and the rule.
+    comparison : pandas.DataFrame or None
+        With ``by`` of two or more levels: per variable, the test comparing
+        the groups (``test``, ``statistic``, ``df``, ``df_denom``,
+        ``p_value``), the standardized mean difference ``smd`` and a
+        ``note`` (why a value is NaN: a suppressed pooled cell and its
+        reason); see :func:`describe`. ``None`` without ``by``.
     """
 
     table: pd.DataFrame
     mask: pd.DataFrame = field(repr=False)
     suppressed: pd.DataFrame = field(repr=False)
     note: str = ""
+    comparison: pd.DataFrame = field(default=None, repr=False)
 
     def to_html(self, **kwargs):
-        """The table as HTML, hidden cells shown as ``suppressed``, the note below.
+        """The table as HTML, hidden cells shown as ``suppressed``, the comparison of the
+        groups (with ``by``) and the note below.
 
         Parameters
         ----------
@@ -141,7 +152,8 @@ class DescribeResult:
         html : str
         """
         shown = self.table.astype(object).where(~self.mask, "suppressed")
-        return shown.to_html(na_rep="", **kwargs) + f"<p>{self.note}</p>"
+        comparison = "" if self.comparison is None else self.comparison.to_html(na_rep="")
+        return shown.to_html(na_rep="", **kwargs) + comparison + f"<p>{self.note}</p>"
 
 
 def _check_common(data, columns, by, min_level_count):
@@ -202,7 +214,22 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     ``min_level_count`` when larger). A pooled cell is the sum of the
     released parts, or hidden when a site hid its part (never a partial
     sum). The mean, standard deviation and quantiles of a hidden count are
-    hidden with it. Zero counts are shown.
+    hidden with it. Zero counts are shown. A numeric column's missing count
+    is not hidden for being small (it is ``N - count``: hiding it would hide
+    the column's statistics for a few missing values); it is hidden with a
+    small non-missing count, as its complement.
+
+    **Comparison of the groups** (``by`` with two or more levels, rows
+    with a missing ``by`` left out): ``comparison`` holds, per variable, a
+    p-value and the standardized mean difference, computed from the pooled
+    cells (no more site traffic), as tableone's defaults: Welch's t-test for
+    a numeric variable and two groups, the one-way ANOVA F test for three or
+    more, Pearson's chi-square test (no continuity correction) of the levels
+    x groups counts for a categorical one; the SMD is R tableone's (Cohen's
+    d with the mean of the two variances; Yang and Dalton's for levels; the
+    mean over pairs for three or more groups). Each equals scipy's on the
+    pooled rows. A suppressed cell it needs makes them NaN, and ``note``
+    says which and why (:mod:`skfed.stats._compare`).
 
     Parameters
     ----------
@@ -223,7 +250,8 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     result : DescribeResult
         ``table`` (rows ``(variable, level, statistic)``, columns
         ``(group, site)``, hidden cells NaN), ``mask``, ``suppressed`` (one
-        row per hidden count, with the reason), ``note`` and ``to_html()``.
+        row per hidden count, with the reason), ``note``, ``comparison``
+        (with ``by``) and ``to_html()``.
 
     Raises
     ------
@@ -254,7 +282,11 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
         else:
             table.add_numeric(c, quantiles)
     table.add_pooled_quantiles(data, by)
-    return table.result(by, strata, k)
+    result = table.result(by, strata, k)
+    compared = [g for g in strata if g != MISSING]
+    if len(compared) >= 2:  # from the pooled cells: nothing more is asked of the sites
+        result.comparison = compare_groups(result, kinds, compared)
+    return result
 
 
 def _column_kinds(replies, columns):

@@ -4,7 +4,8 @@
 level; or the row and column levels of a cross-table), and every axis gets a
 margin (the sum over it: all strata, the column's total). **Primary**
 suppression hides every cell, margins included, with
-``0 < count < min_count``. **Complementary** suppression then looks at every
+``0 < count < min_count`` (but the missing count of a numeric column: see
+:func:`hide_summary`). **Complementary** suppression then looks at every
 line of the table (the cells along one axis with their margin, which is
 their sum): a line with exactly one hidden cell would give it back by
 subtraction, so one more cell of that line is hidden -- the smallest
@@ -52,7 +53,7 @@ def below(min_count, site):
 
 
 def suppress(table, min_count, seed=None, axis_names=None, site=None,
-             seed_reason="its stratum's size is suppressed"):
+             seed_reason="its stratum's size is suppressed", exempt=None):
     """Suppression mask of a table with margins (see the module docstring).
 
     Parameters
@@ -70,6 +71,9 @@ def suppress(table, min_count, seed=None, axis_names=None, site=None,
         The site whose table it is, for the reasons.
     seed_reason : str, default="its stratum's size is suppressed"
         The reason of the ``seed`` cells.
+    exempt : ndarray of bool, default=None
+        Cells that are never hidden for being small (no primary
+        suppression); they may still be hidden as a complement.
 
     Returns
     -------
@@ -82,6 +86,8 @@ def suppress(table, min_count, seed=None, axis_names=None, site=None,
     axis_names = axis_names or [f"axis {a}" for a in range(table.ndim)]
     at = "" if site is None else f" at site {site!r}"
     primary = (table > 0) & (table < min_count)
+    if exempt is not None:
+        primary &= ~exempt
     mask = primary.copy()
     reasons = {idx: (below(min_count, site) if site is not None
                      else f"fewer than {min_count} rows") for idx in zip(*np.nonzero(primary))}
@@ -119,6 +125,14 @@ def hide_summary(summary, by, min_count, site):
     total column is the stratum sizes (hidden where they are). A hidden
     count becomes ``None``; a hidden non-missing count takes the cell's
     mean, sum of squares, quantiles, minimum and maximum with it (NaN).
+
+    The missing count of a numeric column is not hidden for being small:
+    with the stratum's (released) row count it equals ``N - count``, so
+    hiding it would hide the non-missing count too, and with it the
+    column's mean, SD and quantiles at this site and pooled, for a few
+    missing values. It is hidden as the complement of a small non-missing
+    count (fewer values than ``min_count``: too few for a mean), as
+    DataSHIELD releases its ``Nmissing`` beside a mean of enough values.
 
     Parameters
     ----------
@@ -183,7 +197,14 @@ def _hide_column(cells, c, numeric, strata, by, n_mask, min_count, site, records
     seed = np.zeros(table.shape, dtype=bool)
     seed[..., -1] = n_mask
     axes = ["strata", "levels"] if by is not None else ["levels"]
-    mask, reasons = suppress(table, min_count, seed=seed, axis_names=axes, site=site)
+    # a numeric column's missing count is N - count: hiding a small one would hide the
+    # non-missing count with it, and so the column's mean, SD and quantiles (it is hidden
+    # only as the complement of a small non-missing count)
+    exempt = np.zeros(table.shape, dtype=bool)
+    if numeric:
+        exempt[..., names.index("missing")] = True
+    mask, reasons = suppress(table, min_count, seed=seed, axis_names=axes, site=site,
+                             exempt=exempt)
     for j, g in enumerate(keys if by is not None else [None]):
         x = cells[g, c]
         for i, name in enumerate(names):
