@@ -115,6 +115,34 @@ def test_strata_column_no_scale_and_time_grid(rossi):
     np.testing.assert_allclose(report.estimator.coef_, grid.coef_, rtol=1e-8)
 
 
+def test_the_saved_pipeline_predicts_survival_curves(rossi, tmp_path):
+    """``--output``: the saved pipeline (impute, encode, scale, model) takes rows as the
+    CSV has them and gives lifelines' curves (Breslow's baseline) on every row."""
+    import joblib
+
+    path, frame = rossi
+    saved = tmp_path / "cox.joblib"
+    _fit(path, "--final", "--output", str(saved))
+    model = joblib.load(saved)
+    ref = lifelines.CoxPHFitter().fit(frame[COVARIATES + ["arrest", "week"]], "week", "arrest")
+    times, rows = [5.0, 20.0, 40.0, 52.0], frame[:8]  # extra columns (site, target) ignored
+    np.testing.assert_allclose(model.predict_survival_function(rows, times),
+                               ref.predict_survival_function(rows[COVARIATES], times=times)
+                               .to_numpy().T, rtol=1e-6)
+    np.testing.assert_allclose(model.predict_cumulative_hazard(rows, times),
+                               ref.predict_cumulative_hazard(rows[COVARIATES], times=times)
+                               .to_numpy().T, rtol=1e-6)
+    # one baseline per site: each row's site says which
+    _fit(path, "--final", "--strata", "site", "--output", str(saved))
+    model = joblib.load(saved)
+    by_site = lifelines.CoxPHFitter().fit(frame[COVARIATES + ["arrest", "week", "site"]],
+                                          "week", "arrest", strata=["site"])
+    np.testing.assert_allclose(
+        model.predict_survival_function(rows, times, strata=rows["site"].to_numpy()),
+        by_site.predict_survival_function(rows[COVARIATES + ["site"]], times=times)
+        [rows.index].to_numpy().T, rtol=1e-6)  # lifelines groups its columns by stratum
+
+
 def test_report_html_has_the_hazard_ratio_table(rossi, tmp_path, capsys):
     path, _ = rossi
     html = tmp_path / "cox.html"
@@ -186,10 +214,23 @@ def test_cox_through_site_services(rossi, tmp_path, capsys):
                 "--tls-ca-file", str(certs.ca.cert), "--tls-cert", str(certs.client.cert),
                 "--tls-key", str(certs.client.key), "--tol", "1e-10",
                 *(f"--site-service={name}={address}" for name, address in addresses.items())]
-        assert main([*argv, "--strata", "site", "--summary"]) == 0
+        saved = tmp_path / "cox.joblib"
+        assert main([*argv, "--strata", "site", "--summary", "--output", str(saved)]) == 0
         out = capsys.readouterr().out
         assert "hospital-c" in out and "held-out Harrell's concordance" in out
         assert "exp(coef)" in out
+        # the saved pipeline's curves: each site's baseline at the cut points it chose
+        import joblib
+
+        model = joblib.load(saved)
+        cuts = model.steps[-1][1].baseline_times_["hospital-a"]
+        curves = model.predict_survival_function(parts[0][:3], cuts, strata=["hospital-a"] * 3)
+        assert curves.shape == (3, len(cuts)) and np.all(np.diff(curves, axis=1) <= 0)
+        # weekly cut points: the fit stands, the report says which grid would give curves
+        weekly = ",".join(str(week) for week in range(1, 53))
+        assert main([*argv, "--strata", "site", "--time-grid", weekly]) == 0
+        out = capsys.readouterr().out
+        assert "no survival curves" in out and "passes here" in out
         # the same steps on the same rows in this process
         pooled = pd.concat(parts, ignore_index=True)
         local = with_site_partitions(FederatedDataset.from_arrays(

@@ -32,7 +32,7 @@ DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": No
 NOT_ROWS = {"fit.open", "fit.close", "data.check", "data.check_target", "preprocess.schema",
             "dataset.describe", "data.summary", "data.inspect", "survival.strata_levels",
             "survival.event_times", "stats.crosstab", "stats.event_table", "fit.step",
-            "formula.levels", "mixed.glmm_groups"}
+            "formula.levels", "mixed.glmm_groups", "boosting.schema"}
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,9 @@ def test_the_others_release_no_row_value(protected, name):
             "stats.event_table": {"args": [None, None]},
             "mixed.glmm_groups": {"args": [{"groups": "sex", "trials": None,
                                             "family": "poisson", "fit_intercept": True,
-                                            "min_group_rows": 2}]}}[name]
+                                            "min_group_rows": 2}]},
+            "boosting.schema": {"args": [{"categorical": np.zeros(10, dtype=bool),
+                                          "task": "regression"}]}}[name]
     try:
         reply = conn.call(name, dataset=DATASET, **args)
     except (SiteRefusal, SiteServiceError):
@@ -129,6 +131,17 @@ def test_a_formulas_levels_are_names_each_held_by_min_level_count_rows(protected
     assert info.value.rule == "min_level_count"
     levels = conn.call("formula.levels", dataset=DATASET, args=[["sex"], 1])["sex"]["levels"]
     assert len(levels) == 2
+
+
+def test_boosting_is_refused_where_protection_is_required(protected):
+    """Its schema is counts (the gate lets it through) but the fit's sums would follow
+    unmasked: refused at once, saying why."""
+    conn, root = protected
+    with pytest.raises(SiteRefusal, match="has no masked form yet") as info:
+        conn.call("boosting.schema", dataset=DATASET,
+                  args=[{"categorical": np.zeros(10, dtype=bool), "task": "regression"}])
+    assert info.value.rule == "require"
+    assert read_audit(root / "audit.jsonl")[-1]["rule"] == "require"
 
 
 def _declared_arguments(operation, handle):

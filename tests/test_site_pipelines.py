@@ -81,3 +81,29 @@ def test_complete_cases_at_each_site(federation):
     # keeping the rows with a missing feature (for an imputer): only rows without a
     # target go, and here every row has one
     assert remote.drop_incomplete(features=False).n_samples.sum() == len(rows)
+
+
+def test_a_glm_with_offsets_is_scored_at_the_sites_as_in_process(tmp_path):
+    """A log-link GLM's held-out score at a site uses its link and the site's own
+    offsets (the family travels with the model), as the same score in process."""
+    from skfed import FedPoissonRegressor
+
+    rng = np.random.default_rng(2)
+    frames = []
+    for k in range(len(SITES)):
+        n = 120
+        x = rng.normal(size=n) + 0.5 * k
+        years = rng.uniform(0.5, 3.0, n)
+        frames.append(pd.DataFrame({"x": x, "log_years": np.log(years),
+                                    "cases": rng.poisson(years * np.exp(0.3 + 0.4 * x))}))
+    rows = pd.concat(frames, ignore_index=True)
+    sites = np.repeat(list(SITES), [len(f) for f in frames])
+    local = FederatedDataset.from_arrays(rows[["x"]], rows["cases"].to_numpy(), sites,
+                                         offset=rows["log_years"].to_numpy())
+    model = FedPoissonRegressor(alpha=0, tol=1e-10).fit(local)
+    here, here_by_site = site_scores(model, local)
+    with services_of(tmp_path, frames, target="cases", offset="log_years") as remote:
+        through, through_by_site = site_scores(model, remote)
+    assert through == pytest.approx(here, abs=1e-12)
+    assert through_by_site == pytest.approx(here_by_site, abs=1e-12)
+    assert 0 < through < 1  # not the identity link's R2 (far below 0 here)

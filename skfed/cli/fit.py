@@ -35,11 +35,23 @@ MODELS = {
     "tweedie": ("FedTweedieRegressor", "alpha", False),
     # survival (--target EVENT TIME; scored by Harrell's concordance; --summary: hazard ratios)
     "cox": ("FedCoxPH", "alpha", False),
+    # boosted trees (skfed.cli.boosting_fit, their own report; "boosting": by the target)
+    "boosting": ("FedHistGradientBoostingRegressor", None, False),
+    "boosting-regressor": ("FedHistGradientBoostingRegressor", None, False),
+    "boosting-classifier": ("FedHistGradientBoostingClassifier", None, True),
 }
 #: the models with a regression table (``--summary``)
 GLM_MODELS = ("linear", "ridge", "poisson", "gamma", "tweedie", "logistic")
 #: the survival models: a target of two columns (event, time); the Cox model's table
 SURVIVAL_MODELS = ("cox",)
+#: the models that take ``--offset`` (their estimators' ``fit(..., offset=)``)
+OFFSET_MODELS = ("linear", "ridge", "poisson", "gamma", "tweedie")
+#: the models whose --categorical columns leave out a reference level (statsmodels'
+#: treatment coding): with an intercept or a baseline hazard, every level's column would
+#: be collinear with it and the regression table would not exist; the penalized
+#: learners (lasso, elastic net, SVM, low rank) keep every level, which the penalty
+#: treats alike whatever level comes first (as glmnet does)
+REFERENCE_CODED_MODELS = GLM_MODELS + SURVIVAL_MODELS
 #: ``--cov-type`` values by kind of model
 COV_TYPES = {"glm": ("nonrobust", "HC0", "HC1", "cluster"),
              "survival": ("nonrobust", "robust", "cluster")}
@@ -152,7 +164,7 @@ def target_values(table, targets, keep, classifier, survival=False):
 
 
 def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classifier=False,
-                impute=None, drop_incomplete=False, survival=False, strata=None):
+                impute=None, drop_incomplete=False, survival=False, strata=None, offset=None):
     """The checked input of ``skfed fit``: ``(frame, Y, sites, features, notes)``.
 
     Every problem is reported in one :class:`CLIError` (see
@@ -164,7 +176,9 @@ def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classif
     the follow-up time (``Y``: the structured array of
     :func:`skfed.survival.survival_target`). ``strata``: a column that is not
     a feature but the Cox model's strata; ``frame`` then holds it last, as
-    text (the fitted preprocessing steps ignore it).
+    text (the fitted preprocessing steps ignore it). ``offset``: a column
+    that is not a feature but a GLM's offset; ``frame`` then holds it last,
+    as numbers.
     """
     from .inputs import IMPUTE_STRATEGIES, check_columns, dropped_note, feature_frame
 
@@ -181,11 +195,15 @@ def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classif
             raise CLIError(f"--strata {strata!r} is a --target or the --clients column; "
                            "give another column (or --strata site for one baseline per site).")
         drop = [*drop, strata]  # not a feature: the model's strata
+    if offset is not None:
+        _check_offset_column(table, offset, targets, clients, categorical, strata)
+        drop = [*drop, offset]  # not a feature: the model's offset
     targets, sites, features = column_roles(table, target=target, clients=clients,
                                             categorical=categorical, drop=drop)
     keep = check_columns(table, features=features, categorical=list(categorical),
                          targets=targets, regression=not classifier, impute=impute,
-                         drop_incomplete=drop_incomplete, survival=survival, strata=strata)
+                         drop_incomplete=drop_incomplete, survival=survival, strata=strata,
+                         offset=offset)
     notes = []
     if drop_incomplete:
         notes.append(dropped_note(sites, keep, impute))
@@ -195,7 +213,19 @@ def read_inputs(table, *, target, clients=None, categorical=(), drop=(), classif
         k = table.columns.index(strata)
         frame[strata] = np.array([row[k] for row, kept in zip(table.rows, keep) if kept],
                                  dtype=object)
+    if offset is not None:
+        k = table.columns.index(offset)
+        frame[offset] = np.array([float(row[k]) for row, kept in zip(table.rows, keep)
+                                  if kept])
     return frame, Y, sites[keep], features, notes
+
+
+def _check_offset_column(table, offset, targets, clients, categorical, strata):
+    """``--offset``: a column of the input that has no other role."""
+    _column(table, offset, "--offset")
+    if offset in targets or offset in (clients, strata) or offset in categorical:
+        raise CLIError(f"--offset {offset!r} is a --target, the --clients, --strata or a "
+                       "--categorical column; give the column of log exposures.")
 
 
 def check_class_target(name, y, classes):
@@ -311,19 +341,22 @@ def parse_time_grid(text):
     return cuts
 
 
-def _fit_quietly(est, X, y, clients=None):
-    """Fit without ConvergenceWarning (local-only and pooled reference fits)."""
+def _fit_quietly(est, X, y, clients=None, **fit_params):
+    """Fit without ConvergenceWarning (local-only and pooled reference fits);
+    ``fit_params``: ``offset=`` for a GLM with offsets."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X, y) if clients is None else est.fit(X, y, clients=clients)
+        if clients is not None:
+            fit_params["clients"] = clients
+        return est.fit(X, y, **fit_params)
 
 
-def _score(est, X, y, classifier, survival=False):
+def _score(est, X, y, classifier, survival=False, offset=None):
     if len(y) == 0:
         return np.nan
     if survival:  # Harrell's concordance (NaN without a comparable pair)
         return float(est.score(X, y))
-    pred = est.predict(X)
+    pred = est.predict(X) if offset is None else est.predict(X, offset=offset)
     if classifier:
         return float(np.mean(pred == y))
     y2, p2 = np.reshape(y, (len(y), -1)), np.reshape(pred, (len(y), -1))
@@ -348,6 +381,7 @@ class FitReport:
     scaler: object = None  # the FeatureScaler fitted on the training rows; None: --no-scale
     preprocess: list = field(default_factory=list)  # (name, step) before the scaler
     summary: object = None  # the regression table on the original columns (--summary)
+    formula: object = None  # --formula: the FormulaResults (skfed.formula) fitted
 
     @property
     def survival(self):
@@ -364,50 +398,63 @@ class FitReport:
         """What ``--output`` saves: a scikit-learn Pipeline of the fitted preprocessing
         (``impute`` and ``encode`` when the fit read raw columns, ``scale`` unless
         ``--no-scale``) and the ``model``: it predicts from rows like the input's; the
-        estimator alone when there is nothing before it."""
+        estimator alone when there is nothing before it; with ``--formula``, the
+        formula's results (their ``predict`` builds the design from raw rows)."""
         from sklearn.pipeline import Pipeline
 
+        from ..survival import SurvivalPipeline
+
+        if self.formula is not None:
+            return self.formula
         steps = list(self.preprocess)
         if self.scaler is not None:
             steps.append(("scale", self.scaler))
         if not steps:
             return self.estimator
-        return Pipeline(steps + [("model", self.estimator)])
+        # a Cox model's pipeline predicts survival curves too
+        kind = SurvivalPipeline if self.survival else Pipeline
+        return kind(steps + [("model", self.estimator)])
 
 
-def _with_strata(Z, names, strata, rows):
-    """The Cox model's input: ``Z[rows]``, and the strata column beside it (a DataFrame)
-    when ``strata`` is ``(column name, values)``."""
-    if strata is None:
-        return Z[rows]
+def _model_frame(Z, names, strata, rows):
+    """The model's input: ``Z[rows]`` as a DataFrame of the columns ``names`` (the fit's
+    messages and parameter names then name the columns), and the strata column beside
+    it when ``strata`` is ``(column name, values)``."""
     import pandas as pd
 
     frame = pd.DataFrame(Z[rows], columns=list(names))
-    frame[strata[0]] = strata[1][rows]
+    if strata is not None:
+        frame[strata[0]] = strata[1][rows]
     return frame
 
 
-def _fit_local(reference, scale, indicators, X, y, names, strata, rows):
+def _offset_of(offset, rows):
+    """``{"offset": offset[rows]}`` for a fit with offsets, else ``{}``."""
+    return {} if offset is None else {"offset": offset[rows]}
+
+
+def _fit_local(reference, scale, indicators, X, y, names, strata, rows, offset=None):
     """A site's local-only model on its rows ``rows`` (a strata column kept aside from
-    the scaling)."""
+    the scaling; the rows' offsets given to the model)."""
     from sklearn.base import clone
     from sklearn.pipeline import make_pipeline
 
     from ..model_selection._local_baseline import local_model
     from ..preprocessing._feature_scaler import FeatureScaler
 
-    if strata is None:
+    if strata is None and offset is None:
         return _fit_quietly(local_model(reference, scale, indicators), X[rows], y[rows])
     scaler = FeatureScaler(indicators=indicators).fit(X[rows]) if scale else None
     Z = X if scaler is None else scaler.transform(X)
-    est = _fit_quietly(clone(reference), _with_strata(Z, names, strata, rows), y[rows])
+    est = _fit_quietly(clone(reference), _model_frame(Z, names, strata, rows), y[rows],
+                       **_offset_of(offset, rows))
     est.__dict__.pop("feature_names_in_", None)  # it predicts from arrays (no strata)
     return est if scaler is None else make_pipeline(scaler, est)
 
 
 def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
                     output_names=None, scale=True, indicators=(), test=None, preprocess=(),
-                    notes=(), strata_values=None, **options):
+                    notes=(), strata_values=None, offset=None, **options):
     """Fit federated, local-only and pooled models; score them on held-out rows.
 
     With ``scale`` the features are standardized first (see
@@ -426,7 +473,8 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     concordance; ``strata_values``: each row's level of the column that
     ``options["strata"]`` names (not a feature: neither scaled nor a
     covariate). With ``strata="site"`` the pooled reference keeps one
-    baseline per site (the same model, fitted in process).
+    baseline per site (the same model, fitted in process). ``offset``: each
+    row's offset (``--offset``), given to every fit and prediction.
     """
     from sklearn.base import clone
 
@@ -444,9 +492,11 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     strata = None
     if survival and strata_values is not None:
         strata = (est.strata, np.asarray(strata_values, dtype=object))
-    rows = _ComparisonRows(X, Z, Y, sites, test, names, strata, classifier, survival)
+    rows = _ComparisonRows(X, Z, Y, sites, test, names, strata, classifier, survival,
+                           None if offset is None else np.asarray(offset, dtype=float))
     fed, caught = fit_watching_convergence(
-        lambda: clone(est).fit(rows.model_input(tr), Y[tr], clients=sites[tr]))
+        lambda: clone(est).fit(rows.model_input(tr), Y[tr], clients=sites[tr],
+                               **_offset_of(rows.offset, tr)))
     # the model predicts from arrays (the strata column was beside the features)
     fed.__dict__.pop("feature_names_in_", None)
     converged = pass_on_warnings(caught, stacklevel=2)
@@ -518,18 +568,20 @@ class _ComparisonRows:
     strata: tuple        # the Cox model's (strata column, values), or None
     classifier: bool
     survival: bool
+    offset: np.ndarray = None  # each row's offset (--offset), or None
 
     @property
     def train(self):
         return ~self.test
 
     def model_input(self, rows):
-        """What the federated and pooled models see of ``rows`` (:func:`_with_strata`)."""
-        return _with_strata(self.Z, self.names, self.strata, rows)
+        """What the federated and pooled models see of ``rows`` (:func:`_model_frame`)."""
+        return _model_frame(self.Z, self.names, self.strata, rows)
 
     def score(self, est, features, rows):
         """The held-out score of ``est`` on ``features[rows]`` (NaN without rows)."""
-        return _score(est, features[rows], self.Y[rows], self.classifier, self.survival)
+        return _score(est, features[rows], self.Y[rows], self.classifier, self.survival,
+                      None if self.offset is None else self.offset[rows])
 
 
 def _fit_pooled(reference, rows):
@@ -542,7 +594,8 @@ def _fit_pooled(reference, rows):
     by_site = rows.survival and "site" in np.atleast_1d(
         np.asarray(reference.strata, dtype=object))
     pooled = _fit_quietly(clone(reference), rows.model_input(tr), rows.Y[tr],
-                          clients=rows.sites[tr] if by_site else None)
+                          clients=rows.sites[tr] if by_site else None,
+                          **_offset_of(rows.offset, tr))
     pooled.__dict__.pop("feature_names_in_", None)
     return pooled
 
@@ -571,7 +624,7 @@ def _local_only_score(reference, scale, indicators, rows, label, s_tr, s_te, not
         return np.nan
     try:
         local = _fit_local(reference, scale, indicators, rows.X, rows.Y, rows.names,
-                           rows.strata, s_tr)
+                           rows.strata, s_tr, rows.offset)
         return rows.score(local, rows.X, s_te)
     except ValueError as exc:
         if not rows.survival:
@@ -593,6 +646,12 @@ def _coef_matrix(report):
     ``(n_outputs,)``."""
     est = report.estimator
     coef = np.atleast_2d(est.coef_)              # (n_outputs or classes, n_features)
+    if report.formula is not None:  # the formula's design carries its intercept column
+        names = list(report.formula.param_names)
+        if "Intercept" not in names:
+            return coef, np.zeros(coef.shape[0])
+        k = names.index("Intercept")
+        return np.delete(coef, k, axis=1), coef[:, k]
     if coef.shape[1] != len(report.feature_names):
         coef = coef.reshape(-1, len(report.feature_names))
     if report.survival:  # no intercept: the baseline hazard plays its part
@@ -678,6 +737,9 @@ def coefficient_title(report):
 def scaling_text(report):
     """Whether the features were standardized, and what the penalty acts on."""
     reg = MODELS[report.model][1]
+    if report.formula is not None:
+        return (f"formula {report.formula.formula!r}: statsmodels' design of every complete "
+                "row (treatment coding, no standardization), unpenalized")
     if report.scaler is None:
         return (f"features not scaled (--no-scale): {reg} applies to the coefficients in the "
                 "features' original units")
@@ -694,8 +756,8 @@ def survival_text(report):
     items = [] if strata is None else [strata] if isinstance(strata, str) else list(strata)
     parts = []
     if "site" in items:
-        parts.append("strata site (each site its own baseline hazard: no event time leaves "
-                     "a site)")
+        parts.append("strata site (each site its own baseline hazard: the fit sends no "
+                     "event time)")
     columns = [s for s in items if s != "site"]
     if columns:
         parts.append(f"strata {columns[0]} (one baseline per level)")
@@ -769,6 +831,16 @@ def _held_out_lines(report, lines):
         lines.append(f"  note: {note}")
 
 
+def _no_held_out_line(report):
+    """Why the report has no held-out score, with the rows each site fitted on."""
+    by_site = ", ".join(f"{r[0]} {r[1]}" for r in report.site_rows)
+    if report.formula is not None:
+        return (f"no held-out score: a formula fit uses every complete row (rows by site: "
+                f"{by_site})")
+    return (f"no held-out score: --test-size 0 fits on every row (training rows by site: "
+            f"{by_site}); run with --test-size 0.2 to estimate how well the model predicts")
+
+
 def format_text(report):
     """The terminal report."""
     est, lines = report.estimator, []
@@ -805,9 +877,7 @@ def format_text(report):
         lines.extend(summary_lines(report))
         lines.append("")
     if not report.held_out:
-        lines.append(f"no held-out score: --test-size 0 fits on every row (training rows by "
-                     "site: " + ", ".join(f"{r[0]} {r[1]}" for r in report.site_rows)
-                     + "); run with --test-size 0.2 to estimate how well the model predicts")
+        lines.append(_no_held_out_line(report))
         for note in report.notes:
             lines.append(f"  note: {note}")
     else:

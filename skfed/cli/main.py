@@ -90,8 +90,16 @@ def run_demo(alpha=2.0, n_sites=5, out=None, report=None, output=None, csv=None)
     return fed
 
 
-def _save(result, report, output, p):
-    """Write ``--report`` and ``--output`` (shared by ``demo`` and ``fit``)."""
+def _save(result, report, output, p, json_path=None):
+    """Write ``--report``, ``--output`` and ``--json`` (shared by ``demo`` and ``fit``)."""
+    if json_path:
+        import json
+
+        from .formula_fit import report_json
+
+        with open(json_path, "w", encoding="utf-8") as fh:
+            json.dump(report_json(result), fh, indent=1)
+        p(f"JSON written to {json_path}")
     if report:
         from .html_report import write_html_report
 
@@ -102,7 +110,11 @@ def _save(result, report, output, p):
 
         model = result.model_to_save
         joblib.dump(model, output)
-        if getattr(result, "preprocess", None):
+        if getattr(result, "formula", None) is not None:
+            p(f"model saved to {output}: the formula's results (joblib.load(path).predict("
+              "pandas.read_csv(file)) builds the design from rows like the input's; "
+              ".estimator is the fitted model)")
+        elif getattr(result, "preprocess", None):
             steps = ", ".join(name for name, _ in model.steps)
             p(f"model saved to {output}: a scikit-learn Pipeline ({steps}) that predicts "
               "from rows like the input file's: joblib.load(path).predict(pandas.read_csv("
@@ -131,7 +143,11 @@ def _fit_parser(sub):
                     "original units too. --no-scale fits the columns as they are.")
     _add_fit_inputs(fit)
     _add_model_options(fit)
+    _add_formula_options(fit)
     _add_survival_options(fit)
+    from .boosting_fit import add_boosting_options
+
+    add_boosting_options(fit)
     _add_scaling_and_stopping_options(fit)
     _add_column_options(fit)
     _add_holdout_and_missing_value_options(fit)
@@ -146,10 +162,10 @@ def _add_fit_inputs(fit):
     fit.add_argument("data", nargs="?", help="CSV file with every site's rows and a site column")
     fit.add_argument("--site-files", nargs="+", metavar="CSV",
                      help="one CSV per site instead (the site is the file name)")
-    fit.add_argument("--target", nargs="+", required=True, metavar="COLUMN",
-                     help="the column to predict (several for --model lowrank; for --model "
-                          "cox two: the event indicator, 1 or 0 (censored), then the "
-                          "follow-up time)")
+    fit.add_argument("--target", nargs="+", metavar="COLUMN",
+                     help="the column to predict (required without --formula; several for "
+                          "--model lowrank; for --model cox two: the event indicator, 1 or "
+                          "0 (censored), then the follow-up time)")
     fit.add_argument("--clients", metavar="COLUMN", help="the column naming each row's site")
 
 
@@ -157,7 +173,9 @@ def _add_model_options(fit):
     """The model, its solver, its penalty and its regression table."""
     from .fit import MODELS
 
-    fit.add_argument("--model", required=True, choices=sorted(MODELS))
+    fit.add_argument("--model", choices=sorted(MODELS),
+                     help="the model (required; with --formula: linear, logistic, poisson, "
+                          "gamma, tweedie or cox, or give --family)")
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
     fit.add_argument("--summary", action="store_true",
                      help="the regression table on the original columns: estimates, standard "
@@ -178,14 +196,33 @@ def _add_model_options(fit):
                                                     "(elasticnet, logistic, cox)")
 
 
+def _add_formula_options(fit):
+    """``--formula``: statsmodels' and lifelines' model formulas (skfed.formula)."""
+    formula = fit.add_argument_group(
+        "formula", "a model formula as statsmodels and lifelines write it (docs/formulas.md): "
+        "skfed.formula.glm or coxph on every complete row of the sites, with statsmodels' "
+        "design and names (treatment coding, interactions, np.log, I(x**2), bs(x, df=k)); "
+        "no --target, --categorical or held-out rows")
+    formula.add_argument("--formula", metavar="FORMULA",
+                         help='"y ~ age + C(sex)", or "Surv(time, event) ~ age + C(sex)" '
+                              "with --model cox")
+    formula.add_argument("--family", choices=["gaussian", "binomial", "poisson", "gamma",
+                                              "tweedie"],
+                         help="the GLM's family (instead of --model linear, logistic, "
+                              "poisson, gamma, tweedie); gamma and tweedie with the log link")
+    formula.add_argument("--var-power", type=float, metavar="P",
+                         help="the Tweedie variance power (default 1)")
+
+
 def _add_survival_options(fit):
     """``--model cox``: strata, ties and a coarsened time axis."""
     cox = fit.add_argument_group(
         "survival (--model cox)", "Cox regression of --target EVENT TIME "
         "(docs/survival.md); scored by Harrell's concordance on the held-out rows")
     cox.add_argument("--strata", metavar="site|COLUMN",
-                     help="site: each site its own baseline hazard (no event time leaves a "
-                          "site; works with every site service); a column: one baseline per "
+                     help="site: each site its own baseline hazard (the fit sends no event "
+                          "time; works with every site service, which reports its baseline "
+                          "at cut points it chooses); a column: one baseline per "
                           "level of it, shared across sites (not a covariate). Default: one "
                           "baseline shared across sites")
     cox.add_argument("--ties", choices=["efron", "breslow"],
@@ -207,17 +244,30 @@ def _add_scaling_and_stopping_options(fit):
                           "one-hot --categorical columns keep their 0/1 unit, so each category "
                           "is penalized alike); --alpha/--C then apply to the standardized "
                           "coefficients, and the report gives them in the original units too")
-    fit.add_argument("--max-rounds", type=int, default=1000)
-    fit.add_argument("--tol", type=float, default=1e-6)
+    fit.add_argument("--max-rounds", type=int,
+                     help="the most rounds of the solver (default 1000; with --formula the "
+                          "Python API's: 100 for a GLM, 50 for cox)")
+    fit.add_argument("--tol", type=float,
+                     help="the solver's tolerance (default 1e-6; with --formula the Python "
+                          "API's: 1e-8 for a GLM, 1e-10 for cox)")
 
 
 def _add_column_options(fit):
     """Which columns are categories, and which are not features at all."""
     fit.add_argument("--categorical", nargs="+", default=[], metavar="COLUMN",
                      help="text columns to one-hot encode (0/1 columns: centred, not "
-                          "divided by their standard deviation). With --scheduler the "
-                          "encoding runs at the sites; each sends only the set of values "
-                          "it holds")
+                          "divided by their standard deviation); for the models with a "
+                          "regression table (linear, ridge, poisson, gamma, tweedie, "
+                          "logistic, cox) without the reference level, the first of the "
+                          "sorted levels (statsmodels' treatment coding); the penalized "
+                          "learners keep every level. With --scheduler or --site-service "
+                          "the encoding runs at the sites; each sends only the set of "
+                          "values it holds")
+    fit.add_argument("--offset", metavar="COLUMN",
+                     help="a column of offsets, a known term of the linear predictor such "
+                          "as log(person-years) for a rate (--model poisson, gamma, "
+                          "tweedie, linear, ridge); not a feature. The saved model then "
+                          "predicts for an offset of 0 unless given offset=")
     fit.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
                      help="columns that are not features (identifiers, other outcomes)")
 
@@ -242,8 +292,12 @@ def _add_holdout_and_missing_value_options(fit):
 
 
 def _add_output_options(fit):
-    """The HTML report and the saved model."""
+    """The HTML report, the JSON of every number and the saved model."""
     fit.add_argument("--report", metavar="HTML", help="write a self-contained HTML report")
+    fit.add_argument("--json", metavar="JSON",
+                     help="write the fit's numbers as JSON: the coefficients, the regression "
+                          "table (--summary, --formula), the rows and scores by site, the "
+                          "notes (and the formula's design)")
     fit.add_argument("--output", metavar="JOBLIB",
                      help="save the fitted model (joblib): a scikit-learn Pipeline of the "
                           "imputer (--impute), the one-hot encoder (--categorical), the "
@@ -305,18 +359,54 @@ def _recover_data_file(args):
 
 def run_fit(args, out=None):
     """``skfed fit``: returns the :class:`~skfed.cli.fit.FitReport`."""
-    from .fit import MODELS, SURVIVAL_MODELS, CLIError, fit_and_compare, format_text
-    from .fit import holdout_split, read_csv_files, read_inputs
-    from ..preprocessing._column_encoder import ColumnEncoder
-    from ..preprocessing._column_imputer import ColumnImputer
+    from .fit import format_text
 
     out = sys.stdout if out is None else out
     _recover_data_file(args)
-    if args.scheduler or args.site or args.site_service:
+    from .boosting_fit import is_boosting, run_boosting_fit
+
+    if is_boosting(args):  # trees: a report of their own (no coefficients)
+        return run_boosting_fit(args, out)
+    if args.formula:
+        from .formula_fit import run_formula_fit
+
+        report = run_formula_fit(args)
+    elif args.scheduler or args.site or args.site_service:
+        _check_model_and_target(args)
         report = _with_summary(_run_remote_fit(args), args)
-        print(format_text(report), end="", file=out)
-        _save(report, args.report, args.output, lambda *a: print(*a, file=out))
-        return report
+    else:
+        _check_model_and_target(args)
+        report = _with_summary(_run_local_fit(args), args)
+    print(format_text(report), end="", file=out)
+    _save(report, args.report, args.output, lambda *a: print(*a, file=out), args.json)
+    return report
+
+
+def _check_model_and_target(args):
+    """Without ``--formula``: ``--model`` and ``--target`` are needed, ``--family`` is not;
+    the solver's defaults (1000 rounds, tolerance 1e-6)."""
+    from .fit import OFFSET_MODELS, CLIError
+
+    if args.model is None or not args.target:
+        raise CLIError("give --model and --target (or a --formula naming the response).")
+    if args.family or args.var_power is not None:
+        raise CLIError("--family and --var-power go with --formula; without one, --model "
+                       "names the model.")
+    args.max_rounds = 1000 if args.max_rounds is None else args.max_rounds
+    args.tol = 1e-6 if args.tol is None else args.tol
+    if args.offset and args.model not in OFFSET_MODELS:
+        raise CLIError(f"--offset is for --model {', '.join(OFFSET_MODELS)}, not "
+                       f"{args.model}.")
+
+
+def _run_local_fit(args):
+    """``skfed fit`` on local CSV files: the rows read here, the sites simulated."""
+    from .fit import (MODELS, REFERENCE_CODED_MODELS, SURVIVAL_MODELS, CLIError,
+                      fit_and_compare, holdout_split, read_csv_files, read_inputs)
+    from .inputs import ReferenceCodedEncoder
+    from ..preprocessing._column_encoder import ColumnEncoder
+    from ..preprocessing._column_imputer import ColumnImputer
+
     if bool(args.data) == bool(args.site_files):
         raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv B.csv ...")
     _, _, classifier = MODELS[args.model]
@@ -329,23 +419,20 @@ def run_fit(args, out=None):
     frame, Y, sites, features, notes = read_inputs(
         table, target=target, clients=args.clients, categorical=args.categorical,
         drop=args.drop, classifier=classifier, impute=args.impute,
-        drop_incomplete=args.drop_incomplete, survival=survival, strata=strata_column)
+        drop_incomplete=args.drop_incomplete, survival=survival, strata=strata_column,
+        offset=args.offset)
     test = holdout_split(sites, test_size, args.random_state)
     # the imputation statistics from the training rows' per-site summaries; the
     # categories from every site's set (as the one-hot columns always were)
     imputer = ColumnImputer(features, list(args.categorical), args.impute).fit(
         frame[~test], clients=sites[~test])
     filled = imputer.transform(frame)
-    encoder = ColumnEncoder(features, list(args.categorical)).fit(filled, clients=sites)
+    coding = ReferenceCodedEncoder if args.model in REFERENCE_CODED_MODELS else ColumnEncoder
+    encoder = coding(features, list(args.categorical)).fit(filled, clients=sites)
     X = encoder.transform(filled)
-    if args.impute:
-        n_filled = int(frame.isna().to_numpy().sum())
-        notes.append(f"--impute {args.impute}: filled {n_filled} missing value(s) with "
-                     "statistics of the training rows computed from per-site summaries"
-                     + (" (categorical columns: their most frequent category)"
-                        if args.categorical else ""))
+    notes += _local_notes(args, frame, encoder)
     try:
-        report = fit_and_compare(
+        return fit_and_compare(
             X, Y, sites, model=args.model, test_size=test_size, test=test,
             random_state=args.random_state, feature_names=list(encoder.feature_names_out_),
             output_names=args.target, scale=args.scale, indicators=encoder.indicators_,
@@ -353,13 +440,24 @@ def run_fit(args, out=None):
             max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
             preprocess=[("impute", imputer), ("encode", encoder)], notes=notes,
             strata_values=None if strata_column is None else frame[strata_column].to_numpy(),
+            offset=None if args.offset is None else frame[args.offset].to_numpy(),
             **_model_options(args))
     except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
         raise CLIError(str(exc)) from exc
-    _with_summary(report, args)
-    print(format_text(report), end="", file=out)
-    _save(report, args.report, args.output, lambda *a: print(*a, file=out))
-    return report
+
+
+def _local_notes(args, frame, encoder):
+    """What the local form did to the columns: the values imputed, the reference levels."""
+    notes = []
+    if args.impute:
+        n_filled = int(frame[encoder.features].isna().to_numpy().sum())
+        notes.append(f"--impute {args.impute}: filled {n_filled} missing value(s) with "
+                     "statistics of the training rows computed from per-site summaries"
+                     + (" (categorical columns: their most frequent category)"
+                        if args.categorical else ""))
+    from .inputs import reference_notes
+
+    return notes + reference_notes(encoder)
 
 
 def _test_size(args):
@@ -407,10 +505,6 @@ def _run_remote_fit(args):
         raise CLIError("with --scheduler the sites' files are read at the sites: give them "
                        "with --site NAME=PATH, not as local files or --clients.")
     _check_remote_target(args, "--scheduler")
-    if args.final or args.test_size == 0:
-        raise CLIError("--final (--test-size 0) is not available with --scheduler yet: "
-                       "every site holds out some of its rows; use the local form for the "
-                       "final model.")
     reg = _check_strength(args)
     security = None
     tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
@@ -430,7 +524,7 @@ def _run_remote_fit(args):
                       strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
                       impute=args.impute, drop_incomplete=args.drop_incomplete,
-                      **_model_options(args, remote=True))
+                      offset=args.offset, **_model_options(args, remote=True))
 
 
 def _model_options(args, remote=False):
@@ -514,9 +608,6 @@ def _run_service_fit(args):
         raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
                        "TLS with the analyst's certificate).")
     _check_remote_target(args, "--site-service")
-    if args.final or args.test_size == 0:
-        raise CLIError("--final (--test-size 0) is not available with site-resident data yet: "
-                       "every site holds out some of its rows.")
     reg = _check_strength(args)
     return fit_services(parse_sites(args.site_service), dataset=args.dataset,
                         target=_remote_target(args), drop=args.drop, ca_file=args.tls_ca_file,
@@ -526,7 +617,7 @@ def _run_service_fit(args):
                         strength=_strength(args, reg), l1_ratio=args.l1_ratio,
                         solver=args.solver, max_rounds=args.max_rounds, tol=args.tol,
                         privacy=_privacy(args), impute=args.impute,
-                        drop_incomplete=args.drop_incomplete,
+                        drop_incomplete=args.drop_incomplete, offset=args.offset,
                         **_model_options(args, remote=True))
 
 

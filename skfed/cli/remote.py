@@ -28,8 +28,8 @@ the local form (``name=value`` in place of ``name``).
 import numpy as np
 from sklearn.base import clone
 
-from .fit import (MODELS, SURVIVAL_MODELS, CLIError, FitReport, fit_watching_convergence,
-                  make_estimator, metric_name, pass_on_warnings)
+from .fit import (MODELS, REFERENCE_CODED_MODELS, SURVIVAL_MODELS, CLIError, FitReport,
+                  fit_watching_convergence, make_estimator, metric_name, pass_on_warnings)
 from ..data import FederatedDataset
 from ..data.steps import (check_numeric, drop_incomplete_site, impute_site, inspect_site,
                           one_hot_site, select_columns, split_site)
@@ -40,7 +40,7 @@ from ..preprocessing._column_encoder import ColumnEncoder
 from ..preprocessing._column_imputer import ColumnImputer
 from ..preprocessing._feature_scaler import FeatureScaler
 from .._messages import count
-from .inputs import site_problems
+from .inputs import ReferenceCodedEncoder, reference_notes, site_problems
 
 
 def parse_sites(specs):
@@ -57,13 +57,15 @@ def parse_sites(specs):
     return sources
 
 
-def encode_categorical(data, categorical, return_encoder=False):
+def encode_categorical(data, categorical, return_encoder=False, reference=False):
     """One-hot encode the ``categorical`` columns of ``data`` at its sites.
 
     Returns ``(encoded, names, indicators)``: the encoded dataset, its
     column names (``name=value`` for the one-hot columns, in place of
     ``name``) and the positions of the one-hot columns (and the fitted
     :class:`~skfed.preprocessing.FedOneHotEncoder` with ``return_encoder``).
+    ``reference``: each column's first level is left out (treatment coding;
+    the sites' row step keeps the other columns only).
     """
     columns = list(data.columns or ())
     for name in categorical:
@@ -83,6 +85,8 @@ def encode_categorical(data, categorical, return_encoder=False):
         if name in offsets:
             first, levels = offsets[name]
             for k, level in enumerate(levels):
+                if reference and k == 0:  # the reference level: no column of its own
+                    continue
                 indicators.append(len(order))
                 order.append(first + k)
                 names.append(f"{name}={level}")
@@ -96,16 +100,19 @@ def encode_categorical(data, categorical, return_encoder=False):
 
 
 def _check_remote(model, test_size):
-    if not 0 < test_size < 1:
-        raise CLIError(f"--test-size must be between 0 and 1; got {test_size}.")
+    if not 0 <= test_size < 1:
+        raise CLIError(f"--test-size must be between 0 (no held-out rows: fit on every row) "
+                       f"and 1; got {test_size}.")
     if model == "lowrank":
         raise CLIError("--model lowrank is not available with site-resident data yet: give it "
                        "one CSV with the rows instead.")
 
 
-def fit_remote(sources, *, scheduler, security=None, target, drop=(), client=None, **kwargs):
+def fit_remote(sources, *, scheduler, security=None, target, drop=(), client=None,
+               offset=None, **kwargs):
     """The ``skfed fit`` report for site-resident files read by Dask workers (see the
-    module docstring); ``kwargs`` as :func:`fit_sites`."""
+    module docstring); ``offset``: the column of offsets; ``kwargs`` as
+    :func:`fit_sites`."""
     import distributed
 
     _check_remote(kwargs["model"], kwargs.get("test_size", 0.2))
@@ -118,31 +125,33 @@ def fit_remote(sources, *, scheduler, security=None, target, drop=(), client=Non
     try:
         try:
             data = FederatedDataset.from_sources(sources, target=target, drop=drop,
-                                                 client=client)
+                                                 client=client, offset=offset)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
-        return fit_sites(data, target=target, **kwargs)
+        return fit_sites(data, target=target, with_offset=offset is not None, **kwargs)
     finally:
         if own:
             client.close()
 
 
 def fit_services(sites, *, dataset, target, drop=(), ca_file, cert_file, key_file,
-                 timeout=None, **kwargs):
+                 timeout=None, offset=None, **kwargs):
     """The ``skfed fit`` report on a dataset that site services serve
     (``skfed fit --site-service NAME=HOST:PORT ... --dataset NAME``): every step is a
-    site operation or a declared row step, under each site's policy."""
+    site operation or a declared row step, under each site's policy (``offset``: the
+    column of offsets the sites keep)."""
     from ..sites import SiteRefusal, SiteServiceError, SiteUnavailable
 
     _check_remote(kwargs["model"], kwargs.get("test_size", 0.2))
     try:
         data = FederatedDataset.from_sites(sites, dataset=dataset, target=target, drop=drop,
                                            ca_file=ca_file, cert_file=cert_file,
-                                           key_file=key_file, timeout=timeout)
+                                           key_file=key_file, timeout=timeout, offset=offset)
     except (ValueError, OSError, SiteRefusal, SiteServiceError, SiteUnavailable) as exc:
         raise CLIError(str(exc)) from exc
     try:
-        return fit_sites(data, target=target, **kwargs)
+        return fit_sites(data, target=target, with_offset=offset is not None, services=True,
+                         **kwargs)
     except SiteRefusal as exc:
         raise CLIError(str(exc) + _refusal_hint(exc, kwargs)) from exc
     except (SiteServiceError, SiteUnavailable) as exc:
@@ -185,9 +194,15 @@ def _concordance(fed, test, notes):
 
 
 def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
-              random_state=0, impute=None, drop_incomplete=False, **options):
-    """The ``skfed fit`` report on a site-resident :class:`~skfed.FederatedDataset`."""
-    classifier = MODELS[model][2]
+              random_state=0, impute=None, drop_incomplete=False, with_offset=False,
+              services=False, **options):
+    """The ``skfed fit`` report on a site-resident :class:`~skfed.FederatedDataset`.
+
+    ``test_size=0``: the final model, fitted on every row of every site, with
+    no held-out score (nor local-only models to compare). ``with_offset``:
+    the sites' rows carry offsets (their local-only models, which would
+    ignore them, are not fitted). ``services``: the sites are site services.
+    """
     features = [str(c) for c in (data.columns or range(data.n_features))]
     reports = _inspect_sites(data, features, categorical, impute, drop_incomplete)
     notes = []
@@ -195,38 +210,83 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
         data = _drop_incomplete_rows(data, reports, impute, notes)
     data, imputer = _impute_at_sites(data, features, categorical, impute, reports,
                                      test_size, random_state, notes)
-    data, names, indicators, encoder = _encode_at_sites(data, features, categorical)
-    train = data.apply(split_site, test_size, random_state, False)
-    test = data.apply(split_site, test_size, random_state, True)
+    data, names, indicators, encoder = _encode_at_sites(
+        data, features, categorical, reference=model in REFERENCE_CODED_MODELS)
+    notes += reference_notes(encoder)
+    final = test_size == 0
+    train = data if final else data.apply(split_site, test_size, random_state, False)
+    test = None if final else data.apply(split_site, test_size, random_state, True)
     scaler = None
     try:
         if scale:  # the sites' moments of their training rows; each site scales its rows
             train, test, scaler = _scale_at_sites(train, test, indicators)
         est = make_estimator(model, random_state=random_state, **options)
-        fed, caught = fit_watching_convergence(lambda: clone(est).fit(train))
+        # the fit's parameter names and messages name the columns
+        fed, caught = fit_watching_convergence(lambda: clone(est).fit(_named(train, names)))
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see _scale_at_sites)
     converged = pass_on_warnings(caught, stacklevel=2)
     if model in SURVIVAL_MODELS:
-        pooled_fed, per_site = _concordance(fed, test, notes)
-    else:
-        pooled_fed, per_site = site_scores(fed, test)
-    # each site's own model needs no protection from itself: fitted without privacy=
-    local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
-                     random_state, classifier, scale, indicators)
-    notes += _no_local_only_notes(data.sites, local, classifier, model in SURVIVAL_MODELS)
+        notes += _baseline_notes(fed)
+    pooled_fed, per_site, local = _remote_scores(
+        fed, est, data, test, notes, model=model, test_size=test_size,
+        random_state=random_state, scale=scale, indicators=indicators,
+        with_offset=with_offset, services=services)
     notes.append("pooled model: not fitted (the rows never leave their sites); the federated "
                  "model converges to it.")
-    site_rows = [(str(s), int(a), int(b), per_site[s], loc, np.nan)
-                 for s, a, b, loc in zip(data.sites, train.n_samples, test.n_samples, local)]
-    overall = (int(train.n_samples.sum()), int(test.n_samples.sum()), pooled_fed, np.nan, np.nan)
-    names = [f"x{n}" if isinstance(n, (int, np.integer)) else str(n) for n in names]
+    n_test = np.zeros(len(data.sites), dtype=int) if final else test.n_samples
+    site_rows = [(str(s), int(a), int(b), per_site.get(s, np.nan), loc, np.nan)
+                 for s, a, b, loc in zip(data.sites, train.n_samples, n_test, local)]
+    overall = (int(train.n_samples.sum()), int(np.sum(n_test)), pooled_fed, np.nan, np.nan)
     return FitReport(model=model, estimator=fed, metric=metric_name(model),
-                     feature_names=names, output_names=list(np.atleast_1d(target)),
+                     feature_names=list(names), output_names=list(np.atleast_1d(target)),
                      site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,
                      scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])
+
+
+def _baseline_notes(fed):
+    """Why a Cox model fitted at the sites has no baseline hazard (no survival curves
+    from the saved model): a site's refusal names the grid that would pass."""
+    from ..linear_model._inference import InferenceError
+
+    try:
+        fed.baseline_times_
+    except InferenceError as exc:
+        return [f"no survival curves (predict_survival_function): {exc}"]
+    return []
+
+
+def _named(data, names):
+    """``data`` with its columns' names in its metadata: after the sites' row steps
+    their rows are arrays, and a fit on a dataset with named columns gives its
+    parameters (and every message about them) the columns' names."""
+    described = [dict(d, columns=list(names)) for d in data.metadata]
+    return FederatedDataset(data._backend, described, data._labels)
+
+
+def _remote_scores(fed, est, data, test, notes, *, model, test_size, random_state, scale,
+                   indicators, with_offset, services):
+    """``(pooled, {site: score}, local-only scores)`` of the federated model on the
+    sites' held-out rows (all NaN without held-out rows: the final model), with the
+    notes on the sites without a local-only score."""
+    nothing = [np.nan] * len(data.sites)
+    if test is None:  # the final model: the report says there is no held-out score
+        return np.nan, {}, nothing
+    if model in SURVIVAL_MODELS:
+        pooled, per_site = _concordance(fed, test, notes)
+    else:
+        pooled, per_site = site_scores(fed, test)
+    if with_offset:  # a site's own model would be fitted and scored without its offsets
+        notes.append("local-only models: not fitted with --offset on site-resident data")
+        return pooled, per_site, nothing
+    # each site's own model needs no protection from itself: fitted without privacy=
+    classifier = MODELS[model][2]
+    local = data.map(local_only_score, clone(est).set_params(privacy=None), test_size,
+                     random_state, classifier, scale, indicators)
+    notes += _no_local_only_notes(data.sites, local, classifier, model in SURVIVAL_MODELS)
+    return pooled, per_site, local
 
 
 def _inspect_sites(data, features, categorical, impute, drop_incomplete):
@@ -267,8 +327,9 @@ def _impute_at_sites(data, features, categorical, impute, reports, test_size, ra
     on the values filled."""
     # the imputation statistics from the training rows' per-site summaries; every
     # site then selects, cleans and imputes its own rows
-    imputer = ColumnImputer(features, list(categorical), impute).fit_sites(
-        data.apply(split_site, test_size, random_state, False))
+    train = data if test_size == 0 else data.apply(split_site, test_size, random_state,
+                                                   False)
+    imputer = ColumnImputer(features, list(categorical), impute).fit_sites(train)
     data = data.apply(impute_site, imputer)
     if impute:
         filled = sum(sum(c[0] for c in r["columns"].values()) for r in reports)
@@ -278,27 +339,33 @@ def _impute_at_sites(data, features, categorical, impute, reports, test_size, ra
     return data, imputer
 
 
-def _encode_at_sites(data, features, categorical):
+def _encode_at_sites(data, features, categorical, reference=False):
     """``(data, names, indicators, encoder)``: the ``categorical`` columns one-hot encoded
-    at the sites (:func:`encode_categorical`), the columns' names, the positions of the
-    one-hot columns, and the ColumnEncoder that does the same in the saved model."""
-    names, indicators = features, []
-    encoder = ColumnEncoder(features, list(categorical))
+    at the sites (:func:`encode_categorical`; ``reference``: without each column's first
+    level), the columns' names, the positions of the one-hot columns, and the
+    ColumnEncoder that does the same in the saved model."""
+    encoder = (ReferenceCodedEncoder if reference else ColumnEncoder)(features,
+                                                                     list(categorical))
+    encoder.encoder_, names, indicators = None, list(features), []
     if categorical:
-        data, names, indicators, fed_encoder = encode_categorical(
-            data, list(categorical), return_encoder=True)
-        encoder.encoder_ = fed_encoder
-    encoder.feature_names_out_, encoder.indicators_ = list(names), list(indicators)
-    encoder.n_features_in_ = len(features)
+        data, names, indicators, encoder.encoder_ = encode_categorical(
+            data, list(categorical), return_encoder=True, reference=reference)
+    if reference:  # the same columns as the sites' encoding
+        encoder.lay_out()
+    else:
+        encoder.feature_names_out_, encoder.indicators_ = list(names), list(indicators)
+        encoder.n_features_in_ = len(features)
     return data, names, indicators, encoder
 
 
 def _scale_at_sites(train, test, indicators):
     """``(train, test, scaler)``: the FeatureScaler fitted on the sites' moments of their
-    training rows, and each site's rows standardized with it."""
+    training rows, and each site's rows standardized with it (``test`` ``None``: no
+    held-out rows)."""
     train.map(check_numeric)
     scaler = FeatureScaler(indicators=indicators).fit(train)
-    train, test = scaler.transform(train), scaler.transform(test)
+    train = scaler.transform(train)
+    test = None if test is None else scaler.transform(test)
     # the saved Pipeline reads the columns by name in its first step; the
     # scaler and the model get arrays
     scaler.__dict__.pop("feature_names_in_", None)

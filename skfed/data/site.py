@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
+from sklearn.utils import get_tags
 
 from .._messages import show
 
@@ -385,7 +386,7 @@ def _feature_input(site, estimator):
     A pipeline gets the site's rows as they are (its first steps encode them)."""
     if hasattr(estimator, "steps"):
         return site.X
-    if estimator.__sklearn_tags__().input_tags.allow_nan:  # its own missing-value rule
+    if get_tags(estimator).input_tags.allow_nan:  # its own missing-value rule
         return site.X
     X = numeric_matrix(site)
     return site.X if hasattr(site.X, "columns") else X

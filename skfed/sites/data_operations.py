@@ -203,6 +203,7 @@ class DataOperations:
         from ..survival._site import site_event_times
 
         site, (time_grid, min_count) = self._stats_args(args, record, "event times", 2)
+        time_grid = None if time_grid is None else _cut_points(time_grid)
         floor = self.policy.min_level_count
         if not self.policy.allow_event_times:
             if time_grid is None and min_count is None:
@@ -215,6 +216,12 @@ class DataOperations:
         out = site_event_times(site, None if time_grid is None else
                                np.asarray(time_grid, dtype=float), min_count)
         if not self.policy.allow_event_times and np.any(out["events"] < floor):
+            if time_grid is not None:  # the refusal names the cut points that would pass
+                from ..data.site import Targets
+
+                Y, _ = Targets("survival").encode(site.y, site.weights())
+                self._check_cut_points(Y, np.asarray(time_grid, dtype=float),
+                                       "survival.event_times")
             raise Refused("min_level_count", f"an interval of the time grid holds fewer than "
                                               f"{floor} events here; use wider intervals")
         return out
@@ -295,27 +302,78 @@ class DataOperations:
 
     @serves("fit.cox_baseline")
     def _op_fit_cox_baseline(self, analyst, args, record):
-        from ..datafits.cox import event_grid
         from ..survival._site import client_cox_baseline
 
         session = self._on_session(analyst, args, record)
         values = args.get("args")
-        if not isinstance(values, list) or len(values) != 2:
-            raise Refused("message", "a baseline takes (theta, cut points)")
+        if not isinstance(values, list) or len(values) not in (2, 3):
+            raise Refused("message", "a baseline takes (theta, cut points[, min_count])")
+        theta, cuts, min_count = (*values, None)[:3]
+        if min_count is not None and (isinstance(min_count, bool) or not isinstance(
+                min_count, (int, np.integer))):
+            raise Refused("message", "a baseline's min_count is an integer")
         Y = session.objective.Y
-        if values[1] is None:  # at the site's own event times
-            self._check_risk_sets(Y, event_grid(Y))
-        elif not self.policy.allow_event_times:  # only at the cut points: per interval
-            cuts = np.asarray(values[1], dtype=float)
-            for code in np.unique(Y[:, 2]):
-                rows = Y[:, 2] == code
-                k = np.searchsorted(cuts, Y[rows, 0], side="left")
-                for counts in (np.bincount(k[Y[rows, 1] > 0]), np.bincount(k)):
-                    if np.any((counts > 0) & (counts < self.policy.min_level_count)):
-                        raise Refused("min_level_count", "an interval of the time grid holds "
-                                      f"fewer than {self.policy.min_level_count} events or "
-                                      "rows here; use wider intervals")
-        return client_cox_baseline(session.objective, *values)
+        if self.policy.allow_event_times:
+            return client_cox_baseline(session.objective, theta, cuts, min_count)
+        floor = self.policy.min_level_count
+        if cuts is None:  # not at its event times: at cut points the site chooses
+            min_count = max(int(min_count or 0), floor)
+            self._check_own_grid(Y, min_count)
+        else:
+            cuts = _cut_points(cuts)
+            self._check_cut_points(Y, cuts, "fit.cox_baseline")
+        out = client_cox_baseline(session.objective, theta, cuts, min_count)
+        self._check_released_grid(Y, out)
+        return out
+
+    def _check_own_grid(self, Y, min_count):
+        """A stratum here without a grid of intervals of >= ``min_count`` events and rows
+        gets no baseline: refused before any work."""
+        from ..survival._grid import passing_cut_points
+
+        for code in np.unique(Y[Y[:, 1] > 0, 2]):
+            rows = Y[:, 2] == code
+            if passing_cut_points(Y[rows, 0], Y[rows, 1] > 0, min_count) is None:
+                raise Refused("min_level_count", "no time grid here has each interval "
+                              f"holding 0 or at least {min_count} events and rows (too few "
+                              "events in a stratum); its baseline hazard is not released")
+
+    def _check_cut_points(self, Y, cuts, operation):
+        """The analyst's cut points: every interval holds 0 or ``min_level_count`` events
+        and rows in each stratum here, else a refusal naming the largest subset of them
+        that would pass here (found at the site; see docs/data-officers.md)."""
+        from ..survival._grid import cut_points_passing_here, intervals_pass, show_grid
+
+        floor = self.policy.min_level_count
+        if all(intervals_pass(Y[Y[:, 2] == code, 0], Y[Y[:, 2] == code, 1] > 0, cuts, floor)
+               for code in np.unique(Y[:, 2])):
+            return
+        subset = cut_points_passing_here(Y, cuts, floor)
+        if subset is None:
+            hint = (f"no subset of these cut points passes here (fewer than {floor} events "
+                    "or rows in all)")
+        else:
+            dropped = [c for c in cuts if c not in set(subset.tolist())]
+            which = (show_grid(dropped)[1:-1] if len(dropped) <= 6
+                     else f"{len(dropped)} of them")
+            hint = f"time_grid={show_grid(subset)} passes here (these cut points without {which})"
+            if operation == "fit.cox_baseline":
+                hint += ", and so does no time_grid (the site then chooses its cut points)"
+        raise Refused("min_level_count", f"an interval of the time grid holds fewer than "
+                      f"{floor} events or rows here; {hint}")
+
+    def _check_released_grid(self, Y, out):
+        """Whatever chose the cut points, every interval of each stratum's grid in the
+        reply holds 0 or ``min_level_count`` events and rows here."""
+        from ..survival._grid import intervals_pass
+
+        for code in np.unique(out["strata"]):
+            rows = Y[:, 2] == code
+            if not intervals_pass(Y[rows, 0], Y[rows, 1] > 0,
+                                  out["times"][out["strata"] == code],
+                                  self.policy.min_level_count):
+                raise Refused("min_level_count", "an interval of the baseline's time grid "
+                              "holds too few events or rows here")
 
     @serves("fit.cox_residuals")
     def _op_fit_cox_residuals(self, analyst, args, record):
@@ -468,7 +526,9 @@ class DataOperations:
         from ..data.site import site_score_terms
 
         site, n = self._rows(args, record, "a score")
-        return site_score_terms(site, _LinearModel.from_message(args.get("model")))
+        model = args.get("model")
+        glm = isinstance(model, dict) and model.get("family") is not None
+        return site_score_terms(site, (_GLMModel if glm else _LinearModel).from_message(model))
 
 
 def _transformer(args, check_validate=True):
@@ -535,7 +595,11 @@ class _GLMModel(_LinearModel):
 
     @classmethod
     def from_message(cls, model):
+        from ..linear_model._inference import Family
+
         out = super().from_message(model)
+        if not isinstance(model.get("family"), Family):
+            raise Refused("message", "a GLM's score needs its family")
         out.family_ = model["family"]
         return out
 
@@ -550,6 +614,18 @@ class _GLMModel(_LinearModel):
         link = self.family_.link
         return np.exp(eta) if link == "log" else (
             1.0 / (1.0 + np.exp(-eta)) if link == "logit" else eta)
+
+
+def _cut_points(cuts):
+    """A time grid's cut points: finite and increasing (an unsorted grid would place the
+    small-count rule's intervals elsewhere than the times it releases), or a refusal."""
+    try:
+        values = np.asarray(cuts, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise Refused("message", "a time grid's cut points are numbers") from None
+    if values.ndim != 1 or not np.all(np.isfinite(values)) or np.any(np.diff(values) <= 0):
+        raise Refused("message", "a time grid's cut points are finite and increasing")
+    return values
 
 
 def _parameters(params):

@@ -25,6 +25,7 @@ from ..solvers.base import message_nbytes
 from .audit import AuditLog
 from .codec import MessageError, decode, encode
 from .data_operations import DataOperations, _transformer
+from .ensemble_operations import EnsembleOperations
 from .operations import OPERATIONS, handlers, serves
 from .policy import PolicyError, Refused
 
@@ -44,7 +45,7 @@ class _Session:
         self.solver = None  # (digest, solver) of the last solver received
 
 
-class SiteHost(DataOperations):
+class SiteHost(DataOperations, EnsembleOperations):
     """Runs named operations on this site's declared datasets under its policy.
 
     Parameters

@@ -179,9 +179,14 @@ def model_message(estimator):
         raise ValueError(f"a site service scores linear models only, not a "
                          f"{type(estimator).__name__} (a Pipeline's steps would run custom "
                          "code at the site).")
-    return {"coef": np.asarray(estimator.coef_, dtype=np.float64),
-            "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
-            "classes": None if classes is None else np.asarray(classes)}
+    message = {"coef": np.asarray(estimator.coef_, dtype=np.float64),
+               "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
+               "classes": None if classes is None else np.asarray(classes)}
+    if classes is None and hasattr(estimator, "_inference_family"):
+        # a GLM's predictions are its link's inverse of the linear predictor, with the
+        # site's own offsets: the site needs the family to score them
+        message["family"] = estimator._inference_family()
+    return message
 
 
 def _local_baseline_arguments(estimator, test_size, seed, classifier=False, scale=False,
@@ -308,9 +313,11 @@ OPERATIONS = {op.name: op for op in [
               "p x p information, the log partial likelihoods at the fit and at zero, and "
               "the sandwich's p x p meat", None, True,
               arguments=ARGS),
-    Operation("fit.cox_baseline", "Breslow's baseline hazard increments at the site's own "
-              "grid intervals (each site its own stratum; only on a time grid)", None, True,
-              arguments=ARGS),
+    Operation("fit.cox_baseline", "Breslow's cumulative baseline hazard per stratum (each "
+              "site its own stratum): at the site's event times only with allow_event_times; "
+              "else at the analyst's cut points or at cut points the site chooses (released "
+              "with it), every interval holding 0 or >= min_level_count events and rows",
+              None, True, arguments=ARGS),
     Operation("fit.cox_residuals", "the sandwich's p x p meat from the site's score "
               "residuals at a broadcast baseline", None, True,
               arguments=ARGS),
@@ -354,7 +361,38 @@ OPERATIONS = {op.name: op for op in [
     Operation("formula.extremes", "per spline column of a formula, its non-missing count, "
               "minimum and maximum (single rows' values: only with allow_exact_quantiles)",
               None, arguments=ARGS),
+    # a boosting fit (skfed.ensemble); its requests' form is checked by skfed.ensemble._wire
+    Operation("boosting.schema", "the row count and weight sum; per categorical column "
+              "the levels the site holds, for a classifier the classes with their counts "
+              "and weight sums (each >= min_level_count)", None, disclosure="counts",
+              arguments=ARGS),
+    Operation("boosting.totals", "per feature the count of missing values; the row count, "
+              "weight sum and the target's (weighted) sums, or the weight of each class",
+              None, arguments=ARGS),
+    Operation("boosting.bin_counts", "per probe of a continuous feature the count (and "
+              "weight) of the site's values at or below it, and the sums of its values "
+              "between probes: the exact bin search, single rows' values (only with "
+              "allow_exact_quantiles)", None, arguments=ARGS),
+    Operation("boosting.residual_counts", "the same counts and sums for the residuals "
+              "y - raw of each requested leaf (each leaf and its sibling 0 or >= min_rows "
+              "rows here; only with allow_exact_quantiles)", None, arguments=ARGS),
+    Operation("boosting.histograms", "per requested node and feature, per bin: the sums "
+              "of the gradients and hessians and the row count (each node and its sibling "
+              "0 or >= min_rows rows here; bins at continuous thresholds only with "
+              "allow_exact_quantiles); optionally the loss sums", None, arguments=ARGS),
+    Operation("boosting.loss", "two numbers: the weighted loss of the broadcast model "
+              "over the site's rows and the weight sum", None, arguments=ARGS),
+    Operation("boosting.score", "four weighted sums (regression) or two (classification) "
+              "of the model's predictions at the site: never a prediction", None,
+              arguments=ARGS, packer=lambda estimator: {"args": [_boosting_message(estimator)]}),
 ]}
+
+
+def _boosting_message(estimator):
+    """A fitted boosting estimator as ``boosting.score`` takes it (its arrays only)."""
+    from ..ensemble._wire import score_message
+
+    return score_message(estimator)
 
 
 OPERATION_NAMES = frozenset(OPERATIONS)
@@ -367,6 +405,7 @@ def _late_functions():
     from ..data import steps
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
+    from ..ensemble import _site as boosting
     from ..formula import _design as formula
     from ..mixed import _glmm_site as glmm, _site as mixed
     from ..linear_model import _glm, _inference
@@ -405,7 +444,14 @@ def _late_functions():
                   glmm.site_glmm_groups: "mixed.glmm_groups",
                   glmm.site_glmm_totals: "mixed.glmm_totals",
                   glmm.site_glmm_terms: "mixed.glmm_terms",
-                  glmm.site_glmm_modes: "mixed.glmm_modes"}
+                  glmm.site_glmm_modes: "mixed.glmm_modes",
+                  boosting.site_schema: "boosting.schema",
+                  boosting.site_totals: "boosting.totals",
+                  boosting.site_bin_counts: "boosting.bin_counts",
+                  boosting.site_residual_counts: "boosting.residual_counts",
+                  boosting.site_histograms: "boosting.histograms",
+                  boosting.site_loss: "boosting.loss",
+                  boosting.site_score_terms: "boosting.score"}
     # what a dataset may ask each site to do to its rows before an operation: declared
     # steps of skfed's own code with typed arguments, appended to the dataset reference
     # (the site service applies them in order, then runs the operation)

@@ -54,7 +54,9 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "formula.extremes", "mixed.totals", "mixed.group_blocks",
                       "mixed.site_fit", "mixed.glmm_groups", "mixed.glmm_totals",
                       "mixed.glmm_terms", "mixed.glmm_modes", "survival.schoenfeld_sums",
-                      "survival.schoenfeld_moments")
+                      "survival.schoenfeld_moments", "boosting.schema", "boosting.totals",
+                      "boosting.bin_counts", "boosting.residual_counts",
+                      "boosting.histograms", "boosting.loss", "boosting.score")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

@@ -6,13 +6,18 @@ leave it) or one baseline shared by all (risk-set sums at the pooled event
 times, or on a coarsened time grid). Its target is scikit-survival's
 structured array of (event, time) (:func:`survival_target`). Kaplan-Meier
 and the log-rank test are in :mod:`skfed.stats`. :func:`proportional_hazard_test`
-checks the proportional-hazards assumption of a fit from the sites' sums. See
+checks the proportional-hazards assumption of a fit from the sites' sums;
+:class:`SurvivalPipeline` is a Pipeline ending in the model that predicts
+survival curves from raw rows (what ``skfed fit --model cox --output``
+saves). See
 ``docs/survival.md``.
 """
 
 from ._concordance import concordance_index
 from ._cox import FedCoxPH
 from ._ph_test import proportional_hazard_test
+from ._pipeline import SurvivalPipeline
 from ._target import survival_target
 
-__all__ = ["FedCoxPH", "concordance_index", "proportional_hazard_test", "survival_target"]
+__all__ = ["FedCoxPH", "SurvivalPipeline", "concordance_index", "proportional_hazard_test",
+           "survival_target"]

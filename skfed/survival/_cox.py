@@ -74,7 +74,11 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
         tables, coarsened at a site service to its ``min_level_count``).
         With ``strata="site"`` the fit stays exact (no risk set crosses a
         site) and the grid is only where each site reports its baseline
-        hazard (else at its own event times).
+        hazard (else at its own event times; a site service that does not
+        allow event times reports it at cut points it chooses, each interval
+        holding ``min_level_count`` of its events and rows, and refuses a grid
+        that breaks that rule, naming the subset of its cut points that
+        would pass).
     cov_type : {"nonrobust", "robust", "cluster"}, default="nonrobust"
         ``"nonrobust"``: the inverse observed information (lifelines'
         default). ``"robust"``: the sandwich from the rows' score residuals
@@ -124,7 +128,8 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
         (lifelines' ``log_likelihood_`` and its null model's).
     baseline_times_ : dict
         ``{stratum: times}`` of Breslow's baseline hazard (the pooled event
-        times, or the grid's interval ends), when it was estimated.
+        times, or the grid's interval ends, or with ``strata="site"`` the cut
+        points a site service chose), when it was estimated.
     baseline_cumulative_hazard_ : dict
         ``{stratum: cumulative hazard at baseline_times_}`` (covariates 0).
     strata_ : list

@@ -13,6 +13,7 @@ from ..datafits.cox import (_expand, baseline_increments, cox_terms, event_grid,
                             risk_set_sums, score_residuals)
 from ..solvers.newton import pack_upper
 from ..stats._site import _coarsen
+from ._grid import passing_cut_points
 from ._pairs import concordance_counts
 
 
@@ -71,10 +72,14 @@ def client_cox_inference(client, theta, cov_type):
     return out
 
 
-def client_cox_baseline(client, theta, cuts):
+def client_cox_baseline(client, theta, cuts, min_count=None):
     """At a site whose rows are their own strata: Breslow's cumulative baseline
-    hazard per stratum, at its own event times (``cuts=None``) or only at the
-    grid's cut points."""
+    hazard per stratum, at its own event times (``cuts=None``), only at the
+    grid's cut points, or (``cuts=None`` with ``min_count``) only at cut points
+    the site chooses in each stratum, every interval holding 0 or at least
+    ``min_count`` of its events and rows (:func:`~skfed.survival._grid.
+    passing_cut_points`; a stratum without such a grid raises a
+    :class:`~skfed.data.SiteError`)."""
     Y = client.Y
     grid = event_grid(Y)
     sums = risk_set_sums(client.X, client.raw(theta)[:, 0], Y, client.sample_weight, grid,
@@ -86,9 +91,17 @@ def client_cox_baseline(client, theta, cuts):
         t = grid[code]
         H = np.cumsum(h[start:start + len(t)])
         start += len(t)
-        if cuts is not None:  # the step function at the cut points only
-            k = np.searchsorted(t, cuts, side="right") - 1
-            t, H = np.asarray(cuts, dtype=float), np.where(k >= 0, H[np.maximum(k, 0)], 0.0)
+        at = cuts
+        if cuts is None and min_count is not None:  # the site's own coarsened grid
+            rows = Y[:, 2] == code
+            at = passing_cut_points(Y[rows, 0], Y[rows, 1] > 0, int(min_count))
+            if at is None:
+                raise SiteError(getattr(client, "site", "this site"),
+                                f"no time grid with each interval holding 0 or at least "
+                                f"{int(min_count)} events and rows in a stratum here.")
+        if at is not None:  # the step function at the cut points only
+            k = np.searchsorted(t, at, side="right") - 1
+            t, H = np.asarray(at, dtype=float), np.where(k >= 0, H[np.maximum(k, 0)], 0.0)
         strata += [code] * len(t)
         times += list(t)
         cumhaz += list(H)

@@ -1,0 +1,228 @@
+"""``skfed fit --formula "y ~ age + C(sex)"``: skfed's formula fits from the command line.
+
+:func:`skfed.formula.glm` (``--model linear|logistic|poisson|gamma|tweedie``
+or ``--family``) and :func:`skfed.formula.coxph` (``--model cox``) on the
+rows of one CSV with a ``--clients`` column, of one CSV per site
+(``--site-files``), or of a dataset that site services serve
+(``--site-service NAME=HOST:PORT ... --dataset NAME``, its columns named by
+the formula). The fit is the Python API's on the same rows: statsmodels'
+(lifelines') design, names and numbers on every complete row of every site;
+its ``summary()`` is the report's regression table. Also here:
+:func:`report_json`, the numbers of any ``skfed fit`` report as JSON
+(``--json``).
+"""
+
+import math
+
+import numpy as np
+
+from .fit import (CLIError, FitReport, coefficient_headers, coefficient_rows, intercept_row,
+                  fit_watching_convergence, metric_name, pass_on_warnings, traffic)
+
+#: ``--model`` -> the formula's GLM family (``cox``: :func:`skfed.formula.coxph`)
+FAMILIES = {"linear": "gaussian", "logistic": "binomial", "poisson": "poisson",
+            "gamma": "gamma", "tweedie": "tweedie"}
+
+#: options a formula fit does not take, with what to do instead
+_NOT_WITH_FORMULA = (
+    ("target", "--target", "the formula names the response: 'y ~ ...', or "
+                           "'Surv(time, event) ~ ...' with --model cox"),
+    ("categorical", "--categorical", "write C(column) in the formula (treatment coding "
+                                     "against its first level, or C(column, "
+                                     "Treatment('b')))"),
+    ("drop", "--drop", "the formula names the columns it uses"),
+    ("alpha", "--alpha", "a formula fit is unpenalized (statsmodels' GLM, lifelines' Cox)"),
+    ("C", "--C", "a formula fit is unpenalized (statsmodels' GLM)"),
+    ("l1_ratio", "--l1-ratio", "a formula fit is unpenalized"),
+    ("impute", "--impute", "a formula uses each site's complete rows (statsmodels' "
+                           "missing='drop')"),
+    ("time_grid", "--time-grid", "skfed.formula.coxph fits no time grid: use --strata site, "
+                                 "or sites that allow event times"),
+    ("dp_epsilon", "--dp-epsilon", "a formula fit runs Newton's method, which differential "
+                                   "privacy does not cover; --secure-aggregation masks it"),
+)
+
+
+def formula_model(args):
+    """``(model, family)`` of a ``--formula`` fit from ``--model`` or ``--family``
+    (``family`` ``None`` for ``cox``)."""
+    if args.family:
+        model = {family: model for model, family in FAMILIES.items()}[args.family]
+        if args.model not in (None, model):
+            raise CLIError(f"--family {args.family} is --model {model}; give one of them.")
+        return model, args.family
+    if args.model == "cox":
+        return "cox", None
+    if args.model not in FAMILIES:
+        raise CLIError("--formula fits --model " + ", ".join([*FAMILIES, "cox"])
+                       + (f", not {args.model}" if args.model else " (or give --family)")
+                       + ".")
+    return args.model, FAMILIES[args.model]
+
+
+def _check_options(args, model):
+    """Refuse what a formula fit does not take, naming what to do instead."""
+    for attribute, option, instead in _NOT_WITH_FORMULA:
+        if getattr(args, attribute, None) not in (None, [], ()):
+            raise CLIError(f"{option} does not go with --formula: {instead}.")
+    if args.test_size not in (None, 0):
+        raise CLIError("--test-size does not go with --formula: a formula fit uses every "
+                       "complete row of every site (the final model; no held-out score).")
+    if model == "cox" and (args.offset or args.var_power is not None):
+        raise CLIError("--offset and --var-power are for a GLM's formula, not --model cox.")
+    if model != "cox" and (args.strata or args.ties):
+        raise CLIError("--strata and --ties are for --model cox.")
+    if args.scheduler or args.site:
+        raise CLIError("--formula reads local CSV files or site services (--site-service); "
+                       "on Dask workers fit skfed.formula.glm or coxph in Python on "
+                       "FederatedDataset.from_sources(...).")
+
+
+def _local_frame(args):
+    """``(DataFrame, clients)`` of the local CSV files: one file with its --clients
+    column, or one file per site (the site: the file's name)."""
+    import pandas as pd
+
+    if bool(args.data) == bool(args.site_files):
+        raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv "
+                       "B.csv ...")
+    from pathlib import Path
+
+    frames = []
+    for path in args.site_files or [args.data]:
+        if not Path(path).is_file():
+            raise CLIError(f"cannot read {path}: no such file.")
+        frame = pd.read_csv(path, skipinitialspace=True, encoding="utf-8-sig")
+        frames.append(frame.rename(columns=lambda c: str(c).strip()))
+    if args.site_files:
+        if args.clients:
+            raise CLIError("pass either --clients (one file with a site column) or "
+                           "--site-files (one file per site), not both.")
+        sites = np.repeat([Path(p).stem for p in args.site_files], [len(f) for f in frames])
+        return pd.concat(frames, ignore_index=True), sites
+    if not args.clients:
+        raise CLIError("say which column names each row's site: --clients COLUMN (or give "
+                       "one file per site with --site-files).")
+    return frames[0], args.clients
+
+
+def _service_dataset(args):
+    """The site services' dataset, without a target (the formula names its columns)."""
+    from .remote import parse_sites
+    from ..data import FederatedDataset
+
+    if args.data or args.site_files or args.clients:
+        raise CLIError("--site-service reaches the sites' own services: give no local files "
+                       "or --clients with it.")
+    if not args.dataset:
+        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
+                       "sites' configurations).")
+    if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
+        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
+                       "TLS with the analyst's certificate).")
+    return FederatedDataset.from_sites(parse_sites(args.site_service), dataset=args.dataset,
+                                       ca_file=args.tls_ca_file, cert_file=args.tls_cert,
+                                       key_file=args.tls_key)
+
+
+def _fit(args, model, family, data, clients):
+    """The formula's results (:mod:`skfed.formula`), and whether the fit converged."""
+    from ..formula import coxph, glm
+    from ..privacy import SecureAggregation
+
+    options = {"cov_type": args.cov_type or "nonrobust", "clients": clients,
+               "privacy": SecureAggregation() if args.secure_aggregation else None}
+    for name, value in (("tol", args.tol), ("max_rounds", args.max_rounds)):
+        if value is not None:  # else the Python API's defaults
+            options[name] = value
+    if model == "cox":
+        fit = lambda: coxph(args.formula, data, strata=args.strata,  # noqa: E731
+                            ties=args.ties or "efron", **options)
+    else:
+        fit = lambda: glm(args.formula, data, family=family,  # noqa: E731
+                          var_power=args.var_power, offset=args.offset, **options)
+    results, caught = fit_watching_convergence(fit)
+    return results, pass_on_warnings(caught, stacklevel=3)
+
+
+def run_formula_fit(args):
+    """``skfed fit --formula ...``: the :class:`~skfed.cli.fit.FitReport` of the formula's
+    fit, its regression table the results' ``summary()``."""
+    from ..data import FederatedDataset
+    from ..formula import FormulaError
+    from ..sites import SiteRefusal, SiteServiceError, SiteUnavailable
+
+    model, family = formula_model(args)
+    _check_options(args, model)
+    data = None
+    try:
+        if args.site_service:
+            data, clients = _service_dataset(args), None
+        else:
+            data, clients = _local_frame(args)
+        results, converged = _fit(args, model, family, data, clients)
+        summary = results.summary()
+    except (FormulaError, ValueError, TypeError, SiteRefusal, SiteServiceError,
+            SiteUnavailable) as exc:
+        raise CLIError(str(exc)) from exc
+    finally:
+        if isinstance(data, FederatedDataset):  # the connections to the services
+            data.close()
+    rows = results.rows_by_site
+    names = [n for n in results.param_names if n != "Intercept"]
+    return FitReport(
+        model=model, estimator=results.estimator, metric=metric_name(model),
+        feature_names=names, output_names=[args.formula.split("~")[0].strip()],
+        site_rows=[(str(s), int(n), 0, np.nan, np.nan, np.nan) for s, n in rows.items()],
+        overall=(int(rows.sum()), 0, np.nan, np.nan, np.nan), converged=converged,
+        notes=[], test=None, summary=summary, formula=results)
+
+
+def _plain(value):
+    """A JSON value: numbers as floats (NaN and infinities as ``None``), arrays as lists."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def report_json(report):
+    """Every number of a ``skfed fit`` report, as plain JSON values (``--json``).
+
+    Parameters
+    ----------
+    report : FitReport
+
+    Returns
+    -------
+    dict
+        ``model``, ``estimator``, ``formula`` (and its ``design``), the
+        ``coefficients`` (``{feature: [values...]}`` under ``headers``), the
+        ``intercept``, the regression table ``summary`` (``{row: {column:
+        value}}``, or ``None``), the ``sites`` with their rows and scores,
+        ``overall``, ``converged``, ``notes`` and ``traffic``.
+    """
+    rows = coefficient_rows(report)
+    out = {"model": report.model, "estimator": type(report.estimator).__name__,
+           "formula": None if report.formula is None else report.formula.formula,
+           "metric": report.metric, "headers": coefficient_headers(report),
+           "coefficients": {name: list(values) for name, *values in rows},
+           "intercept": None if report.survival else list(intercept_row(report)[1:]),
+           "summary": None if report.summary is None else
+           {str(k): dict(v) for k, v in report.summary.to_dict(orient="index").items()},
+           "sites": [dict(zip(("site", "train_rows", "test_rows", "federated", "local_only",
+                                "pooled"), r)) for r in report.site_rows],
+           "overall": dict(zip(("train_rows", "test_rows", "federated", "local_only",
+                                "pooled"), report.overall)),
+           "converged": report.converged, "notes": list(report.notes),
+           "traffic": traffic(report)}
+    if report.formula is not None:
+        out["design"] = report.formula.design
+    return _plain(out)

@@ -1,0 +1,265 @@
+"""The site operations of a federated boosting fit (:mod:`skfed.ensemble`).
+
+``FedHistGradientBoostingRegressor`` and ``...Classifier`` reach a site
+service through the operations ``boosting.*``: each runs one site function
+of :mod:`skfed.ensemble._site` on the rows a dataset reference names, after
+:class:`~skfed.sites.host.SiteHost` has checked who asks, and after the
+checks here, in this order:
+
+1. protection (rule ``require``): a boosting fit's sums travel plain (the
+   dataset-level federation session has no masked form yet), so a site that
+   requires secure aggregation or differential privacy serves none of them;
+2. the request's form (rule ``message``, :mod:`skfed.ensemble._wire`): every
+   key, dtype, shape and range of its context, model, nodes, sampling and
+   probes, with bounded sizes, before any row is read;
+3. the rows' rules: ``allow_exact_quantiles`` for anything that counts rows
+   at values the analyst sends (the bin search, the residuals' quantiles,
+   and bins at continuous thresholds: counts per bin at thresholds of the
+   analyst's choosing are the exact quantile search); ``min_level_count``
+   for the levels of a categorical column and the classes; ``min_rows`` for
+   every node a histogram or a residual count is computed from, and for its
+   sibling (the parent's sums minus the node's); ``max_local_iterations``
+   for the trees of the model a request carries.
+
+Per-row predictions (``site_output``) are not an operation: a model is scored
+at the site (``boosting.score``), which releases the score's sums only.
+See ``docs/data-officers.md``. A mixin of the host.
+"""
+
+import numpy as np
+
+from ..data.site import SiteData
+from .operations import serves
+from .policy import Refused
+
+
+class EnsembleOperations:
+    """The host's boosting operations (see the module docstring)."""
+
+    # -- the checks shared by the operations --------------------------------------
+    def _boosting_args(self, args, record, what, n_args):
+        """``(site rows, arguments)`` of a boosting request, refused first where the
+        policy requires a protection the fit cannot carry."""
+        required = self.policy.require
+        if required:
+            needs = " and ".join(r.replace("_", " ") for r in required)
+            raise Refused("require", f"this site requires {needs}: a boosting fit sends "
+                                     "this site's own counts and histograms, and the "
+                                     "dataset-level session that carries them has no masked "
+                                     "form yet (boosting is not served here)")
+        return self._stats_args(args, record, what, n_args)
+
+    @staticmethod
+    def _wire(check, *values):
+        """``check(*values)`` of :mod:`skfed.ensemble._wire`; its complaint is a refusal."""
+        from ..ensemble._wire import WireError
+
+        try:
+            return check(*values)
+        except WireError as exc:
+            raise Refused("message", f"a malformed boosting request: {exc}") from None
+
+    def _boosting_context(self, site, context, *, binned):
+        """The fit's context checked: its form, its categorical columns' levels and, once
+        binned, the rule on continuous thresholds."""
+        from ..ensemble._wire import check_context
+
+        self._wire(lambda: check_context(context, site.X.shape[1], binned=binned))
+        categorical = [int(c) for c, is_cat in zip(context["order"], context["categorical"])
+                       if is_cat]
+        self._check_boosting_levels(site, categorical)
+        if binned and any(t.size for t, is_cat in zip(context["thresholds"],
+                                                      context["categorical"]) if not is_cat):
+            self._check_exact_quantiles("a boosting request bins continuous features at "
+                                        "thresholds the analyst sends (counts per bin at "
+                                        "thresholds of the analyst's choosing are the exact "
+                                        "quantile search)")
+        return context
+
+    def _check_exact_quantiles(self, why):
+        if not self.policy.allow_exact_quantiles:
+            raise Refused("allow_exact_quantiles", f"{why}: it releases single rows' values")
+
+    def _check_boosting_levels(self, site, columns):
+        """Each level of a categorical column binned here is held by at least
+        ``min_level_count`` of this site's rows (a bin, and a released level name)."""
+        import pandas as pd
+
+        floor = self.policy.min_level_count
+        names = site.columns()
+        X = site.X
+        for j in columns:
+            values = X.iloc[:, j] if hasattr(X, "iloc") else np.asarray(X)[:, j]
+            counts = pd.Series(np.asarray(values, dtype=object)).value_counts(dropna=True)
+            if counts.size and counts.min() < floor:
+                where = repr(str(names[j])[:64]) if names else f"{j}"
+                raise Refused("min_level_count", f"a level of categorical column {where} is "
+                                                 f"held by fewer than {floor} rows here")
+
+    def _boosting_model(self, model, context):
+        """The model's form, and its trees within ``max_local_iterations``."""
+        from ..ensemble._wire import check_model
+
+        n_trees = self._wire(check_model, model, context)
+        most = self.policy.max_local_iterations
+        if n_trees > most:
+            raise Refused("max_local_iterations", f"a model of {n_trees} trees asks for more "
+                                                  f"than this site's {most} iterations")
+        return model
+
+    def _check_node_rows(self, site, context, nodes):
+        """No node's sums from fewer than ``min_rows`` rows here (0 rows is no row): the
+        node's own, and its sibling's, which the parent's sums minus the node's give."""
+        from ..ensemble._site import node_rows, prepared, unpack_nodes
+
+        binned = prepared(site, context).binned
+        positive = site.weights() > 0
+        floor, missing_bin = self.policy.min_rows, context["max_bins"]
+        for _, steps, _ in unpack_nodes(nodes):
+            if not steps:  # the root: every row of the request (min_rows checked)
+                continue
+            parent = node_rows(binned, steps[:-1], missing_bin)
+            node = node_rows(binned, steps[-1:], missing_bin, parent)
+            for rows in (node, parent & ~node):
+                if rows.any() and np.count_nonzero(rows & positive) < floor:
+                    # the count itself is not said: a refusal is one bit, not a number
+                    raise Refused("min_rows", "a node of the tree, or its sibling, would "
+                                              f"be computed from fewer than {floor} rows "
+                                              "here (a deeper tree than this site's rows "
+                                              "allow; raise min_samples_leaf or lower "
+                                              "max_depth)")
+
+    # -- the operations ---------------------------------------------------------
+    @serves("boosting.schema")
+    def _op_boosting_schema(self, analyst, args, record):
+        from ..ensemble._site import site_schema
+        from ..ensemble._wire import check_schema_request
+
+        site, (request,) = self._boosting_args(args, record, "a boosting schema", 1)
+        self._wire(check_schema_request, request, site.X.shape[1])
+        if isinstance(request["categorical"], str):  # the columns of category dtype
+            X = site.X
+            wanted = [j for j in range(X.shape[1]) if hasattr(X, "iloc")
+                      and str(X.iloc[:, j].dtype) == "category"]
+        else:
+            wanted = np.flatnonzero(request["categorical"]).tolist()
+        self._check_boosting_levels(site, wanted)
+        out = site_schema(site, request)
+        counts = out.get("class_counts")
+        if counts is not None and np.min(counts) < self.policy.min_level_count:
+            raise Refused("min_level_count", "a class of the target has fewer than "
+                                             f"{self.policy.min_level_count} rows here")
+        return out
+
+    @serves("boosting.totals")
+    def _op_boosting_totals(self, analyst, args, record):
+        from ..ensemble._site import site_totals
+
+        site, (context,) = self._boosting_args(args, record, "a boosting fit's totals", 1)
+        return site_totals(site, self._boosting_context(site, context, binned=False))
+
+    @serves("boosting.bin_counts")
+    def _op_boosting_bin_counts(self, analyst, args, record):
+        from ..ensemble._site import site_bin_counts
+        from ..ensemble._wire import check_probes, check_sampling
+
+        site, (context, sampling, probes, starts) = self._boosting_args(
+            args, record, "a boosting fit's bin search", 4)
+        self._check_exact_quantiles("the exact bin thresholds are the pooled quantiles or "
+                                    "distinct values of each feature, found from counts at "
+                                    "values the analyst sends")
+        self._boosting_context(site, context, binned=False)
+        features = self._wire(check_sampling, sampling, context, site.site, site.n_samples)
+        self._wire(check_probes, probes, starts, len(features))
+        return site_bin_counts(site, context, sampling, probes, starts)
+
+    @serves("boosting.residual_counts")
+    def _op_boosting_residual_counts(self, analyst, args, record):
+        from ..ensemble._site import site_residual_counts
+        from ..ensemble._wire import check_nodes, check_probes
+
+        site, (context, model, paths, probes, starts) = self._boosting_args(
+            args, record, "a boosting fit's leaf quantiles", 5)
+        self._check_exact_quantiles("a leaf's quantile of the residuals y - raw is found "
+                                    "from counts at values the analyst sends")
+        self._boosting_context(site, context, binned=True)
+        if model is not None:
+            self._boosting_model(model, context)
+        n_paths = self._wire(lambda: check_nodes(paths, context, with_loss=False))
+        self._wire(check_probes, probes, starts, n_paths)
+        self._check_node_rows(site, context, paths)
+        return site_residual_counts(site, context, model, paths, probes, starts)
+
+    @serves("boosting.histograms")
+    def _op_boosting_histograms(self, analyst, args, record):
+        from ..ensemble._site import site_histograms
+        from ..ensemble._wire import check_nodes
+
+        site, (context, model, request) = self._boosting_args(
+            args, record, "a boosting fit's histograms", 3)
+        self._boosting_context(site, context, binned=True)
+        self._boosting_model(model, context)
+        self._wire(lambda: check_nodes(request, context, with_loss=True))
+        self._check_node_rows(site, context, request)
+        return site_histograms(site, context, model, request)
+
+    @serves("boosting.loss")
+    def _op_boosting_loss(self, analyst, args, record):
+        from ..ensemble._site import site_loss
+
+        site, (context, model) = self._boosting_args(args, record, "a boosting fit's loss", 2)
+        self._boosting_context(site, context, binned=True)
+        return site_loss(site, context, self._boosting_model(model, context))
+
+    @serves("boosting.score")
+    def _op_boosting_score(self, analyst, args, record):
+        from ..ensemble._site import site_score_terms
+        from ..ensemble._wire import check_score_message
+
+        site, (message,) = self._boosting_args(args, record, "a boosting model's score", 1)
+        context, model = self._wire(check_score_message, message)
+        self._boosting_context(site, context, binned=True)
+        self._boosting_model(model, context)
+        return site_score_terms(site, _BoostingModel(site.site, context, model))
+
+
+class _BoostingModel:
+    """A fitted boosting model's arrays, rebuilt at the site for an aggregate score.
+
+    Its predictions are those of the analyst's estimator (each row binned at
+    the model's thresholds and walked down the packed trees, as scikit-learn
+    does during fit); they never leave the site: only the score's sums do
+    (:func:`skfed.ensemble._site.site_score_terms`).
+    """
+
+    def __init__(self, site, context, model):
+        self.site, self.context, self.model = site, context, model
+        if context["classes"] is not None:
+            self.classes_ = context["classes"]
+
+    def _raw(self, X):
+        from ..ensemble._site import bin_features, model_features
+        from ..ensemble._tree import packed_leaf_values, unpack_trees
+
+        context = self.context
+        features = model_features(SiteData(self.site, X), context)
+        binned = bin_features(features, context["thresholds"], context["max_bins"])
+        baseline = self.model["baseline"]
+        raw = np.zeros((binned.shape[0], baseline.size), order="F")
+        raw += baseline.reshape(1, -1)
+        for t, tree in enumerate(unpack_trees(self.model["trees"])):
+            raw[:, t % baseline.size] += packed_leaf_values(tree, binned, context["max_bins"])
+        return raw
+
+    def predict(self, X):
+        """The model's predictions of ``X`` (values, or class labels)."""
+        from ..ensemble._losses import make_loss
+
+        raw = self._raw(X)
+        context = self.context
+        if context["classes"] is None:
+            loss = make_loss(context["loss"], quantile=context["quantile"],
+                             weighted=context["weighted"])
+            return loss.link.inverse(raw.ravel())
+        encoded = (raw.ravel() > 0).astype(int) if raw.shape[1] == 1 else np.argmax(raw, 1)
+        return self.classes_[encoded]

@@ -1,0 +1,390 @@
+"""Boosted trees through three site services (gRPC over mutual TLS), and the site's rules.
+
+The boosting fit's site functions are operations of the site's table
+(``boosting.*``, :mod:`skfed.sites.ensemble_operations`): fitted through three
+real services, the regressor and the classifier equal the same fit in this
+process on the rows the sites read, node for node. The site refuses a node
+of fewer than ``min_rows`` of its rows (and the sibling a subtraction would
+give), anything where its policy requires a protection the fit cannot carry,
+exact quantiles without ``allow_exact_quantiles``, and every request whose
+form is not the declared one, as a modified client would send it (a raw
+:class:`~skfed.sites.transport.SiteConnection`); each refusal names its rule
+and is in the audit log.
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("cryptography")
+
+from skfed.data.sources import read_table  # noqa: E402
+from skfed.ensemble import (FedHistGradientBoostingClassifier,  # noqa: E402
+                            FedHistGradientBoostingRegressor)
+from skfed.ensemble._site import pack_nodes  # noqa: E402
+from skfed.ensemble._tree import pack_trees  # noqa: E402
+from skfed.ensemble._wire import (MAX_NODES_PER_REQUEST, WireError,  # noqa: E402
+                                 score_message)
+from skfed.sites import SiteRefusal  # noqa: E402
+from skfed.sites.audit import read_audit  # noqa: E402
+
+from ._sites import SITES, diabetes_service, services_of  # noqa: E402
+
+OPEN = "min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true"
+PARAMS = dict(max_iter=4, max_depth=3, min_samples_leaf=45, random_state=0,
+              early_stopping=False, categorical_features=["ward"])
+
+
+def _frames():
+    """Three hospitals of 200 rows: a continuous feature with missing values, one of
+    few distinct values, a categorical ward; a continuous and a binary outcome."""
+    rng = np.random.default_rng(11)
+    n = 600
+    frame = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.uniform(0, 5, n).round(1),
+                          "ward": rng.choice(["a", "b", "c"], n)})
+    frame.loc[::13, "x1"] = np.nan
+    signal = 2 * np.nan_to_num(frame["x1"]) + np.sin(frame["x2"]) + (frame["ward"] == "b")
+    frame["y"] = signal + rng.normal(0, 0.3, n)
+    frame["label"] = (signal + rng.normal(0, 1, n) > 0.5).astype(int)
+    return [frame.iloc[k::3].reset_index(drop=True) for k in range(3)]
+
+
+def _as_read(root):
+    """The sites' rows as each service reads its file (pandas' CSV parser), pooled in
+    site order, with every row's site: the in-process reference sees the same numbers."""
+    parts = [read_table(name, root / name / "rows.csv") for name in SITES]
+    return pd.concat(parts, ignore_index=True), np.repeat(list(SITES), [len(p) for p in parts])
+
+
+def _federation(root, target, other):
+    """Three services of :func:`_frames` predicting ``target``: ``(remote dataset, X,
+    y, each row's site, the services' folder)``, the rows as the sites read them."""
+    with services_of(root, _frames(), policy=OPEN, target=target, drop=[other]) as remote:
+        pooled, labels = _as_read(root)
+        yield remote, pooled.drop(columns=["y", "label"]), pooled[target], labels, root
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory):
+    yield from _federation(tmp_path_factory.mktemp("boosting-regression"), "y", "label")
+
+
+@pytest.fixture(scope="module")
+def classification(tmp_path_factory):
+    yield from _federation(tmp_path_factory.mktemp("boosting-classification"), "label", "y")
+
+
+def _assert_same_trees(through, here):
+    """Every node of every tree: structure exactly, values to 1e-10."""
+    assert len(through._predictors) == len(here._predictors)
+    for mine, theirs in zip(through._predictors, here._predictors):
+        for a, b in zip(mine, theirs):
+            for field in ("feature_idx", "left", "right", "is_leaf", "bin_threshold",
+                          "missing_go_to_left", "is_categorical", "count", "depth",
+                          "num_threshold"):
+                np.testing.assert_array_equal(a.nodes[field], b.nodes[field], err_msg=field)
+            np.testing.assert_allclose(a.nodes["value"], b.nodes["value"], rtol=1e-10,
+                                       atol=1e-12)
+            np.testing.assert_allclose(a.nodes["gain"], b.nodes["gain"], rtol=1e-10,
+                                       atol=1e-12)
+            np.testing.assert_array_equal(a.binned_left_cat_bitsets,
+                                          b.binned_left_cat_bitsets)
+    for a, b in zip(through.bin_thresholds_, here.bin_thresholds_):
+        np.testing.assert_array_equal(a, b)
+
+
+def _assert_scored_at_the_sites(through, here, remote, X, y, labels):
+    """The pooled and per-site scores (computed at each site: no prediction leaves it)
+    equal the in-process model's on the same rows."""
+    assert through.score(remote) == pytest.approx(here.score(X, y), rel=1e-12)
+    for site in SITES:
+        rows = labels == site
+        assert through.score(remote.subset([site])) == pytest.approx(
+            here.score(X[rows], y[rows]), rel=1e-12)
+    with pytest.raises(ValueError, match="not one of the site operations"):
+        through.predict(remote)  # per-row predictions are not an operation
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "absolute_error"])
+def test_a_regressor_through_services_equals_in_process(regression, loss):
+    remote, X, y, labels, _ = regression
+    through = FedHistGradientBoostingRegressor(loss=loss, **PARAMS).fit(remote)
+    here = FedHistGradientBoostingRegressor(loss=loss, **PARAMS).fit(X, y, clients=labels)
+    _assert_same_trees(through, here)
+    np.testing.assert_allclose(through.predict(X), here.predict(X), rtol=1e-10, atol=1e-10)
+    _assert_scored_at_the_sites(through, here, remote, X, y, labels)
+
+
+def test_a_binary_classifier_through_services_equals_in_process(classification):
+    remote, X, y, labels, _ = classification
+    through = FedHistGradientBoostingClassifier(**PARAMS).fit(remote)
+    here = FedHistGradientBoostingClassifier(**PARAMS).fit(X, y, clients=labels)
+    _assert_same_trees(through, here)
+    np.testing.assert_allclose(through.predict_proba(X), here.predict_proba(X), rtol=1e-10,
+                               atol=1e-10)
+    np.testing.assert_array_equal(through.predict(X), here.predict(X))
+    _assert_scored_at_the_sites(through, here, remote, X, y, labels)
+
+
+def test_a_node_of_fewer_than_min_rows_is_refused(tmp_path):
+    """A deep tree reaches nodes of a few rows of a site: the site refuses, naming the
+    rule, and its message does not say how many rows the node holds."""
+    with services_of(tmp_path, _frames(), policy=OPEN.replace("10", "60"), target="y",
+                     drop=["label"]) as remote:
+        with pytest.raises(SiteRefusal, match="fewer than 60 rows here") as info:
+            FedHistGradientBoostingRegressor(max_iter=3, min_samples_leaf=5,
+                                             categorical_features=["ward"]).fit(remote)
+    assert info.value.rule == "min_rows"
+    assert set(re.findall(r"\d+", str(info.value))) == {"60"}
+    line = read_audit(tmp_path / info.value.site / "audit.jsonl")[-1]
+    assert (line["operation"], line["rule"]) == ("boosting.histograms", "min_rows")
+
+
+def test_a_site_requiring_secure_aggregation_refuses_boosting(tmp_path):
+    with services_of(tmp_path, _frames(), target="y", drop=["label"],
+                     policy='min_rows = 10\nrequire = ["secure_aggregation"]') as remote:
+        with pytest.raises(SiteRefusal, match="has no masked form yet") as info:
+            FedHistGradientBoostingRegressor(max_iter=2).fit(remote)
+    assert info.value.rule == "require"
+
+
+# -- crafted requests, as a modified client sends them --------------------------------
+DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": None}
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory):
+    """One service (hospital-a, 120 diabetes rows) allowing exact quantiles, with at most
+    1000 trees per request; a valid context and model of the same columns."""
+    from sklearn.datasets import load_diabetes
+
+    root = tmp_path_factory.mktemp("boosting-crafted")
+    frame = load_diabetes(as_frame=True).frame.iloc[:120]
+    est = FedHistGradientBoostingRegressor(max_iter=3, max_depth=2, random_state=0,
+                                           categorical_features=["sex"]).fit(
+        frame.drop(columns="target"), frame["target"])
+    message = score_message(est)
+    with diabetes_service(root, OPEN + "\nmax_local_iterations = 1000") as conn:
+        yield conn, root, message["context"], message["model"], frame
+
+
+def _root_nodes(n):
+    return dict(pack_nodes([(0, (), None)] * n, 10), with_loss=False)
+
+
+def _histograms(conn, context, model, nodes):
+    return conn.call("boosting.histograms", dataset=DATASET, args=[context, model, nodes])
+
+
+def test_a_well_formed_request_is_answered(crafted):
+    conn, _, context, model, frame = crafted
+    reply = _histograms(conn, context, model, _root_nodes(1))
+    assert reply["counts"].reshape(10, 256).sum(axis=1).tolist() == [len(frame)] * 10
+
+
+def _corrupt_context(context, how):
+    context = dict(context)
+    if how == "extra key":
+        context["code"] = "import os"
+    elif how == "order":
+        context["order"] = np.zeros(10, dtype=np.int64)
+    elif how == "thresholds":
+        context["thresholds"] = [t[::-1].copy() for t in context["thresholds"]]
+    elif how == "categorical codes":  # a categorical feature's bins at chosen values
+        context["thresholds"] = [np.array([0.01]) if c else t for t, c in
+                                 zip(context["thresholds"], context["categorical"])]
+    elif how == "loss":
+        context["loss"] = "__import__"
+    return context
+
+
+@pytest.mark.parametrize("how", ["extra key", "order", "thresholds", "categorical codes",
+                                 "loss"])
+def test_a_malformed_context_is_refused_and_audited(crafted, how):
+    conn, root, context, model, _ = crafted
+    with pytest.raises(SiteRefusal, match="a malformed boosting request") as info:
+        _histograms(conn, _corrupt_context(context, how), model, _root_nodes(1))
+    assert info.value.rule == "message"
+    line = read_audit(root / "audit.jsonl")[-1]
+    assert (line["operation"], line["outcome"], line["rule"]) == (
+        "boosting.histograms", "refused", "message")
+
+
+def test_oversized_and_endless_requests_are_refused_unrun(crafted):
+    conn, root, context, model, _ = crafted
+    with pytest.raises(SiteRefusal, match=f"more than {MAX_NODES_PER_REQUEST}") as info:
+        _histograms(conn, context, model, _root_nodes(MAX_NODES_PER_REQUEST + 1))
+    assert info.value.rule == "message"
+    looping = {k: v.copy() for k, v in model["trees"].items()}
+    looping["right"][0] = 0  # the root's right child is the root: a walk without end
+    with pytest.raises(SiteRefusal, match="children after it") as info:
+        _histograms(conn, context, {"baseline": model["baseline"], "trees": looping},
+                    _root_nodes(1))
+    assert info.value.rule == "message"
+    stumps = {"start": np.arange(1002, dtype=np.int32), "feature": np.zeros(1001, np.int32),
+              "bin": np.zeros(1001, np.uint8), "flags": np.ones(1001, np.uint8),
+              "right": np.zeros(1001, np.int32), "value": np.full(1001, 0.1),
+              "bitsets": np.zeros((0, 8), np.uint32)}  # 1001 one-leaf trees
+    many = {"baseline": model["baseline"], "trees": stumps}
+    with pytest.raises(SiteRefusal, match="1001 trees") as info:
+        conn.call("boosting.loss", dataset=DATASET, args=[context, many])
+    assert info.value.rule == "max_local_iterations"
+    assert read_audit(root / "audit.jsonl")[-1]["rule"] == "max_local_iterations"
+
+
+def _youngest_apart(context, frame):
+    """The context with age cut between its smallest and next value (the site's CSV
+    values may differ from these in the last bit: a midpoint is safe)."""
+    values = np.unique(frame["age"])
+    feature = list(context["order"]).index(list(frame.columns).index("age"))
+    thresholds = list(context["thresholds"])
+    thresholds[feature] = np.array([(values[0] + values[1]) / 2])
+    return dict(context, thresholds=thresholds), feature, int(np.sum(frame["age"] ==
+                                                                     values[0]))
+
+
+def test_a_node_of_a_few_rows_and_its_complement_are_refused(crafted):
+    """Asking for the youngest patient's node, or for every patient but the youngest
+    (the root's sums minus that node's are the youngest's): both refused, rule min_rows."""
+    conn, root, context, model, frame = crafted
+    context, age, n_youngest = _youngest_apart(context, frame)
+    assert 0 < n_youngest < 10
+    for goes_left in (True, False):
+        nodes = dict(pack_nodes([(0, ((age, 0, False, False, None, goes_left),), None)], 10),
+                     with_loss=False)
+        with pytest.raises(SiteRefusal, match="or its sibling") as info:
+            _histograms(conn, context, model, nodes)
+        assert info.value.rule == "min_rows"
+        assert str(n_youngest) not in re.sub(r"fewer than 10", "", str(info.value))
+    assert read_audit(root / "audit.jsonl")[-1]["rule"] == "min_rows"
+
+
+def test_counts_at_the_analysts_values_need_exact_quantiles(tmp_path, crafted):
+    """Under the default policy a histogram at continuous thresholds (counts at values
+    the analyst chose) and the bin search are refused; bins of categories only are not."""
+    _, _, context, model, _ = crafted
+    with diabetes_service(tmp_path, "min_rows = 10") as conn:
+        with pytest.raises(SiteRefusal, match="exact quantile search") as info:
+            _histograms(conn, context, model, _root_nodes(1))
+        assert info.value.rule == "allow_exact_quantiles"
+        sampling = {"mode": "all", "features": np.array([1], dtype=np.int32)}
+        with pytest.raises(SiteRefusal) as info:
+            conn.call("boosting.bin_counts", dataset=DATASET,
+                      args=[dict(context, thresholds=None), sampling,
+                            np.array([0], dtype=np.int64), np.array([0, 1], dtype=np.int64)])
+        assert info.value.rule == "allow_exact_quantiles"
+        levels_only = dict(context, thresholds=[
+            t if c else np.zeros(0) for t, c in zip(context["thresholds"],
+                                                    context["categorical"])])
+        untouched = {"baseline": model["baseline"], "trees": pack_trees([])}
+        reply = _histograms(conn, levels_only, untouched, _root_nodes(1))
+        assert reply["counts"].sum() == 120 * 10
+
+
+# -- the command line -------------------------------------------------------------------
+def test_skfed_fit_boosting_through_site_services(classification, capsys):
+    """``skfed fit --model boosting-classifier --site-service ...``: each site's held-out
+    accuracy, scored at the site, equals the same split and fit in this process."""
+    from skfed.cli.main import main
+    from skfed.data import FederatedDataset
+    from skfed.data.steps import split_site
+
+    from ._sites import with_site_partitions
+
+    remote, X, y, labels, root = classification
+    certs = root / "certs"
+    argv = ["fit", "--dataset", "rows", "--model", "boosting-classifier", "--target", "label",
+            "--drop", "y", "--categorical", "ward", "--max-rounds", "4", "--max-depth", "3",
+            "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
+            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
+            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "held-out accuracy" in out and "training loss per tree" in out
+    local = with_site_partitions(FederatedDataset.from_arrays(X, y.to_numpy(), labels),
+                                 {name: root / name for name in SITES}, "rows")
+    here = FedHistGradientBoostingClassifier(
+        max_iter=4, max_depth=3, min_samples_leaf=30, random_state=0,
+        categorical_features=["ward"]).fit(local.apply(split_site, 0.2, 0, False))
+    for site in SITES:
+        test = local.apply(split_site, 0.2, 0, True).subset([site])
+        line = next(line for line in out.splitlines() if line.strip().startswith(site))
+        assert float(line.split()[3]) == pytest.approx(here.score(test), abs=5e-5)
+    # a site's policy refusal reaches the command line with what to do about it
+    assert main([*argv, "--max-depth", "12", "--min-samples-leaf", "1"]) == 2
+    assert "--max-depth, or a larger --min-samples-leaf" in capsys.readouterr().err
+
+
+def test_skfed_fit_boosting_from_a_csv(tmp_path, capsys):
+    """Local files: the federated column equals the pooled one (the same model), and
+    --json holds the per-site scores and the training loss after each tree."""
+    import json
+
+    from skfed.cli.main import main
+
+    frames = _frames()
+    for k, frame in enumerate(frames):
+        frame["site"] = SITES[k]
+    pd.concat(frames).to_csv(tmp_path / "rows.csv", index=False)
+    argv = ["fit", str(tmp_path / "rows.csv"), "--clients", "site", "--target", "y",
+            "--drop", "label", "--model", "boosting", "--categorical", "ward",
+            "--max-rounds", "6", "--max-depth", "3"]
+    assert main([*argv, "--json", str(tmp_path / "fit.json")]) == 0
+    out = capsys.readouterr().out
+    assert "FedHistGradientBoostingRegressor" in out and "held-out R2" in out
+    numbers = json.loads((tmp_path / "fit.json").read_text())
+    for row in numbers["sites"]:
+        assert row["federated"] == pytest.approx(row["pooled"], abs=1e-12)
+        assert row["local_only"] is not None
+    losses = [r["train_loss"] for r in numbers["loss_per_tree"]]
+    assert len(losses) == 7 and losses == sorted(losses, reverse=True)
+    assert main([*argv, "--report", str(tmp_path / "fit.html")]) == 2
+    assert "--json holds the scores and the loss per tree" in capsys.readouterr().err
+
+
+# -- the form of every argument, field by field -------------------------------------
+_SCALAR_MUTATIONS = {"max_bins": [1, 256, 2.5, "255", True], "loss": ["hinge", 3, None],
+                     "quantile": [0.5], "classes": [np.array([0, 1])],
+                     "class_weight": [np.ones(1)], "weighted": ["no", 1],
+                     "with_loss": [1, "yes", None]}
+
+
+def _mutations(key, value):
+    """Values of ``key`` of another form than ``value``'s (each one invalid)."""
+    if key in _SCALAR_MUTATIONS:
+        return _SCALAR_MUTATIONS[key]
+    if isinstance(value, list):
+        return [value[:-1], tuple(value), "x"]
+    other = np.float32 if value.dtype != np.float32 else np.int64
+    resized = value[:-1] if value.shape[0] else np.zeros((1,) + value.shape[1:], value.dtype)
+    return [value.astype(other), resized, value[None], value.tolist()]
+
+
+def _assert_every_mutation_refused(check, valid):
+    check(valid)
+    for key, value in valid.items():
+        for bad in _mutations(key, value):
+            with pytest.raises(WireError):
+                check({**valid, key: bad})
+        with pytest.raises(WireError, match="lacks its key"):
+            check({k: v for k, v in valid.items() if k != key})
+    with pytest.raises(WireError, match="takes no key"):
+        check({**valid, "extra": 1})
+
+
+def test_every_field_of_the_wrong_form_is_a_wire_error(crafted):
+    """Each key of the context, the model's trees and the nodes, given another dtype,
+    length, shape or type, is refused as malformed: never an internal error, never a
+    run on it."""
+    from skfed.ensemble._wire import check_context, check_model, check_nodes
+
+    _, _, context, model, _ = crafted
+    nodes = dict(pack_nodes([(0, (), None), (0, ((2, 3, True, False, None, True),),
+                                             np.array([1, 4]))], 10), with_loss=True)
+    _assert_every_mutation_refused(lambda c: check_context(c, 10, binned=True), context)
+    _assert_every_mutation_refused(lambda t: check_model(
+        {"baseline": model["baseline"], "trees": t}, context), model["trees"])
+    _assert_every_mutation_refused(lambda n: check_nodes(n, context, with_loss=True), nodes)
