@@ -155,6 +155,9 @@ def test_report_html_has_the_hazard_ratio_table(rossi, tmp_path, capsys):
     assert "Held-out Harrell&#x27;s concordance by site" in text
     assert "log partial likelihood" in text
     assert "(intercept)" not in text and "strata site" in text
+    # the Kaplan-Meier curves of the training rows, beside the page as SVG and PDF too
+    assert 'id="figure-kaplan-meier"' in text
+    assert (tmp_path / "cox-kaplan-meier.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_errors_name_the_column(rossi, tmp_path, capsys):

@@ -382,6 +382,7 @@ class FitReport:
     preprocess: list = field(default_factory=list)  # (name, step) before the scaler
     summary: object = None  # the regression table on the original columns (--summary)
     formula: object = None  # --formula: the FormulaResults (skfed.formula) fitted
+    kaplan_meier: object = None  # a survival model's: the Kaplan-Meier table of its rows
 
     @property
     def survival(self):
@@ -516,7 +517,22 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     return FitReport(model=model, estimator=fed, metric=metric_name(model),
                      feature_names=names, output_names=output_names, site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=test,
-                     scaler=scaler, preprocess=list(preprocess))
+                     scaler=scaler, preprocess=list(preprocess),
+                     kaplan_meier=_kaplan_meier_of(Y[tr], sites[tr]) if survival else None)
+
+
+def _kaplan_meier_of(Y, sites):
+    """The Kaplan-Meier table of the survival target ``Y``, pooled over the sites:
+    the report draws it beside the Cox model's adjusted curves."""
+    import pandas as pd
+
+    from ..stats import kaplan_meier
+    from ..survival._target import split_survival
+
+    event, time = split_survival(Y)
+    frame = pd.DataFrame({"time": np.asarray(time, dtype=float),
+                          "event": np.asarray(event, dtype=float)})
+    return kaplan_meier(frame, time="time", event="event", clients=sites)
 
 
 def _standardize(X, sites, train, scale, indicators):

@@ -103,7 +103,7 @@ def _save(result, report, output, p, json_path=None):
     if report:
         from .html_report import write_html_report
 
-        write_html_report(result, report)
+        write_html_report(result, report, kaplan_meier=result.kaplan_meier)
         p(f"report written to {report}")
     if output:
         import joblib
@@ -403,8 +403,7 @@ def _run_local_fit(args):
     """``skfed fit`` on local CSV files: the rows read here, the sites simulated."""
     from .fit import (MODELS, REFERENCE_CODED_MODELS, SURVIVAL_MODELS, CLIError,
                       fit_and_compare, holdout_split, read_csv_files, read_inputs)
-    from .inputs import ReferenceCodedEncoder
-    from ..preprocessing._column_encoder import ColumnEncoder
+    from ..preprocessing._column_encoder import ColumnEncoder, ReferenceCodedEncoder
     from ..preprocessing._column_imputer import ColumnImputer
 
     if bool(args.data) == bool(args.site_files):

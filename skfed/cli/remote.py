@@ -36,11 +36,11 @@ from ..data.steps import (check_numeric, drop_incomplete_site, impute_site, insp
 from ..model_selection import site_scores
 from ..model_selection._local_baseline import local_only_score
 from ..preprocessing import FedOneHotEncoder
-from ..preprocessing._column_encoder import ColumnEncoder
+from ..preprocessing._column_encoder import ColumnEncoder, ReferenceCodedEncoder
 from ..preprocessing._column_imputer import ColumnImputer
 from ..preprocessing._feature_scaler import FeatureScaler
 from .._messages import count
-from .inputs import ReferenceCodedEncoder, reference_notes, site_problems
+from .inputs import reference_notes, site_problems
 
 
 def parse_sites(specs):
@@ -222,7 +222,8 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
             train, test, scaler = _scale_at_sites(train, test, indicators)
         est = make_estimator(model, random_state=random_state, **options)
         # the fit's parameter names and messages name the columns
-        fed, caught = fit_watching_convergence(lambda: clone(est).fit(_named(train, names)))
+        named = train.with_columns(names)
+        fed, caught = fit_watching_convergence(lambda: clone(est).fit(named))
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     fed.__dict__.pop("feature_names_in_", None)  # as the scaler's (see _scale_at_sites)
@@ -256,14 +257,6 @@ def _baseline_notes(fed):
     except InferenceError as exc:
         return [f"no survival curves (predict_survival_function): {exc}"]
     return []
-
-
-def _named(data, names):
-    """``data`` with its columns' names in its metadata: after the sites' row steps
-    their rows are arrays, and a fit on a dataset with named columns gives its
-    parameters (and every message about them) the columns' names."""
-    described = [dict(d, columns=list(names)) for d in data.metadata]
-    return FederatedDataset(data._backend, described, data._labels)
 
 
 def _remote_scores(fed, est, data, test, notes, *, model, test_size, random_state, scale,

@@ -241,6 +241,26 @@ class FederatedDataset:
                  for part in ("train", "test")]
         return tuple(FederatedDataset(b, b.map(describe, ()), self._labels) for b in parts)
 
+    def with_columns(self, names):
+        """The same sites and rows, their feature columns named ``names`` (after row
+        steps that leave arrays: a fit then gives its parameters, and every message
+        about them, the columns' names). Nothing is sent to the sites.
+
+        Parameters
+        ----------
+        names : sequence of str
+            One name per feature column.
+
+        Returns
+        -------
+        dataset : FederatedDataset
+        """
+        names = [str(n) for n in names]
+        if len(names) != self.n_features:
+            raise ValueError(f"{len(names)} names for {self.n_features} feature columns.")
+        described = [dict(d, columns=list(names)) for d in self._descriptions]
+        return FederatedDataset(self._backend, described, self._labels)
+
     def drop_incomplete(self, *, features=True):
         """The dataset without its incomplete rows, dropped at each site.
 
