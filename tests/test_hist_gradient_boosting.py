@@ -340,3 +340,21 @@ def test_ties_go_where_sklearn_sends_them():
     assert_same_trees(fed, ref)
     assert 1 not in {int(f) for it in fed._predictors for t in it
                      for f, leaf in zip(t.nodes["feature_idx"], t.nodes["is_leaf"]) if not leaf}
+
+
+def test_without_scikit_learns_histogram_kernel_the_same_trees(monkeypatch):
+    """The sites build their histograms with scikit-learn's compiled kernel where it is
+    there; without it (another scikit-learn), by a sparse product whose sums are the
+    same to the bit."""
+    from skfed.ensemble import _site
+
+    X, y, rng = make_data(n=900, missing=0.1, seed=3)
+    clients = split(X, rng, "by_feature")
+    with_kernel = FedHistGradientBoostingRegressor(max_iter=5, random_state=0).fit(
+        X, y, clients=clients)
+    monkeypatch.setattr(_site, "HistogramBuilder", None)
+    without = FedHistGradientBoostingRegressor(max_iter=5, random_state=0).fit(
+        X, y, clients=clients)
+    np.testing.assert_array_equal(with_kernel.predict(X), without.predict(X))
+    for a, b in zip(with_kernel._predictors, without._predictors):
+        np.testing.assert_array_equal(a[0].nodes, b[0].nodes)

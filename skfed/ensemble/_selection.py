@@ -261,18 +261,44 @@ def count_below(values, multiplicity, weights, probes):
     how many times each row counts (0 leaves it out) and ``weights`` its
     weights (or ``None``). The first gap runs from minus infinity.
     """
-    keep = multiplicity > 0
-    values, multiplicity = values[keep], multiplicity[keep]
-    keys = value_keys(values)
-    order = np.argsort(keys, kind="stable")
-    cum_count = np.concatenate([[0], np.cumsum(multiplicity[order], dtype=np.int64)])
-    at = np.searchsorted(keys[order], probes, side="right")
-    out = {"count": cum_count[at].astype(np.int32 if cum_count[-1] < 2**31 else np.int64)}
-    if weights is not None:
-        cum_weight = np.concatenate([[0.0], np.cumsum(np.asarray(weights)[keep][order])])
-        out["weight"] = cum_weight[at]
-    gap = np.searchsorted(probes, keys, side="left")
-    inside = gap < len(probes)
-    out["sum"] = np.bincount(gap[inside], weights=(multiplicity * values)[inside],
-                             minlength=len(probes))
-    return out
+    return SortedValues(values, multiplicity, weights).count_below(probes)
+
+
+class SortedValues:
+    """One site's values of one query, sorted once, to answer many rounds of probes
+    (:func:`count_below`) without sorting again."""
+
+    def __init__(self, values, multiplicity, weights):
+        keep = multiplicity > 0
+        values, multiplicity = values[keep], multiplicity[keep]
+        keys = value_keys(values)
+        # the order among equal keys shows only in the running weights: without
+        # weights every answer is the same whatever it is (and quicksort is faster)
+        order = np.argsort(keys, kind="stable" if weights is not None else "quicksort")
+        self.sorted_keys = keys[order]
+        # each row's sorted position: all a round needs of the order
+        self.rank = np.empty(len(order), dtype=np.intp)
+        self.rank[order] = np.arange(len(order))
+        self.cum_count = None if np.all(multiplicity == 1) else np.concatenate(
+            [[0], np.cumsum(multiplicity[order], dtype=np.int64)])
+        self.total = int(multiplicity.sum())
+        self.cum_weight = None if weights is None else np.concatenate(
+            [[0.0], np.cumsum(np.asarray(weights)[keep][order])])
+        self.weighted_values = multiplicity * values  # in row order
+
+    def count_below(self, probes):
+        """The answer for sorted ``probes`` (see :func:`count_below`)."""
+        at = np.searchsorted(self.sorted_keys, probes, side="right")
+        count = at if self.cum_count is None else self.cum_count[at]
+        out = {"count": count.astype(np.int32 if self.total < 2**31 else np.int64)}
+        if self.cum_weight is not None:
+            out["weight"] = self.cum_weight[at]
+        # a value's gap is the number of probes below it: the sorted values fall in
+        # the gaps in turn, ``at`` marking where each gap ends
+        n = len(self.sorted_keys)
+        gap = np.take(np.repeat(np.arange(len(probes) + 1),
+                                np.diff(np.concatenate([[0], at, [n]]))), self.rank)
+        # summed in row order (values above the last probe go to a dropped extra gap)
+        out["sum"] = np.bincount(gap, weights=self.weighted_values,
+                                 minlength=len(probes) + 1)[:len(probes)]
+        return out

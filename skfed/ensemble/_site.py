@@ -10,21 +10,38 @@ thresholds (:func:`site_bin_counts`), node histograms
 The functions are stateless: each request carries the fit's *context* (column
 order, categories, bin thresholds, loss, classes) and the *model* (baseline
 and every tree so far), from which the site recomputes its binned rows, raw
-predictions and gradients. A small cache keyed by digests of the context and
-of the trees spares the recomputation between requests of one fit; it never
-changes an answer (a request whose digest differs is computed afresh).
+predictions and gradients. A small cache, keyed by a digest of the context
+and by the trees themselves (compared bit for bit), spares the recomputation
+between requests of one fit: the binned rows, the raw predictions (a new
+model's trees are applied to the ones held when it extends the held model),
+the gradients, and the rows of the nodes asked for. It never changes an answer
+(a request that differs is computed afresh).
+
+A node's histograms are computed by scikit-learn's own histogram kernel
+(``HistogramBuilder``, the compiled code its grower runs) where it is there,
+else as one sparse product of the nodes' rows (the one-hot matrix of their
+cells times their gradients, hessians and ones). Both add each cell's rows one
+by one, in row order, in float64 (as ``np.bincount`` does): the sums are the
+same to the bit.
 """
 
+import functools
 import hashlib
 import weakref
 
 import numpy as np
+from scipy.sparse import csc_matrix
 
 from .._messages import show
 from ..data.site import SiteError
 from ._losses import gradients, loss_sums, make_loss
-from ._selection import count_below
-from ._tree import in_bitset, packed_leaf_values, unpack_trees
+from ._selection import SortedValues, count_below
+from ._tree import in_bitset, split_rows, unpack_trees
+
+try:  # scikit-learn's compiled histogram kernel: the sums of the sparse product below
+    from sklearn.ensemble._hist_gradient_boosting.histogram import HistogramBuilder
+except ImportError:  # pragma: no cover - a scikit-learn without it: the product alone
+    HistogramBuilder = None
 
 #: per-site caches, dropped with the site's data
 _CACHES = {}
@@ -85,9 +102,10 @@ def _codes(values, categories):
 
 
 def model_features(site, context):
-    """The site's features in the model's order (categorical first, as codes), float64."""
+    """The site's features in the model's order (categorical first, as codes), float64
+    (column-major: every later pass reads a column)."""
     order, categorical = context["order"], context["categorical"]
-    out = np.empty((site.n_samples, len(order)), dtype=np.float64)
+    out = np.empty((site.n_samples, len(order)), dtype=np.float64, order="F")
     for j, (col, is_cat) in enumerate(zip(order, categorical)):
         out[:, j] = (_codes(_column(site, int(col)), context["categories"][j]) if is_cat
                      else _numeric(site, int(col)))
@@ -96,8 +114,9 @@ def model_features(site, context):
 
 def bin_features(X, thresholds, missing_bin):
     """scikit-learn's bin of each value: ``i`` iff ``t[i-1] < x <= t[i]``; NaN (and
-    a negative categorical code) to ``missing_bin``."""
-    binned = np.empty(X.shape, dtype=np.uint8)
+    a negative categorical code) to ``missing_bin``. Column-major (splits and
+    scikit-learn's histogram kernel read a column)."""
+    binned = np.empty(X.shape, dtype=np.uint8, order="F")
     for j, t in enumerate(thresholds):
         x = X[:, j]
         missing = np.isnan(x)
@@ -127,7 +146,7 @@ def encoded_target(site, context):
 # -- the cache (never visible in a result) -----------------------------------
 def _digest(obj, h=None):
     top = h is None
-    h = hashlib.blake2b(digest_size=16) if top else h
+    h = hashlib.sha256() if top else h  # hardware-accelerated on most CPUs
     if isinstance(obj, np.ndarray):
         h.update(f"{obj.dtype.str}{obj.shape}".encode())
         h.update(repr(obj.tolist()).encode() if obj.dtype.kind == "O"
@@ -138,6 +157,12 @@ def _digest(obj, h=None):
             _digest(obj[key], h)
     elif isinstance(obj, (list, tuple)):
         h.update(f"[{len(obj)}".encode())
+        if all(isinstance(item, np.ndarray) and item.dtype.kind != "O" for item in obj):
+            # the common case (bin thresholds, categories): one header, then the bytes
+            h.update(repr([(item.dtype.str, item.shape) for item in obj]).encode())
+            for item in obj:
+                h.update(np.ascontiguousarray(item).tobytes())
+            return h.hexdigest() if top else None
         for item in obj:
             if isinstance(item, np.ndarray) and item.dtype.kind != "O":  # the common case
                 h.update(item.dtype.str.encode() + str(item.shape).encode())
@@ -165,15 +190,37 @@ class _Prepared:
     """A site's rows for one fit context: binned features, target, weights."""
 
     def __init__(self, site, context):
-        self.X = model_features(site, context)
-        self.binned = bin_features(self.X, context["thresholds"], context["max_bins"])
-        # each row's histogram cell per feature (feature-major blocks of bins)
-        n_bins = context["max_bins"] + 1
-        self.cells = self.binned.astype(np.intp) + np.arange(self.binned.shape[1]) * n_bins
+        self.binned = bin_features(model_features(site, context), context["thresholds"],
+                                   context["max_bins"])
+        self.n_bins = context["max_bins"] + 1
+        # which features have a row in the missing bin here (where they have none, the
+        # missing-value direction of a split moves no row: node keys ignore it)
+        self.has_missing = (self.binned == context["max_bins"]).any(axis=0)
         self.y, self.sw = encoded_target(site, context)
         self.loss = make_loss(context["loss"], n_classes=len(context["classes"])
                               if context["classes"] is not None else None,
                               quantile=context["quantile"], weighted=context["weighted"])
+        self._root_counts = self._all_rows = None
+        self.ones = {}  # the shared vectors of ones this site's products use (_ones)
+
+    @functools.cached_property
+    def cells(self):
+        """Each row's histogram cell per feature (feature-major blocks of bins), int32:
+        the column indices of the one-hot matrix of the product (:func:`_histogram_sums`)."""
+        return _cells(self.binned, np.arange(self.binned.shape[1]), self.n_bins)
+
+    def all_rows(self):
+        """Every row's index, as uint32 (scikit-learn's sample indices)."""
+        if self._all_rows is None:
+            self._all_rows = np.arange(self.binned.shape[0], dtype=np.uint32)
+        return self._all_rows
+
+    def root_counts(self, n_cells):
+        """The rows in each cell (float64), computed once: the root's counts."""
+        if self._root_counts is None:
+            self._root_counts = np.bincount(self.cells.ravel(),
+                                            minlength=n_cells).astype(np.float64)
+        return self._root_counts
 
 
 def prepared(site, context):
@@ -186,23 +233,31 @@ def prepared(site, context):
     return cache["prepared"]
 
 
-def _tree_digests(baseline, trees):
-    """Chained digests of the model's prefixes: the baseline, then each tree added."""
-    h = hashlib.blake2b(np.ascontiguousarray(baseline).tobytes(), digest_size=16)
-    out = [h.hexdigest()]
-    for tree in trees:
-        for part in tree:
-            h.update(np.ascontiguousarray(part).tobytes())
-        out.append(h.hexdigest())
-    return out
+#: the arrays of a packed model (:func:`~._tree.pack_trees`) after its baseline
+_TREE_FIELDS = ("start", "feature", "bin", "flags", "right", "value", "bitsets")
 
 
-def _model_digest(model):
-    """One digest of the whole model (a cheap check before the per-tree chain)."""
-    h = hashlib.blake2b(np.ascontiguousarray(model["baseline"]).tobytes(), digest_size=16)
-    for name in ("start", "feature", "bin", "flags", "right", "value", "bitsets"):
-        h.update(np.ascontiguousarray(model["trees"][name]).tobytes())
-    return h.hexdigest()
+def _model_arrays(model):
+    """The model's arrays, the baseline first (flat float64), as they arrived."""
+    return [np.asarray(model["baseline"], dtype=np.float64).reshape(-1)] + \
+        [np.ascontiguousarray(model["trees"][name]) for name in _TREE_FIELDS]
+
+
+def _same_bytes(a, b):
+    """Whether two arrays are the same, bit for bit (dtype and shape too)."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _trees_held(held, arrays):
+    """How many trees of the model whose raw predictions are held (``held``, its
+    arrays) begin the model ``arrays`` (same baseline, then the same trees, bit for
+    bit); 0 when the held model is not a beginning of it."""
+    if held is None or not _same_bytes(held[0], arrays[0]):
+        return 0
+    for old, new in zip(held[1:], arrays[1:]):  # tree starts, node fields, bitsets
+        if len(new) < len(old) or not _same_bytes(old, new[:len(old)]):
+            return 0
+    return len(held[1]) - 1
 
 
 def raw_predictions(site, context, model):
@@ -211,34 +266,74 @@ def raw_predictions(site, context, model):
     Equal to scikit-learn's during fit: the baseline plus each tree's leaf
     value, added tree by tree in float64.
     """
-    prep = prepared(site, context)
-    cache = _cache(site)
-    whole = _model_digest(model)
-    if cache.get("model") == whole:
-        return cache["raw"][1]
-    baseline = np.asarray(model["baseline"], dtype=np.float64).reshape(-1)
-    trees = unpack_trees(model["trees"])
-    digests = _tree_digests(baseline, trees)
-    done, raw = cache.get("raw", (None, None))
-    if done is None or len(done) > len(digests) or digests[len(done) - 1] != done[-1]:
-        done = digests[:1]
+    return _raw_predictions(_cache(site), prepared(site, context), context, model)
+
+
+def _raw_predictions(cache, prep, context, model):
+    """:func:`raw_predictions` from the site's cache and prepared rows: the trees
+    already applied for the previous model are not applied again."""
+    arrays = _model_arrays(model)
+    held = cache.get("model")
+    if held is not None and all(_same_bytes(a, b) for a, b in zip(held, arrays)):
+        return cache["raw"]
+    baseline, first = arrays[0], _trees_held(held, arrays)
+    raw = cache["raw"] if first else None
+    if raw is None:
         raw = np.zeros((prep.binned.shape[0], len(baseline)), order="F")
         raw += baseline.reshape(1, -1)
-    for t in range(len(done) - 1, len(trees)):
-        raw[:, t % len(baseline)] += packed_leaf_values(trees[t], prep.binned,
-                                                       context["max_bins"])
-    cache["raw"], cache["model"] = (digests, raw), whole
+    known = cache.get("rows", {})
+    for t, tree in enumerate(unpack_trees(model["trees"], first=first), start=first):
+        _add_leaf_values(raw[:, t % len(baseline)], tree, prep, context["max_bins"], known)
+    cache["raw"], cache["model"] = raw, [a.copy() for a in arrays]
+    cache["model_version"] = cache.get("model_version", 0) + 1
     cache.pop("rows", None)  # a new iteration: the row sets of its nodes start afresh
+    cache.pop("rows_held", None)
     return raw
 
 
-def _gradients(site, context, model):
-    cache = _cache(site)
-    raw = raw_predictions(site, context, model)
-    digest = cache["raw"][0][-1]
-    if cache.get("gradients", (None,))[0] != digest:  # a new model: new gradients
-        prep = prepared(site, context)
-        cache["gradients"] = (digest, gradients(prep.loss, prep.y, raw, prep.sw))
+def _add_leaf_values(column, tree, prep, missing_bin, known):
+    """Adds to ``column`` each row's leaf value of an unpacked ``tree`` (one float64
+    addition per row, as :func:`~._tree.packed_leaf_values`). The rows of a node whose path
+    the histogram requests of the tree's iteration met are taken from ``known``."""
+    (is_leaf, feature, threshold, missing_left, categorical, bitset_row, bitsets, left, right,
+     value) = tree
+    stack = [(0, None, ())]  # (node, its rows (None: every row), its key in ``known``)
+    while stack:
+        node, rows, key = stack.pop()
+        if is_leaf[node]:
+            if rows is None:
+                column += value[node]
+            else:
+                column[rows] += value[node]
+            continue
+        bitset = bitsets[bitset_row[node]] if categorical[node] else None
+        step = _step_key(prep, (feature[node], threshold[node], missing_left[node],
+                                categorical[node], bitset))
+        left_key, right_key = key + (step + (True,),), key + (step + (False,),)
+        if left_key in known and right_key in known:
+            left_rows, right_rows = known[left_key], known[right_key]
+        else:
+            left_rows, right_rows = split_rows(prep.binned, missing_bin, feature[node],
+                                               threshold[node], missing_left[node],
+                                               categorical[node], bitset, rows)
+        stack += [(right[node], right_rows, right_key), (left[node], left_rows, left_key)]
+
+
+def _step_key(prep, split):
+    """A split's part of a node key: ``(feature, bin, missing left, categorical, bitset
+    bytes)``, the missing-value direction only where a row here is missing."""
+    feature, threshold, missing_left, categorical, bitset = split
+    feature = int(feature)
+    return (feature, int(threshold), bool(missing_left) and bool(prep.has_missing[feature]),
+            bool(categorical), None if bitset is None else bitset.tobytes())
+
+
+def _gradients(cache, prep, raw):
+    """The gradients and hessians at ``raw``, the raw predictions just computed by
+    :func:`_raw_predictions` with ``cache``."""
+    version = cache["model_version"]
+    if cache.get("gradients", (None,))[0] != version:  # a new model: new gradients
+        cache["gradients"] = (version, gradients(prep.loss, prep.y, raw, prep.sw))
     return cache["gradients"][1]
 
 
@@ -329,18 +424,32 @@ def _multiplicity(site, context, sampling):
 def site_bin_counts(site, context, sampling, probes, starts):
     """Counts (and weights) at or below each probe, per continuous feature, and
     the sums of values between probes (:func:`~._selection.count_below`)."""
-    X = model_features(site, context)
-    m, sw = _multiplicity(site, context, sampling)
+    features = _sorted_features(site, context, sampling)
     parts = []
-    for q, f in enumerate(sampling["features"]):
+    for q in range(len(sampling["features"])):
         a, b = int(starts[q]), int(starts[q + 1])
         if a == b:
             continue
-        x = X[:, int(f)]
-        ok = ~np.isnan(x)
-        parts.append(count_below(x[ok], m[ok], None if sw is None else sw[ok],
-                                 np.asarray(probes[a:b])))
+        parts.append(features[q].count_below(np.asarray(probes[a:b])))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _sorted_features(site, context, sampling):
+    """The site's values of each feature of ``sampling``, sorted once for all the
+    rounds of the threshold search (cached by the digest of the request)."""
+    cache = _cache(site)
+    digest = _digest({"context": context, "sampling": sampling})
+    if cache.get("bin_counts", (None,))[0] != digest:
+        cache.pop("bin_counts", None)  # free the previous search's arrays first
+        X = model_features(site, context)
+        m, sw = _multiplicity(site, context, sampling)
+        features = []
+        for f in sampling["features"]:
+            x = X[:, int(f)]
+            ok = ~np.isnan(x)
+            features.append(SortedValues(x[ok], m[ok], None if sw is None else sw[ok]))
+        cache["bin_counts"] = (digest, features)
+    return cache["bin_counts"][1]
 
 
 def site_residual_counts(site, context, model, paths, probes, starts):
@@ -362,18 +471,51 @@ def site_residual_counts(site, context, model, paths, probes, starts):
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _cached_rows(site, prep, steps, missing_bin):
-    """:func:`node_rows`, reusing the rows of the node's longest known ancestor."""
-    known = _cache(site).setdefault("rows", {})
-    keys = [tuple(s[:4]) + (None if s[4] is None else s[4].tobytes(), s[5]) for s in steps]
+#: the node rows a site keeps, at most this many times its rows (a tree's nodes hold
+#: about its depth times the rows)
+_MAX_HELD_ROWS = 32
+
+
+def _cached_rows(cache, prep, steps, missing_bin):
+    """The indices (ascending) of a node's rows, None for the root (every row), from
+    the rows of its longest known ancestor: a node costs its parent's rows, not all.
+    A split's two sides are kept together (the larger one is often split next)."""
+    known = cache.setdefault("rows", {})
+    keys = [_step_key(prep, s[:5]) + (s[5],) for s in steps]
     depth = len(steps)
     while depth and tuple(keys[:depth]) not in known:
         depth -= 1
     rows = known[tuple(keys[:depth])] if depth else None
+    n = prep.binned.shape[0]
     for d in range(depth, len(steps)):
-        rows = node_rows(prep.binned, steps[d:d + 1], missing_bin, rows)
-        known[tuple(keys[:d + 1])] = rows
-    return np.ones(prep.binned.shape[0], dtype=bool) if rows is None else rows
+        if cache.get("rows_held", 0) > _MAX_HELD_ROWS * n:  # a bound, whatever is asked
+            known.clear()
+            cache["rows_held"] = 0
+        left, right = _step_rows(prep.binned, steps[d], missing_bin, rows)
+        parent = tuple(keys[:d])
+        known[parent + (keys[d][:5] + (True,),)] = left
+        known[parent + (keys[d][:5] + (False,),)] = right
+        cache["rows_held"] = cache.get("rows_held", 0) + len(left) + len(right)
+        rows = left if keys[d][5] else right
+    return rows
+
+
+def _step_rows(binned, step, missing_bin, rows):
+    """The indices of those ``rows`` (all when None) that go left, and right, at the
+    split of a path's ``step`` (:func:`node_rows`'s rule; the fitted tree's rule,
+    :func:`~._tree.split_rows`, moves the same training rows: the two differ only on
+    missing values of a feature that had none in training)."""
+    feature, threshold, missing_left, categorical, bitset, _ = step
+    col = binned[:, feature] if rows is None else np.take(binned[:, feature], rows)
+    if categorical:
+        left = in_bitset(bitset[None, :], np.zeros(len(col), dtype=np.intp), col)
+    else:
+        left = col <= threshold
+        if missing_left:
+            left |= col == missing_bin
+    if rows is None:
+        return np.flatnonzero(left), np.flatnonzero(~left)
+    return np.compress(left, rows), np.compress(~left, rows)  # faster than rows[left]
 
 
 def node_rows(binned, steps, missing_bin, rows=None):
@@ -394,33 +536,201 @@ def site_histograms(site, context, model, request):
     """Per requested node and allowed feature, per bin: the sums of gradients (and
     hessians, unless constant) and the row counts; with ``request["with_loss"]``
     also the loss sums of the current model (:func:`site_loss`)."""
-    prep = prepared(site, context)
-    grad, hess = _gradients(site, context, model)
+    cache, prep = _cache(site), prepared(site, context)
+    raw = _raw_predictions(cache, prep, context, model)
+    grad, hess = _gradients(cache, prep, raw)
     n_bins = context["max_bins"] + 1
-    out = {"gradients": [], "counts": []}
+    # the nodes of a tree that need the same features are computed together
+    groups, nodes = {}, unpack_nodes(request)
+    for j, (k, steps, features) in enumerate(nodes):
+        rows = _cached_rows(cache, prep, steps, context["max_bins"])
+        groups.setdefault((k, features.tobytes()), []).append((j, rows))
+    sums = [None] * len(nodes)
+    for (k, _), members in groups.items():
+        features = nodes[members[0][0]][2]
+        per_node = _node_histograms(cache, prep, [rows for _, rows in members], features,
+                                    grad[:, k], None if hess is None else hess[:, k], k,
+                                    n_bins)
+        for (j, _), node_sums in zip(members, per_node):
+            sums[j] = node_sums
+    out = {"gradients": _joined([s[0] for s in sums], np.float64),
+           "counts": _joined([s[2] for s in sums], np.uint32)}
     if hess is not None:
-        out["hessians"] = []
-    for k, steps, features in unpack_nodes(request):
-        rows = _cached_rows(site, prep, steps, context["max_bins"])
-        size = len(features) * n_bins
-        if np.array_equal(features, np.arange(prep.binned.shape[1])):
-            cells = prep.cells[rows].ravel()
-        else:
-            sub = prep.binned[rows][:, features]
-            cells = (sub.astype(np.intp) + np.arange(len(features)) * n_bins).ravel()
-        out["counts"].append(np.bincount(cells, minlength=size).astype(np.uint32))
-        out["gradients"].append(np.bincount(
-            cells, weights=np.repeat(grad[rows, k].astype(np.float64), len(features)),
-            minlength=size))
-        if hess is not None:
-            out["hessians"].append(np.bincount(
-                cells, weights=np.repeat(hess[rows, k].astype(np.float64), len(features)),
-                minlength=size))
-    out = {key: np.concatenate(v) for key, v in out.items()}
+        out["hessians"] = _joined([s[1] for s in sums], np.float64)
     if request["with_loss"]:
-        out.update(loss_sums(prep.loss, prep.y, raw_predictions(site, context, model),
-                             prep.sw))
+        out.update(loss_sums(prep.loss, prep.y, raw, prep.sw))
     return out
+
+
+def _node_histograms(cache, prep, node_rows_list, features, gradient, hessian, k, n_bins):
+    """Per node (its row indices; None: every row) ``(gradients, hessians or None,
+    counts)``, the sums in every cell of ``features`` x bins: scikit-learn's kernel
+    where it is there, else the sparse product (:func:`_histogram_sums`); both add
+    each cell's rows one by one in row order, in float64, so the sums are the same."""
+    builders = _builders(cache, prep, k, gradient, hessian, n_bins)
+    if builders is not None:
+        every = len(features) == prep.binned.shape[1] and \
+            np.array_equal(features, np.arange(len(features)))
+        return [_kernel_histogram(builders, prep, rows, None if every else features,
+                                  hessian is not None) for rows in node_rows_list]
+    out, columns = [], [gradient] + ([] if hessian is None else [hessian])
+    for batch in _batches(node_rows_list, prep.binned.shape[0]):
+        for sums in _histogram_sums(prep, batch, features, columns, n_bins):
+            out.append((sums[:, 0], None if hessian is None else sums[:, 1], sums[:, -1]))
+    return out
+
+
+def _builders(cache, prep, k, gradient, hessian, n_bins):
+    """scikit-learn's histogram builders of tree ``k`` of the current model (None
+    without them): one for nodes of every row, whose kernel reads its own copy of
+    the gradients (which the other's gathers would overwrite), one for the others."""
+    if HistogramBuilder is None:
+        return None
+    version = cache["model_version"]
+    held = cache.get("builders")
+    if held is None or held[0] != version:
+        held = cache["builders"] = (version, {})
+    if k not in held[1]:
+        constant = hessian is None
+        args = (prep.binned, n_bins, np.ascontiguousarray(gradient, dtype=np.float32),
+                np.ones(1, dtype=np.float32) if constant else
+                np.ascontiguousarray(hessian, dtype=np.float32), constant, 1)
+        try:
+            held[1][k] = (HistogramBuilder(*args), HistogramBuilder(*args))
+        except (TypeError, ValueError):  # another scikit-learn: the product
+            held[1][k] = None
+    return held[1][k]
+
+
+def _kernel_histogram(builders, prep, rows, features, with_hessians):
+    """``(gradients, hessians or None, counts)`` of one node by scikit-learn's kernel
+    (the rows are ascending: its sums add them in row order), over ``features``
+    (None: every feature), each of shape (features, bins)."""
+    if rows is None or len(rows) == prep.binned.shape[0]:
+        # every row (ascending, distinct): the root's kernel
+        builder, indices = builders[0], prep.all_rows()
+    else:
+        builder, indices = builders[1], rows.astype(np.uint32)
+    hist = builder.compute_histograms_brute(
+        indices, None if features is None else features.astype(np.uint32))
+    # the array behind the kernel's memoryview (np.asarray would parse its format)
+    hist = hist.base if isinstance(getattr(hist, "base", None), np.ndarray) else \
+        np.asarray(hist)
+    if features is not None:
+        hist = hist[features]
+    return (hist["sum_gradients"], hist["sum_hessians"] if with_hessians else None,
+            hist["count"])
+
+
+def _joined(parts, dtype):
+    """The arrays ``parts``, flattened one after the other into one array (one copy)."""
+    out = np.empty(sum(part.size for part in parts), dtype=dtype)
+    at = 0
+    for part in parts:
+        out[at:at + part.size].reshape(part.shape)[...] = part
+        at += part.size
+    return out
+
+
+def _batches(members, n_rows):
+    """The nodes' rows (None: all ``n_rows`` rows) in consecutive batches of at most
+    ``n_rows`` rows (one node alone at most): a product's memory stays that of the
+    site's rows however many nodes a request asks for."""
+    batch, size = [], 0
+    for member in members:
+        rows = n_rows if member is None else len(member)
+        if batch and size + rows > n_rows:
+            yield batch
+            batch, size = [], 0
+        batch.append(member)
+        size += rows
+    if batch:
+        yield batch
+
+
+def _cells(binned, features, n_bins):
+    """Each row's histogram cell of each of ``features`` (position-major blocks of
+    ``n_bins``), as a C-ordered int32 array (rows flatten without a copy)."""
+    cells = np.empty((binned.shape[0], len(features)), dtype=np.int32)
+    np.add(binned[:, features], np.arange(len(features), dtype=np.int32) * np.int32(n_bins),
+           out=cells)
+    return cells
+
+
+#: read-only vectors of ones (the one-hot matrices' entries), one per power of two,
+#: shared by the sites of the process while a site's prepared rows hold them
+_ONES = weakref.WeakValueDictionary()
+
+
+def _ones(size, holder):
+    """``size`` ones, a view of at least half a shared buffer (scipy copies a view of
+    a much larger array), which ``holder`` (a dict) keeps alive."""
+    bits = max(int(size).bit_length(), 10)
+    ones = holder.get(bits)
+    if ones is None:
+        ones = _ONES.get(bits)
+        if ones is None:
+            ones = np.ones(1 << bits)
+            _ONES[bits] = ones
+        holder[bits] = ones
+    return ones[:size]
+
+
+def _histogram_sums(prep, node_rows_list, features, columns, n_bins):
+    """Per node (its row indices; None: every row), the sums of each of ``columns``
+    (float32 per-row values, summed in float64) and the row count in every cell of
+    ``features`` x bins; one array of shape (cells, len(columns) + 1) per node.
+
+    One sparse product for all the nodes: the one-hot matrix of their rows' cells
+    (a node's cells offset by its position) times the rows' values. Each cell
+    adds its rows one by one in row order, from zero: the additions, hence the
+    float64 sums, of ``np.bincount``.
+    """
+    every = len(features) == prep.binned.shape[1] and \
+        np.array_equal(features, np.arange(len(features)))
+    n_cells, width = len(features) * n_bins, len(features)
+    root = every and len(node_rows_list) == 1 and node_rows_list[0] is None
+    if root:  # every row, whose counts are the same at every iteration
+        index, values = prep.cells, np.empty((prep.cells.shape[0], len(columns)))
+        for c, column in enumerate(columns):
+            values[:, c] = column
+    else:
+        index, values = _node_cells_and_values(prep, node_rows_list, features, columns,
+                                               n_bins, every)
+    n_rows = values.shape[0]
+    pointers = np.arange(0, n_rows * width + 1, width,
+                         dtype=np.int32 if n_rows * width < 2**31 else np.int64)
+    one_hot = csc_matrix((_ones(n_rows * width, prep.ones), index.ravel(), pointers),
+                         shape=(len(node_rows_list) * n_cells, n_rows))
+    sums = one_hot @ values
+    if root:
+        sums = np.column_stack([sums, prep.root_counts(n_cells)])
+    return [sums[slot * n_cells:(slot + 1) * n_cells] for slot in range(len(node_rows_list))]
+
+
+def _node_cells_and_values(prep, node_rows_list, features, columns, n_bins, every):
+    """The cells (offset by each node's position) and the values, with a last column
+    of ones that counts, of the rows of the nodes, one node after the other."""
+    sizes = [prep.binned.shape[0] if rows is None else len(rows) for rows in node_rows_list]
+    index = np.empty((sum(sizes), len(features)), dtype=np.int32)
+    values = np.empty((sum(sizes), len(columns) + 1))
+    values[:, -1] = 1.0
+    start = 0
+    for slot, (rows, size) in enumerate(zip(node_rows_list, sizes)):
+        block = slice(start, start + size)
+        start += size
+        for c, column in enumerate(columns):
+            values[block, c] = column if rows is None else np.take(column, rows)
+        if not every:
+            index[block] = _cells(prep.binned if rows is None else prep.binned[rows],
+                                  features, n_bins)
+        elif rows is None:
+            index[block] = prep.cells
+        else:  # np.take: much faster than fancy indexing (and "clip": no buffer)
+            np.take(prep.cells, rows, axis=0, out=index[block], mode="clip")
+        if slot:
+            index[block] += np.int32(slot * len(features) * n_bins)
+    return index, values
 
 
 def site_loss(site, context, model):

@@ -60,6 +60,9 @@ class SplitInfo:
 def node_value(sum_gradient, sum_hessian, lower, upper, l2):
     """``-G / (H + l2 + 1e-15)`` clipped to ``[lower, upper]`` (arrays too)."""
     value = -sum_gradient / (sum_hessian + l2 + 1e-15)
+    if isinstance(lower, float) and isinstance(upper, float) and lower == -np.inf \
+            and upper == np.inf:
+        return value  # unbounded: the clip would change nothing
     return np.where(value < lower, lower, np.where(value > upper, upper, value))
 
 
@@ -70,6 +73,8 @@ def split_gain(g_left, h_left, g_right, h_right, node_loss, cst, lower, upper, l
     gain = node_loss - g_left * v_left
     gain = gain - g_right * v_right
     cst = np.asarray(cst)
+    if not cst.any():  # no constraint: no gain to overrule
+        return gain
     gain = np.where((cst == 1) & (v_left > v_right), -1.0, gain)
     return np.where((cst == -1) & (v_left < v_right), -1.0, gain)
 
@@ -104,6 +109,15 @@ class Splitter:
         self.min_samples_leaf = int(min_samples_leaf)
         self.hessians_are_constant = bool(hessians_are_constant)
         self.feature_fraction = float(feature_fraction_per_split)
+        self._layouts = {}
+
+    def scan_layout(self, features, n_bins):
+        """The :class:`_ScanLayout` of ``features`` (cached)."""
+        key = (np.asarray(features).tobytes(), n_bins)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = _ScanLayout(self, features, n_bins)
+        return layout
 
     def draw_features(self, n_allowed, rng):
         """The mask of features considered at one split search (drawn as scikit-learn draws)."""
@@ -214,16 +228,15 @@ def bins_to_bitset(bins):
 
 def _valid_bins(n_grow, n_shrink, h_grow, h_shrink, in_range, min_samples_leaf):
     """Bins a scan evaluates: it skips a bin while the growing side is too small and
-    stops at the first bin where the shrinking side is (scikit-learn's order of tests)."""
+    stops at the first bin where the shrinking side is (scikit-learn's order of tests:
+    rows of the growing side, rows of the shrinking side, then the same for hessians)."""
     msl, mh = min_samples_leaf, MIN_HESSIAN_TO_SPLIT
-    skip = n_grow < msl
-    stop = ~skip & (n_shrink < msl)
-    skip2 = ~skip & ~stop & (h_grow < mh)
-    stop |= ~skip & ~stop & ~skip2 & (h_shrink < mh)
-    stop &= in_range
+    counted = in_range & (n_grow >= msl)  # not skipped for its rows
+    n_short, h_skip, h_short = n_shrink < msl, h_grow < mh, h_shrink < mh
+    stop = counted & (n_short | (h_short & ~h_skip))
     first_stop = np.where(stop.any(1), np.argmax(stop, 1), stop.shape[1])
     before = np.arange(stop.shape[1])[None, :] < first_stop[:, None]
-    return in_range & before & ~skip & ~skip2
+    return counted & before & ~(n_short | h_skip | h_short)
 
 
 def _first_best(gain, valid):
@@ -233,6 +246,29 @@ def _first_best(gain, valid):
     return at, gain[np.arange(len(at)), at]
 
 
+class _ScanLayout:
+    """What the scans of a set of features need besides the histograms (the same at
+    every node: computed once per feature set)."""
+
+    def __init__(self, splitter, features, n_bins):
+        self.nb = nb = splitter.n_bins_non_missing[features]
+        self.has_missing = has_missing = splitter.has_missing_values[features]
+        cst = splitter.monotonic_cst[features][:, None]
+        self.cst = cst if cst.any() else np.zeros(1, dtype=np.int8)  # a scalar-like "none"
+        self.every = len(features) == len(splitter.is_categorical) and \
+            np.array_equal(features, np.arange(len(features)))
+        # left to right (missing values go right): bins 0 .. nb - 2 + has_missing
+        self.in_range = np.arange(n_bins)[None, :] < (nb - 1 + has_missing)[:, None]
+        # right to left (missing values go left): at step i, bin nb - 1 - i joins the right
+        source = (nb - 1)[:, None] - np.arange(n_bins - 1)[None, :]
+        self.rtl_ok = (source >= 1) & has_missing[:, None]
+        self.top = int(nb[0]) if np.all(nb == nb[0]) and nb[0] >= 2 else None
+        if self.top is not None:  # the usual case: reversed views
+            self.rtl_ok = self.rtl_ok[:, :self.top - 1]
+        else:
+            self.rtl_take = np.clip(source, 0, n_bins - 1)
+
+
 class _NumericScan:
     """Both scans of every numerical feature of a node at once (rows: features)."""
 
@@ -240,51 +276,52 @@ class _NumericScan:
                  upper):
         self.splitter, self.features, self.n, self.G, self.H = splitter, features, n, G, H
         self.lower, self.upper = lower, upper
-        cst = splitter.monotonic_cst[features][:, None]
-        cnt, g, h = count[features].astype(np.int64), grad[features], hess[features]
-        n_bins = cnt.shape[1]
+        layout = splitter.scan_layout(features, count.shape[1])
+        if layout.every:  # every feature: no copy
+            cnt, g, h = count.astype(np.int64, copy=False), grad, hess
+        else:
+            cnt, g, h = count[features].astype(np.int64), grad[features], hess[features]
+        # gradients and hessians as one complex array: one running sum adds both, each
+        # part exactly as a float64 running sum would (the scans' costliest step)
+        gh = np.empty(g.shape, dtype=np.complex128)
+        gh.real, gh.imag = g, h
         # left to right: missing values go right
-        self.n_left, self.g_left, self.h_left = np.cumsum(cnt, 1), np.cumsum(g, 1), \
-            np.cumsum(h, 1)
-        nb = splitter.n_bins_non_missing[features]
-        has_missing = splitter.has_missing_values[features]
-        in_range = np.arange(n_bins)[None, :] < (nb - 1 + has_missing)[:, None]
-        valid = _valid_bins(self.n_left, n - self.n_left, self.h_left, H - self.h_left,
-                            in_range, splitter.min_samples_leaf)
+        running = np.cumsum(gh, 1)
+        self.n_left, self.g_left, self.h_left = np.cumsum(cnt, 1), running.real, running.imag
+        h_right = H - self.h_left
+        valid = _valid_bins(self.n_left, n - self.n_left, self.h_left, h_right,
+                            layout.in_range, splitter.min_samples_leaf)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            gain = split_gain(self.g_left, self.h_left, G - self.g_left, H - self.h_left,
-                              node_loss, cst, lower, upper, splitter.l2)
+            gain = split_gain(self.g_left, self.h_left, G - self.g_left, h_right,
+                              node_loss, layout.cst, lower, upper, splitter.l2)
         self.ltr_bin, ltr_gain = _first_best(gain, valid)
         self.best_gain = np.where(ltr_gain > 0, ltr_gain, -1.0)
         self.missing_left = np.zeros(len(features), dtype=bool)
-        self.nb = nb
-        if has_missing.any():
-            self._right_to_left(cnt, g, h, nb, has_missing, node_loss, cst)
+        self.nb = layout.nb
+        if layout.has_missing.any():
+            self._right_to_left(cnt, gh, layout, node_loss)
 
-    def _right_to_left(self, cnt, g, h, nb, has_missing, node_loss, cst):
+    def _right_to_left(self, cnt, gh, layout, node_loss):
         """Missing values go left: the bin ``nb-1-i`` joins the right side at step
         ``i`` (the split is then at bin ``nb-2-i``); replaces the left-to-right
         result only where strictly better."""
         n, G, H, splitter = self.n, self.G, self.H, self.splitter
-        steps = np.arange(cnt.shape[1] - 1)
-        source = (nb - 1)[:, None] - steps[None, :]
-        ok = (source >= 1) & has_missing[:, None]
-        if np.all(nb == nb[0]) and nb[0] >= 2:  # the usual case: reversed views
-            top = int(nb[0])
-            self.n_right, self.g_right, self.h_right = (
-                np.cumsum(a[:, top - 1:0:-1], 1) for a in (cnt, g, h))
-            ok = ok[:, :top - 1]
+        ok = layout.rtl_ok
+        if layout.top is not None:
+            top = layout.top
+            self.n_right = np.cumsum(cnt[:, top - 1:0:-1], 1)
+            running = np.cumsum(gh[:, top - 1:0:-1], 1)
         else:
-            take = np.clip(source, 0, cnt.shape[1] - 1)
-            rows = np.arange(len(nb))[:, None]
+            take, rows = layout.rtl_take, np.arange(len(layout.nb))[:, None]
             self.n_right = np.cumsum(np.where(ok, cnt[rows, take], 0), 1)
-            self.g_right = np.cumsum(np.where(ok, g[rows, take], 0.0), 1)
-            self.h_right = np.cumsum(np.where(ok, h[rows, take], 0.0), 1)
-        valid = _valid_bins(self.n_right, n - self.n_right, self.h_right, H - self.h_right,
-                            ok, splitter.min_samples_leaf)
+            running = np.cumsum(np.where(ok, gh[rows, take], 0.0), 1)
+        self.g_right, self.h_right = running.real, running.imag
+        h_left = H - self.h_right
+        valid = _valid_bins(self.n_right, n - self.n_right, self.h_right, h_left, ok,
+                            splitter.min_samples_leaf)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            gain = split_gain(G - self.g_right, H - self.h_right, self.g_right, self.h_right,
-                              node_loss, cst, self.lower, self.upper, splitter.l2)
+            gain = split_gain(G - self.g_right, h_left, self.g_right, self.h_right,
+                              node_loss, layout.cst, self.lower, self.upper, splitter.l2)
         self.rtl_step, rtl_gain = _first_best(gain, valid)
         better = (rtl_gain > self.best_gain) & (rtl_gain > 0)
         self.missing_left = better

@@ -91,21 +91,45 @@ class TreePredictor:
 
 def _leaf_of_binned(X_binned, missing_bin, is_leaf, feature, threshold, missing_left,
                     categorical, bitset_row, bitsets, left_child, right_child):
-    """The leaf each binned row falls in (scikit-learn's ``predict_binned`` rule)."""
-    at = np.zeros(X_binned.shape[0], dtype=np.intp)
-    active = np.flatnonzero(~is_leaf[at])
-    while active.size:
-        node = at[active]
-        b = X_binned[active, feature[node]]
-        go_left = b <= threshold[node]
-        cat = categorical[node]
-        if cat.any():
-            go_left[cat] = in_bitset(bitsets, bitset_row[node[cat]], b[cat])
-        missing = b == missing_bin
-        go_left[missing] = missing_left[node[missing]]
-        at[active] = np.where(go_left, left_child[node], right_child[node])
-        active = active[~is_leaf[at[active]]]
+    """The leaf each binned row falls in (scikit-learn's ``predict_binned`` rule).
+
+    The rows are split node by node, from the root down (as scikit-learn's
+    grower partitions them): each row is read once per level, at its node's
+    feature only.
+    """
+    at = np.empty(X_binned.shape[0], dtype=np.intp)
+    stack = [(0, None)]  # (node, its rows; None: every row)
+    while stack:
+        node, rows = stack.pop()
+        if is_leaf[node]:
+            at[slice(None) if rows is None else rows] = node
+            continue
+        bitset = bitsets[bitset_row[node]] if categorical[node] else None
+        left, right = split_rows(X_binned, missing_bin, feature[node], threshold[node],
+                                 missing_left[node], categorical[node], bitset, rows)
+        stack += [(right_child[node], right), (left_child[node], left)]
     return at
+
+
+def split_rows(X_binned, missing_bin, feature, threshold, missing_left, categorical, bitset,
+               rows=None):
+    """The indices of the ``rows`` (None: every row) that go left, and right, at one
+    node (scikit-learn's ``predict_binned`` rule; ``bitset`` only read when
+    ``categorical``)."""
+    column = X_binned[:, feature]
+    b = column if rows is None else np.take(column, rows)
+    if categorical:
+        go_left = in_bitset(bitset[None, :], np.zeros(len(b), dtype=np.intp), b)
+    else:
+        go_left = b <= threshold
+    missing = b == missing_bin
+    if missing_left:
+        go_left |= missing
+    else:
+        go_left &= ~missing
+    if rows is None:
+        return np.flatnonzero(go_left), np.flatnonzero(~go_left)
+    return np.compress(go_left, rows), np.compress(~go_left, rows)  # faster than rows[mask]
 
 
 def pack_trees(predictors):
@@ -135,12 +159,15 @@ def pack_trees(predictors):
             "bitsets": np.concatenate(bitsets).astype(np.uint32)}
 
 
-def unpack_trees(packed):
+def unpack_trees(packed, first=0):
     """The packed trees as ``(is_leaf, feature, bin, missing_left, categorical,
-    bitset_row, bitsets, left, right, value)`` tuples, one per tree."""
-    trees, bitset_start = [], 0
+    bitset_row, bitsets, left, right, value)`` tuples, one per tree (from tree
+    ``first`` on)."""
+    trees = []
     start = np.asarray(packed["start"])
-    for a, b in zip(start[:-1], start[1:]):
+    # the categorical splits of the trees skipped hold the first bitsets
+    bitset_start = int(np.count_nonzero(packed["flags"][:start[first]] & _CATEGORICAL))
+    for a, b in zip(start[first:-1], start[first + 1:]):
         flags = packed["flags"][a:b]
         categorical = (flags & _CATEGORICAL).astype(bool)
         n_cat = int(categorical.sum())
