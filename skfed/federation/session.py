@@ -160,11 +160,7 @@ class FederationSession:
                                                        coefficients=coefficients, scale=scale)
             self.ledger.add(phase, traffic)
             return sums
-        sites = list(range(self.n_sites) if sites is None else sites)
-        replies = self._map(fn, args, sites)
-        self.ledger.add(phase, len(sites) * payload_nbytes(args)
-                        + sum(payload_nbytes(r) for r in replies))
-        return add_fields(replies, coefficients)
+        return add_fields(self.per_site(fn, *args, phase=phase, sites=sites), coefficients)
 
     def per_site(self, fn, *args, phase, sites=None):
         """``[fn(site_j, *args)]``: a release the operation table declares per site

@@ -39,6 +39,13 @@ class _FixedEffectsWald:
         half = stats.norm.isf(alpha / 2) * self.bse_fe
         return pd.DataFrame({0: self.fe_params - half, 1: self.fe_params + half})
 
+    def _fixed_table(self, alpha):
+        """``(rows, columns)``: the fixed effects' rows of the summary's table."""
+        ci = self.conf_int(alpha)
+        columns = ["Coef.", "Std.Err.", "z", "P>|z|", f"[{alpha / 2}", f"{1 - alpha / 2}]"]
+        return np.column_stack([self.fe_params, self.bse_fe, self.tvalues, self.pvalues,
+                                ci[0], ci[1]]), columns
+
 
 class MixedLMResults(_FixedEffectsWald):
     """The results of :class:`~skfed.mixed.FedMixedLM` (statsmodels' names).
@@ -183,10 +190,7 @@ class MixedLMResults(_FixedEffectsWald):
         -------
         table : pandas.DataFrame
         """
-        ci = self.conf_int(alpha)
-        columns = ["Coef.", "Std.Err.", "z", "P>|z|", f"[{alpha / 2}", f"{1 - alpha / 2}]"]
-        fixed = np.column_stack([self.fe_params, self.bse_fe, self.tvalues, self.pvalues,
-                                 ci[0], ci[1]])
+        fixed, columns = self._fixed_table(alpha)
         k = self.cov_re.shape[0]
         variances = np.full((self.params.size - self.k_fe, 6), np.nan)
         variances[:, 0] = self.cov_re.to_numpy()[np.tril_indices(k)]
@@ -390,10 +394,7 @@ class GLMMResults(_FixedEffectsWald):
         -------
         table : pandas.DataFrame
         """
-        ci = self.conf_int(alpha)
-        columns = ["Coef.", "Std.Err.", "z", "P>|z|", f"[{alpha / 2}", f"{1 - alpha / 2}]"]
-        fixed = np.column_stack([self.fe_params, self.bse_fe, self.tvalues, self.pvalues,
-                                 ci[0], ci[1]])
+        fixed, columns = self._fixed_table(alpha)
         variance = [self.sigma ** 2, 2.0 * self.sigma * self.bse_sigma] + [np.nan] * 4
         return pd.DataFrame(np.vstack([fixed, variance]),
                             index=list(self.fe_params.index) + ["Group Var"], columns=columns)

@@ -414,40 +414,40 @@ class DataOperations:
         floor = max(int(design.get("min_group_rows", 0)), self.policy.min_rows)
         return site, dict(design, min_group_rows=floor), values[1:]
 
+    def _on_design(self, args, record, what, site_function):
+        """``site_function(rows, design)`` of a request that carries a design only."""
+        site, design, _ = self._mixed_args(args, record, what, 1)
+        return site_function(site, design)
+
     @serves("mixed.totals")
     def _op_mixed_totals(self, analyst, args, record):
         from ..mixed._site import site_totals
 
-        site, design, _ = self._mixed_args(args, record, "a mixed model's totals", 1)
-        return site_totals(site, design)
+        return self._on_design(args, record, "a mixed model's totals", site_totals)
 
     @serves("mixed.group_blocks")
     def _op_mixed_group_blocks(self, analyst, args, record):
         from ..mixed._site import site_group_blocks
 
-        site, design, _ = self._mixed_args(args, record, "a mixed model's group sums", 1)
-        return site_group_blocks(site, design)
+        return self._on_design(args, record, "a mixed model's group sums", site_group_blocks)
 
     @serves("mixed.site_fit")
     def _op_mixed_site_fit(self, analyst, args, record):
         from ..mixed._site import site_ols
 
-        site, design, _ = self._mixed_args(args, record, "a site's own fit", 1)
-        return site_ols(site, design)
+        return self._on_design(args, record, "a site's own fit", site_ols)
 
     @serves("mixed.glmm_groups")
     def _op_mixed_glmm_groups(self, analyst, args, record):
         from ..mixed._glmm_site import site_glmm_groups
 
-        site, design, _ = self._mixed_args(args, record, "a GLMM's groups", 1)
-        return site_glmm_groups(site, design)
+        return self._on_design(args, record, "a GLMM's groups", site_glmm_groups)
 
     @serves("mixed.glmm_totals")
     def _op_mixed_glmm_totals(self, analyst, args, record):
         from ..mixed._glmm_site import site_glmm_totals
 
-        site, design, _ = self._mixed_args(args, record, "a GLMM's totals", 1)
-        return site_glmm_totals(site, design)
+        return self._on_design(args, record, "a GLMM's totals", site_glmm_totals)
 
     @serves("mixed.glmm_terms")
     def _op_mixed_glmm_terms(self, analyst, args, record):
