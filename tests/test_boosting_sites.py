@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
+from skfed.data import FederatedDataset  # noqa: E402
 from skfed.data.sources import read_table  # noqa: E402
 from skfed.ensemble import (FedHistGradientBoostingClassifier,  # noqa: E402
                             FedHistGradientBoostingRegressor)
@@ -31,7 +32,7 @@ from skfed.ensemble._wire import (MAX_NODES_PER_REQUEST, WireError,  # noqa: E40
 from skfed.sites import SiteRefusal  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 
-from ._sites import SITES, diabetes_service, services_of  # noqa: E402
+from ._sites import SITES, diabetes_service, services_of, with_site_partitions  # noqa: E402
 
 OPEN = "min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true"
 PARAMS = dict(max_iter=4, max_depth=3, min_samples_leaf=45, random_state=0,
@@ -143,12 +144,187 @@ def test_a_node_of_fewer_than_min_rows_is_refused(tmp_path):
     assert (line["operation"], line["rule"]) == ("boosting.histograms", "min_rows")
 
 
-def test_a_site_requiring_secure_aggregation_refuses_boosting(tmp_path):
-    with services_of(tmp_path, _frames(), target="y", drop=["label"],
-                     policy='min_rows = 10\nrequire = ["secure_aggregation"]') as remote:
-        with pytest.raises(SiteRefusal, match="has no masked form yet") as info:
-            FedHistGradientBoostingRegressor(max_iter=2).fit(remote)
+MASKED = 'min_rows = 60\nmin_level_count = 5\nallow_exact_quantiles = true\n' \
+    'require = ["secure_aggregation"]'
+
+
+@pytest.fixture(scope="module")
+def protected(tmp_path_factory):
+    """Three services requiring secure aggregation, ``min_rows = 60``: plain boosting
+    is refused, masked boosting served (nodes of fewer rows only inside masked sums)."""
+    root = tmp_path_factory.mktemp("boosting-masked")
+    with services_of(root, _frames(), policy=MASKED, target="y", drop=["label"]) as remote:
+        pooled, labels = _as_read(root)
+        yield remote, pooled.drop(columns=["y", "label"]), pooled["y"], labels, root
+
+
+def test_a_site_requiring_secure_aggregation_refuses_plain_boosting(protected):
+    remote, *_, root = protected
+    with pytest.raises(SiteRefusal, match="requires secure aggregation: boosting.totals") \
+            as info:
+        FedHistGradientBoostingRegressor(**PARAMS).fit(remote)
     assert info.value.rule == "require"
+    line = read_audit(root / info.value.site / "audit.jsonl")[-1]
+    assert (line["operation"], line["rule"]) == ("boosting.totals", "require")
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "quantile"])
+def test_masked_boosting_through_services_equals_the_plain_fit_in_process(protected, loss):
+    """Every sum masked at the services (their own key pairs, signed keys): the trees
+    of the plain fit in process, node for node; nodes of fewer than min_rows rows of a
+    site are computed, since they leave it only inside masked sums."""
+    from skfed.privacy import SecureAggregation
+
+    remote, X, y, labels, root = protected
+    params = dict(PARAMS, min_samples_leaf=5, max_depth=4, loss=loss, quantile=0.3
+                  if loss == "quantile" else None, early_stopping=True,
+                  validation_fraction=0.25, n_iter_no_change=2)
+    through = FedHistGradientBoostingRegressor(**params, privacy=SecureAggregation()).fit(
+        remote)
+    # the held-out rows: whole partitions each site draws from its own secret
+    local = with_site_partitions(FederatedDataset.from_arrays(X, y.to_numpy(), labels),
+                                 {name: root / name for name in SITES}, "rows", min_rows=60)
+    here = FedHistGradientBoostingRegressor(**params).fit(local)
+    _assert_same_trees(through, here)
+    np.testing.assert_allclose(through.validation_score_, here.validation_score_,
+                               rtol=1e-14)
+    assert np.min([t.nodes["count"].min() for it in here._predictors for t in it]) < 60
+    assert through.history_.privacy["masked_sums"] > 0
+    # scored at the sites from masked sums (their own score sums would be refused)
+    assert through.score(remote) == pytest.approx(here.score(X, y), rel=1e-12)
+    operations = {line["operation"] for line in read_audit(root / "hospital-b" /
+                                                           "audit.jsonl")}
+    assert {"sums.open", "sums.key_list", "sums.masked:boosting.histograms",
+            "sums.masked:boosting.bin_counts", "sums.close"} <= operations
+    if loss == "quantile":  # the leaves refitted to pooled quantiles, masked too
+        assert "sums.masked:boosting.residual_counts" in operations
+
+
+def test_skfed_fit_secure_aggregation_through_services_requiring_it(protected, capsys):
+    """``skfed fit --model boosting --secure-aggregation --site-service ...`` at sites
+    requiring it: served masked; without the flag, the refusal says what to do."""
+    from skfed.cli.main import main
+
+    remote, *_, root = protected
+    certs = root / "certs"
+    argv = ["fit", "--dataset", "rows", "--model", "boosting-regressor", "--target", "y",
+            "--drop", "label", "--categorical", "ward", "--max-rounds", "3", "--max-depth",
+            "2", "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
+            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
+            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+    assert main(argv) != 0
+    assert "serves boosting masked only: --secure-aggregation" in capsys.readouterr().err
+    assert main([*argv, "--secure-aggregation"]) == 0
+    assert "held-out R2" in capsys.readouterr().out
+
+
+def test_a_site_requiring_differential_privacy_serves_no_boosting(tmp_path):
+    from skfed.privacy import SecureAggregation
+
+    with services_of(tmp_path, _frames(), target="y", drop=["label"],
+                     policy='min_rows = 10\nrequire = ["differential_privacy"]') as remote:
+        with pytest.raises(SiteRefusal, match="differential privacy, which skfed's boosting "
+                                              "does not offer") as info:
+            FedHistGradientBoostingRegressor(**PARAMS).fit(remote)
+        assert info.value.rule == "require"
+        with pytest.raises(SiteRefusal, match="masked sums of an analysis carry no noise"):
+            FedHistGradientBoostingRegressor(**PARAMS, privacy=SecureAggregation()).fit(
+                remote)
+
+
+# -- masked sums, as a modified client sends them -------------------------------------
+def _open_sum_sessions(remote):
+    """A sum session at each of the three services (raw ``sums.open`` calls): ``(the
+    connections, their handles, the public keys, their proofs)``."""
+    import os
+
+    backend = remote._backend
+    session = np.frombuffer(os.urandom(16), dtype=np.uint8)
+    replies = [conn.call("sums.open", dataset=backend.dataset, key_session=session, party=j)
+               for j, conn in enumerate(backend.connections)]
+    keys = {j: r["public_key"] for j, r in enumerate(replies)}
+    proofs = {j: {f: r[f] for f in ("signature", "certificate", "site", "weight_sum")}
+              for j, r in enumerate(replies)}
+    return backend.connections, [r["handle"] for r in replies], keys, proofs
+
+
+def _histogram_request(X, y, labels):
+    """A well-formed ``boosting.histograms`` request (the root node) for these columns."""
+    est = FedHistGradientBoostingRegressor(**PARAMS).fit(X, y, clients=labels)
+    message = score_message(est)
+    nodes = dict(pack_nodes([(0, (), None)], X.shape[1]), with_loss=False)
+    return {"args": [message["context"], message["model"], nodes]}
+
+
+def _masked(conn, handle, request, exchange, *, parties=(0, 1, 2), coefficient=1.0,
+            operation="boosting.histograms"):
+    return conn.call("sums.masked", session=handle, operation=operation, args=request,
+                     exchange=exchange, parties=list(parties), coefficient=coefficient)
+
+
+def test_masked_sums_refuse_what_would_single_a_site_out(protected):
+    """Before a verified key list, with a key no site signed, at a coefficient other
+    than one, over fewer than every verified site, at a replayed exchange, or of an
+    operation whose reply is not a sum: each refused, naming its rule, and audited."""
+    remote, X, y, labels, root = protected
+    conns, handles, keys, proofs = _open_sum_sessions(remote)
+    request = _histogram_request(X, y, labels)
+    conn, handle = conns[0], handles[0]
+    with pytest.raises(SiteRefusal, match="before a verified key list"):
+        _masked(conn, handle, request, 1)
+    forged = dict(keys)
+    forged[2] = _open_sum_sessions(remote)[2][2]  # a real key of another session
+    with pytest.raises(SiteRefusal, match="not signed by a site of the federation") as info:
+        conn.call("sums.key_list", session=handle, keys=forged, proofs=proofs)
+    assert info.value.rule == "require"
+    with pytest.raises(SiteRefusal, match="carries no signature"):
+        conn.call("sums.key_list", session=handle, keys=keys,
+                  proofs={j: p for j, p in proofs.items() if j != 1})
+    for c, h in zip(conns, handles):
+        assert c.call("sums.key_list", session=h, keys=keys, proofs=proofs) is True
+    with pytest.raises(SiteRefusal, match="coefficient"):
+        _masked(conn, handle, request, 1, coefficient=3.0)
+    with pytest.raises(SiteRefusal, match="every verified site"):
+        _masked(conn, handle, request, 2, parties=(0, 1))
+    with pytest.raises(SiteRefusal, match="not an operation whose reply a masked sum"):
+        _masked(conn, handle, {"args": [{}]}, 3, operation="boosting.schema")
+    with pytest.raises(SiteRefusal, match="not an operation whose reply a masked sum"):
+        _masked(conn, handle, {"args": []}, 4, operation="stats.describe")
+    reply = _masked(conn, handle, request, 5)
+    assert reply["masked"].data.dtype == np.uint64
+    with pytest.raises(SiteRefusal, match="replayed exchange") as info:
+        _masked(conn, handle, request, 5)
+    assert info.value.rule == "require"
+    line = read_audit(root / "hospital-a" / "audit.jsonl")[-1]
+    assert (line["operation"], line["rule"]) == ("sums.masked:boosting.histograms", "require")
+    for c, h in zip(conns, handles):
+        c.call("sums.close", session=h)
+    with pytest.raises(SiteRefusal, match="no such session of masked sums"):
+        _masked(conn, handle, request, 6)
+
+
+def test_the_decoded_masked_histogram_is_the_exact_pooled_one(protected):
+    """The three services' masked replies to one root histogram, added and decoded
+    from the wire: the pooled histogram of the rows the sites read."""
+    from skfed.ensemble._site import site_histograms
+    from skfed.privacy.masked_sums import limb_code, unflatten_total
+    from skfed.privacy.secure_aggregation import aggregate_masked
+
+    remote, X, y, labels, _ = protected
+    conns, handles, keys, proofs = _open_sum_sessions(remote)
+    for c, h in zip(conns, handles):
+        c.call("sums.key_list", session=h, keys=keys, proofs=proofs)
+    request = _histogram_request(X, y, labels)
+    replies = [_masked(c, h, request, 1) for c, h in zip(conns, handles)]
+    total = unflatten_total(aggregate_masked([r["masked"] for r in replies], limb_code(3)),
+                            [tuple(e) for e in replies[0]["layout"]])
+    local = FederatedDataset.from_arrays(X, y.to_numpy(), labels)
+    expected = local.map(site_histograms, *request["args"])
+    np.testing.assert_array_equal(total["counts"], sum(e["counts"] for e in expected))
+    np.testing.assert_array_equal(total["gradients"], sum(e["gradients"] for e in expected))
+    one = [unflatten_total(r["masked"].data.view(np.int64).astype(np.float64),
+                           [tuple(e) for e in r["layout"]]) for r in replies[:1]][0]
+    assert not np.array_equal(one["counts"], expected[0]["counts"])  # one reply: noise
 
 
 # -- crafted requests, as a modified client sends them --------------------------------
@@ -289,10 +465,7 @@ def test_skfed_fit_boosting_through_site_services(classification, capsys):
     """``skfed fit --model boosting-classifier --site-service ...``: each site's held-out
     accuracy, scored at the site, equals the same split and fit in this process."""
     from skfed.cli.main import main
-    from skfed.data import FederatedDataset
     from skfed.data.steps import split_site
-
-    from ._sites import with_site_partitions
 
     remote, X, y, labels, root = classification
     certs = root / "certs"
@@ -301,9 +474,20 @@ def test_skfed_fit_boosting_through_site_services(classification, capsys):
             "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
             "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
             *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
-    assert main(argv) == 0
+    page = root / "services.html"
+    assert main([*argv, "--report", str(page)]) == 0
     out = capsys.readouterr().out
     assert "held-out accuracy" in out and "training loss per tree" in out
+    # the report of the services' fit: each site's score as scored at the site
+    text = page.read_text()
+    _assert_boosting_page(text, out, SITES)
+    assert "local-only and pooled: not fitted" in text
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib"):
+        assert '<figure id="figure-loss"><svg' in text
+    else:  # the plot extra not installed: the note instead of the figure
+        assert "No figure of the loss per tree" in text
     local = with_site_partitions(FederatedDataset.from_arrays(X, y.to_numpy(), labels),
                                  {name: root / name for name in SITES}, "rows")
     here = FedHistGradientBoostingClassifier(
@@ -341,8 +525,68 @@ def test_skfed_fit_boosting_from_a_csv(tmp_path, capsys):
         assert row["local_only"] is not None
     losses = [r["train_loss"] for r in numbers["loss_per_tree"]]
     assert len(losses) == 7 and losses == sorted(losses, reverse=True)
-    assert main([*argv, "--report", str(tmp_path / "fit.html")]) == 2
-    assert "--json holds the scores and the loss per tree" in capsys.readouterr().err
+    # --secure-aggregation: every sum masked, the same model (scores to the bit)
+    assert main([*argv, "--secure-aggregation", "--json", str(tmp_path / "masked.json")]) == 0
+    masked = json.loads((tmp_path / "masked.json").read_text())
+    assert [r["federated"] for r in masked["sites"]] == \
+        [r["federated"] for r in numbers["sites"]]
+
+
+def _score_cells(out, sites):
+    """Each site's row of the terminal's held-out table as the page's table cells."""
+    cells = {}
+    for site in [*sites, "overall"]:
+        line = next(x for x in out.splitlines() if x.strip().startswith(site + " "))
+        values = line.split()[1:]
+        if site == "overall":  # no local-only score overall: a blank in the terminal
+            values.insert(3, "n/a")
+        cells[site] = f'<td class="name">{site}</td>' + "".join(f"<td>{v}</td>"
+                                                               for v in values)
+    return cells
+
+
+def _assert_boosting_page(page, out, sites):
+    for site, row in _score_cells(out, sites).items():
+        assert row in page, site
+    assert "<th>federated</th><th>local-only</th><th>pooled</th>" in page
+    assert "<h2>Settings</h2>" in page and "<h2>Rounds and traffic</h2>" in page
+    assert '<td class="name">setup: schema, totals, bins</td>' in page
+    assert "http" not in page  # self-contained
+
+
+def test_skfed_fit_boosting_html_report(tmp_path, capsys, monkeypatch):
+    """--report: the page holds the terminal's held-out scores, the loss per tree as an
+    inline figure (and beside the page as SVG and PDF), the settings and the cost;
+    without matplotlib it is still written, with a note instead of the figure."""
+    pytest.importorskip("matplotlib")
+    import sys
+
+    from skfed.cli.main import main
+
+    frames = _frames()
+    for k, frame in enumerate(frames):
+        frame["site"] = SITES[k]
+    pd.concat(frames).to_csv(tmp_path / "rows.csv", index=False)
+    argv = ["fit", str(tmp_path / "rows.csv"), "--clients", "site", "--target", "y",
+            "--drop", "label", "--model", "boosting", "--categorical", "ward",
+            "--max-rounds", "5", "--max-depth", "3"]
+    assert main([*argv, "--report", str(tmp_path / "fit.html")]) == 0
+    out = capsys.readouterr().out
+    assert f"report written to {tmp_path / 'fit.html'}" in out
+    page = (tmp_path / "fit.html").read_text()
+    _assert_boosting_page(page, out, SITES)
+    assert re.search(r'<figure id="figure-loss"><svg[^>]*>.{1000,}</svg>', page, re.DOTALL)
+    assert "loss per tree" in page and '<td class="name">baseline</td>' in page
+    assert (tmp_path / "fit-loss.svg").stat().st_size > 1000
+    assert (tmp_path / "fit-loss.pdf").read_bytes().startswith(b"%PDF")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # the plot extra not installed
+    assert main([*argv, "--report", str(tmp_path / "bare.html")]) == 0
+    out = capsys.readouterr().out
+    page = (tmp_path / "bare.html").read_text()
+    _assert_boosting_page(page, out, SITES)
+    assert "<svg" not in page and "No figure of the loss per tree" in page
+    assert "pip install 'skfed[plot]'" in page
+    assert not (tmp_path / "bare-loss.svg").exists()
 
 
 # -- the form of every argument, field by field -------------------------------------

@@ -32,7 +32,8 @@ DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": No
 NOT_ROWS = {"fit.open", "fit.close", "data.check", "data.check_target", "preprocess.schema",
             "dataset.describe", "data.summary", "data.inspect", "survival.strata_levels",
             "survival.event_times", "stats.crosstab", "stats.event_table", "fit.step",
-            "formula.levels", "mixed.glmm_groups", "boosting.schema"}
+            "formula.levels", "mixed.glmm_groups", "boosting.schema", "sums.open",
+            "sums.key_list", "sums.masked", "sums.close"}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,8 @@ def test_an_unmasked_step_is_refused(protected):
 
 
 @pytest.mark.parametrize("name", sorted(NOT_ROWS - {"fit.step", "fit.open", "fit.close",
-                                                     "formula.levels"}))
+                                                     "formula.levels", "sums.key_list",
+                                                     "sums.masked", "sums.close"}))
 def test_the_others_release_no_row_value(protected, name):
     """Called with arguments of the right form, they answer with counts, names or
     nothing (an error is fine too): never a mean, a sum of values or a curvature."""
@@ -113,7 +115,8 @@ def test_the_others_release_no_row_value(protected, name):
                                             "family": "poisson", "fit_intercept": True,
                                             "min_group_rows": 2}]},
             "boosting.schema": {"args": [{"categorical": np.zeros(10, dtype=bool),
-                                          "task": "regression"}]}}[name]
+                                          "task": "regression"}]},
+            "sums.open": {"key_session": np.zeros(16, dtype=np.uint8), "party": 0}}[name]
     try:
         reply = conn.call(name, dataset=DATASET, **args)
     except (SiteRefusal, SiteServiceError):
@@ -134,10 +137,15 @@ def test_a_formulas_levels_are_names_each_held_by_min_level_count_rows(protected
 
 
 def test_boosting_is_refused_where_protection_is_required(protected):
-    """Its schema is counts (the gate lets it through) but the fit's sums would follow
-    unmasked: refused at once, saying why."""
+    """Its schema is counts (the gate lets it through) but skfed's boosting offers no
+    differential privacy: refused at once, saying why; and no session of masked sums
+    opens here (they carry no noise)."""
     conn, root = protected
-    with pytest.raises(SiteRefusal, match="has no masked form yet") as info:
+    with pytest.raises(SiteRefusal, match="masked sums of an analysis carry no noise"):
+        conn.call("sums.open", dataset=DATASET, key_session=np.zeros(16, dtype=np.uint8),
+                  party=0)
+    with pytest.raises(SiteRefusal, match="differential privacy, which skfed's boosting "
+                                          "does not offer") as info:
         conn.call("boosting.schema", dataset=DATASET,
                   args=[{"categorical": np.zeros(10, dtype=bool), "task": "regression"}])
     assert info.value.rule == "require"

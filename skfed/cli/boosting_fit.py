@@ -13,7 +13,9 @@ encoding) and missing values get their own bin (nothing is imputed).
 The report gives each site's held-out score (federated, local-only and pooled
 for local files; federated only at site services, where a site scores the
 model on its own held-out rows and sends the score's sums) and the training
-loss after each tree, pooled from the sites' sums; ``--json`` writes them.
+loss after each tree, pooled from the sites' sums; ``--json`` writes them, and
+``--report`` an HTML page with them, a figure of the loss per tree, the trees'
+settings and the fit's rounds and bytes (:mod:`skfed.cli.boosting_report`).
 """
 
 import json
@@ -43,11 +45,7 @@ _NOT_FOR_BOOSTING = (
     ("strata", "--strata", "it is for --model cox"),
     ("ties", "--ties", "it is for --model cox"),
     ("time_grid", "--time-grid", "it is for --model cox"),
-    ("secure_aggregation", "--secure-aggregation", "a boosting fit has no masked form yet "
-                                                   "(docs/data-officers.md)"),
     ("dp_epsilon", "--dp-epsilon", "differential privacy is not offered for boosted trees"),
-    ("report", "--report", "the HTML report draws linear models only so far; --json holds "
-                           "the scores and the loss per tree"),
     ("scheduler", "--scheduler", "boosting reaches site-resident rows through site "
                                  "services (--site-service ... --dataset)"),
 )
@@ -110,8 +108,8 @@ class BoostingReport:
 
 
 def run_boosting_fit(args, out):
-    """``skfed fit --model boosting...``: fit, print the report, write ``--json`` and
-    ``--output``; returns the :class:`BoostingReport`."""
+    """``skfed fit --model boosting...``: fit, print the report, write ``--json``,
+    ``--report`` and ``--output``; returns the :class:`BoostingReport`."""
     _check_options(args)
     report = _service_fit(args) if args.site_service else _local_fit(args)
     print(format_boosting_text(report), end="", file=out)
@@ -119,6 +117,11 @@ def run_boosting_fit(args, out):
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(boosting_json(report), fh, indent=1)
         print(f"JSON written to {args.json}", file=out)
+    if args.report:
+        from .boosting_report import write_boosting_html_report
+
+        write_boosting_html_report(report, args.report, max_loss_rows=MAX_LOSS_LINES)
+        print(f"report written to {args.report}", file=out)
     if args.output:
         import joblib
 
@@ -154,6 +157,10 @@ def _estimator(args, classifier):
         value = getattr(args, option, None)
         if value is not None:
             params[name] = value
+    if args.secure_aggregation:  # every sum masked, exact: the same trees
+        from ..privacy import SecureAggregation
+
+        params["privacy"] = SecureAggregation()
     kind = FedHistGradientBoostingClassifier if classifier else FedHistGradientBoostingRegressor
     return kind(**params)
 
@@ -179,6 +186,8 @@ def _local_fit(args):
     test = holdout_split(sites, _test_size(args), args.random_state)
     est = _estimator(args, classifier)
     fed = _fitted(est, frame[~test], Y[~test], clients=sites[~test])
+    # the references are one party's fits: nothing to mask
+    est = est.set_params(privacy=None)
     pooled = _fitted(est, frame[~test], Y[~test]) if test.any() else None
     site_rows = []
     for label in np.unique(sites):
@@ -319,6 +328,9 @@ def _fit_at_services(data, args):
     test = None if final else data.apply(split_site, test_size, args.random_state, True)
     fed = _estimator(args, classifier).fit(train)
     pooled, per_site = (np.nan, {}) if final else _scores_at_sites(fed, test)
+    if fed.privacy is not None and not final:
+        notes.append("--secure-aggregation: the held-out score is pooled from masked sums; "
+                     "no site's own score is released")
     notes.append("local-only and pooled: not fitted (the rows never leave their sites); "
                  "the federated model is scikit-learn's on the pooled training rows")
     n_test = np.zeros(len(data.sites), dtype=int) if final else test.n_samples
@@ -333,11 +345,14 @@ def _fit_at_services(data, args):
 
 def _scores_at_sites(fed, test):
     """``(pooled, {site: score})``: each site scores the model on its held-out rows and
-    sends the score's sums (``boosting.score``), never a prediction."""
+    sends the score's sums (``boosting.score``), never a prediction; under secure
+    aggregation the pooled score only, from masked sums."""
     from ..data.site import combine_scores, site_score
     from ..ensemble._site import site_score_terms
     from ..federation.session import FederationSession
 
+    if fed.privacy is not None:  # masked: the pooled score only
+        return fed.score(test), {}
     terms = FederationSession.for_dataset(test).per_site(site_score_terms, fed,
                                                          phase="analysis")
     return combine_scores(terms), {s: site_score(t) for s, t in zip(test.sites, terms)}
@@ -349,7 +364,9 @@ def _refusal_hint(refusal):
              "allow_exact_quantiles": "the exact bins need the sites' allow_exact_quantiles "
                                       "= true; --categorical columns alone need not",
              "min_level_count": "merge the rare levels of that column, or --drop it",
-             "require": "a boosting fit has no masked form yet"}
+             "require": "a site requiring secure aggregation serves boosting masked only: "
+                        "--secure-aggregation (differential privacy is not offered for "
+                        "boosted trees)"}
     hint = hints.get(refusal.rule)
     return f"\n  on the command line: {hint} (docs/data-officers.md)" if hint else ""
 
@@ -362,10 +379,11 @@ def _fmt(value):
 def _loss_lines(est):
     """The training loss after each tree (every k-th tree and the last; the baseline
     first), with the rounds and bytes of the tree."""
+    from .boosting_report import shown_iterations
+
     history = est.history_
     loss, rounds, sent = history["train_loss"], history["rounds"], history["bytes"]
-    step = max(1, math.ceil((len(loss) - 1) / MAX_LOSS_LINES))
-    shown = sorted(set(range(0, len(loss), step)) | {len(loss) - 1})
+    step, shown = shown_iterations(len(loss), MAX_LOSS_LINES)
     lines = [f"training loss per tree (pooled from the sites' sums; "
              f"{'every tree' if step == 1 else f'one line every {step} trees'}):",
              f"  {'tree':>6}{'loss':>14}{'rounds':>8}{'bytes':>12}"]

@@ -267,7 +267,8 @@ def _summary_section(report, path):
     return parts + _forest_section(report, path)
 
 
-def _site_section(report):
+def _site_section(report, scores=_plain):
+    """The held-out scores by site and overall; ``scores`` formats the three scores."""
     n_tr, n_te, fed, _, pool = report.overall
     if not report.held_out:
         return ["<h2>No held-out score</h2>",
@@ -281,7 +282,7 @@ def _site_section(report):
             "Local-only: fitted on that site's rows alone. Pooled: fitted on all training "
             "rows at once (what federated learning reaches without moving the data).</p>",
             _table(["site", "train rows", "test rows", "federated", "local-only", "pooled"],
-                   rows)]
+                   rows, formats=[_plain, _plain, scores, scores, scores])]
 
 
 def _head(title):

@@ -305,6 +305,13 @@ class FederatedDataset:
         rows never move to another executor)."""
         return self._backend.executor_for(self, executor)
 
+    def masking_parties(self):
+        """The sites' side of secure aggregation of this dataset's sums where the sites
+        keep it themselves (site services: each holds its own key pair), else ``None``
+        (:class:`skfed.privacy.masked_sums.MaskedSums` decides what that means)."""
+        maker = getattr(self._backend, "masking_parties", None)
+        return None if maker is None else maker()
+
     def close(self):
         """Release the sites' rows on the workers (and a client this dataset opened),
         or the connections to the site services."""

@@ -414,7 +414,7 @@ def site_score_terms(site, estimator):
 def combine_scores(terms):
     """The pooled score from the sites' :func:`site_score_terms` (the same number
     ``estimator.score`` gives on the pooled rows, with sample weights)."""
-    if terms[0]["kind"] == "accuracy":
+    if terms[0].get("kind", "accuracy" if "correct" in terms[0] else "r2") == "accuracy":
         return sum(t["correct"] for t in terms) / sum(t["w"] for t in terms)
     w = sum(t["w"] for t in terms)
     wy = sum(t["wy"] for t in terms)

@@ -72,15 +72,40 @@ class BoostingRun:
         est = self.est
         self._seeds()
         self._hold_out()
-        self._schema()
-        self._context()
-        self._totals()
-        self._bins()
-        self._baseline()
-        self._iterate()
+        try:
+            self._protect()
+            self._schema()
+            self._context()
+            self._totals()
+            self._bins()
+            self._baseline()
+            self._iterate()
+        finally:
+            for protection in self.protections:
+                protection.close()
         est.history_.setup_rounds = self.session.ledger.rounds("setup")
         est.history_.setup_bytes = self.session.ledger.bytes("setup")
+        if self.protections:
+            record = self.protections[0].privacy_record()
+            record["masked_sums"] = sum(p.exchanges_ for p in self.protections)
+            est.history_.privacy = record
         return est
+
+    def _protect(self):
+        """Under secure aggregation, the sites agree the keys of each session's masked
+        sums (the training rows, and the held-out rows apart)."""
+        from ..privacy.masked_sums import MaskedSums
+
+        self.protections = []
+        if self.est.privacy is None:
+            return
+        for session in (self.session, self.val_session):
+            if session is None:
+                continue
+            protection = MaskedSums(self.est.privacy, session.dataset)
+            self.protections.append(protection)
+            session.ledger.add("setup", protection.open())
+            session.protect(protection)
 
     # -- 1, 2: seeds and held-out rows ---------------------------------------
     def _seeds(self):

@@ -25,6 +25,8 @@ from .._messages import plain
 from ..base import fit_all_or_nothing
 from ..data import FederatedDataset, SiteData, as_dataset
 from ..data.site import SiteError, combine_scores
+from ..privacy.dp_rounds import DifferentialPrivacy
+from ..privacy.secure_rounds import SecureAggregation
 from ._fit import BoostingRun
 from ._site import model_features, site_output, site_score_terms
 
@@ -75,6 +77,15 @@ default="from_dtype"
     random_state : int, RandomState instance or None, default=None
         Seeds the binning subsample, the held-out rows and the feature draws
         (drawn as scikit-learn draws them: an int gives scikit-learn's model).
+    privacy : SecureAggregation or None, default=None
+        ``SecureAggregation()``: every sum of the fit (totals, bin counts, node
+        histograms, losses) is masked at the sites and only its total over the
+        sites decoded (:mod:`skfed.privacy.masked_sums`): the per-site schema
+        (levels, classes and their counts) is the only per-site release. The
+        model is the plain fit's to the fixed-point precision
+        (``history_.privacy``); counts are exact. Differential privacy is
+        refused: noisy histograms would grow other trees than scikit-learn's
+        (see ``docs/boosting.md``).
 """
 
 _SHARED_ATTRIBUTES = """n_iter_ : int
@@ -140,7 +151,8 @@ class _SitesScoreMixin:
     """``score`` on arrays, or pooled from the sites of a FederatedDataset."""
 
     def score(self, X, y=None, sample_weight=None):
-        """R2 (regressor) or accuracy (classifier), on arrays or pooled from a dataset.
+        """R2 (regressor) or accuracy (classifier), on arrays or pooled from a dataset
+        (under ``privacy=SecureAggregation()``, from masked sums: no site's own sums).
 
         Parameters
         ----------
@@ -156,7 +168,12 @@ class _SitesScoreMixin:
         if isinstance(X, FederatedDataset):
             check_is_fitted(self, "_predictors")
             as_dataset(X, y, None, sample_weight)
-            return combine_scores(X.map(site_score_terms, self))
+            if getattr(self, "privacy", None) is None:
+                return combine_scores(X.map(site_score_terms, self))
+            from ..privacy.masked_sums import masked_session
+
+            with masked_session(X, self.privacy) as session:  # the pooled sums only
+                return combine_scores([session.sum(site_score_terms, self, phase="analysis")])
         return super().score(X, y, sample_weight=sample_weight)
 
 
@@ -178,6 +195,13 @@ class _BaseFedHistGradientBoosting(BaseEstimator):
             unsupported.append(f"scoring={self.scoring!r}")
         if not isinstance(self.loss, str):
             unsupported.append("a loss object (give its name)")
+        if isinstance(self.privacy, DifferentialPrivacy):
+            raise ValueError(
+                f"{type(self).__name__} does not offer differential privacy: the pooled "
+                "trees are exact functions of every node's histogram, so noise would grow "
+                "other trees than scikit-learn's, and its budget would be spent over every "
+                "node of every tree and the bin thresholds. Use privacy=SecureAggregation() "
+                "(the sites' sums masked, the same trees).")
         if unsupported:
             raise ValueError(f"{type(self).__name__} does not support {', '.join(unsupported)}"
                              " (early stopping is scored with the pooled loss, "
@@ -337,7 +361,8 @@ default="squared_error"
     20
     """
 
-    _parameter_constraints = dict(HistGradientBoostingRegressor._parameter_constraints)
+    _parameter_constraints = {**HistGradientBoostingRegressor._parameter_constraints,
+                              "privacy": [SecureAggregation, None]}
 
     def __init__(self, loss="squared_error", *, quantile=None, learning_rate=0.1,
                  max_iter=100, max_leaf_nodes=31, max_depth=None, min_samples_leaf=20,
@@ -345,7 +370,7 @@ default="squared_error"
                  categorical_features="from_dtype", monotonic_cst=None, interaction_cst=None,
                  warm_start=False, early_stopping="auto", scoring="loss",
                  validation_fraction=0.1, n_iter_no_change=10, tol=1e-7, verbose=0,
-                 random_state=None):
+                 random_state=None, privacy=None):
         self.loss, self.quantile = loss, quantile
         self.learning_rate, self.max_iter = learning_rate, max_iter
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
@@ -356,6 +381,7 @@ default="squared_error"
         self.warm_start, self.early_stopping, self.scoring = warm_start, early_stopping, scoring
         self.validation_fraction, self.n_iter_no_change = validation_fraction, n_iter_no_change
         self.tol, self.verbose, self.random_state = tol, verbose, random_state
+        self.privacy = privacy
 
     def _validate_params(self):
         super()._validate_params()
@@ -443,14 +469,15 @@ class FedHistGradientBoostingClassifier(_SitesScoreMixin, ClassifierMixin,
     array([0, 1])
     """
 
-    _parameter_constraints = dict(HistGradientBoostingClassifier._parameter_constraints)
+    _parameter_constraints = {**HistGradientBoostingClassifier._parameter_constraints,
+                              "privacy": [SecureAggregation, None]}
 
     def __init__(self, loss="log_loss", *, learning_rate=0.1, max_iter=100, max_leaf_nodes=31,
                  max_depth=None, min_samples_leaf=20, l2_regularization=0.0, max_features=1.0,
                  max_bins=255, categorical_features="from_dtype", monotonic_cst=None,
                  interaction_cst=None, warm_start=False, early_stopping="auto",
                  scoring="loss", validation_fraction=0.1, n_iter_no_change=10, tol=1e-7,
-                 verbose=0, random_state=None, class_weight=None):
+                 verbose=0, random_state=None, class_weight=None, privacy=None):
         self.loss = loss
         self.learning_rate, self.max_iter = learning_rate, max_iter
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
@@ -461,6 +488,7 @@ class FedHistGradientBoostingClassifier(_SitesScoreMixin, ClassifierMixin,
         self.warm_start, self.early_stopping, self.scoring = warm_start, early_stopping, scoring
         self.validation_fraction, self.n_iter_no_change = validation_fraction, n_iter_no_change
         self.tol, self.verbose, self.random_state = tol, verbose, random_state
+        self.privacy = privacy
         self.class_weight = class_weight
 
     def _checked_y(self, y):

@@ -45,6 +45,11 @@ class BoostingHistory:
     binning_rounds : int
         Rounds of the bin thresholds' search (part of the setup).
     n_clients : int or None
+    privacy : dict or None
+        Under ``privacy=SecureAggregation()``: the fixed-point code
+        (``fraction_bits``, ``bound``, ``sum_error`` per summed coordinate
+        before the public scale is undone, ``scale``) and the number of masked
+        sums (``masked_sums``); ``None`` for plain sums.
     """
 
     def __init__(self):
@@ -53,6 +58,7 @@ class BoostingHistory:
         self.monitor_rounds = self.monitor_bytes = 0
         self.binning_rounds = 0
         self.n_clients = None
+        self.privacy = None
 
     def append(self, **record):
         self.records.append(record)

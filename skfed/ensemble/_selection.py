@@ -299,6 +299,7 @@ class SortedValues:
         gap = np.take(np.repeat(np.arange(len(probes) + 1),
                                 np.diff(np.concatenate([[0], at, [n]]))), self.rank)
         # summed in row order (values above the last probe go to a dropped extra gap)
+        # (float64 even without values: numpy's bincount of nothing counts in integers)
         out["sum"] = np.bincount(gap, weights=self.weighted_values,
-                                 minlength=len(probes) + 1)[:len(probes)]
+                                 minlength=len(probes) + 1)[:len(probes)].astype(np.float64)
         return out

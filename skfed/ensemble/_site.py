@@ -382,7 +382,7 @@ def site_totals(site, context):
     X = model_features(site, context)
     y, sw = encoded_target(site, context)
     w = np.ones(len(y)) if sw is None else sw
-    out = {"missing": np.isnan(X).sum(axis=0), "n": float(len(y)), "w": float(w.sum())}
+    out = {"missing": np.isnan(X).sum(axis=0), "n": len(y), "w": float(w.sum())}
     if context["classes"] is not None:
         out["class_w"] = np.bincount(y.astype(np.intp), weights=w,
                                      minlength=len(context["classes"]))
@@ -784,12 +784,13 @@ def site_output(site, estimator, method):
 
 
 def site_score_terms(site, estimator):
-    """The sums :func:`skfed.data.site.combine_scores` pools into R2 or accuracy."""
+    """The sums :func:`skfed.data.site.combine_scores` pools into R2 or accuracy (numbers
+    only, so that a masked sum carries them: their keys say which score)."""
     sw = site.weights()
     pred = estimator.predict(site.X)
     y = np.asarray(site.y)
     if hasattr(estimator, "classes_"):
-        return {"kind": "accuracy", "w": float(sw.sum()), "correct": float(sw @ (pred == y))}
+        return {"w": float(sw.sum()), "correct": float(sw @ (pred == y))}
     y2, p2 = y.reshape(len(y), 1).astype(np.float64), np.asarray(pred).reshape(len(y), 1)
-    return {"kind": "r2", "w": float(sw.sum()), "wy": sw @ y2, "wy2": sw @ (y2 * y2),
+    return {"w": float(sw.sum()), "wy": sw @ y2, "wy2": sw @ (y2 * y2),
             "res": sw @ ((y2 - p2) ** 2)}

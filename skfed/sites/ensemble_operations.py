@@ -6,9 +6,15 @@ of :mod:`skfed.ensemble._site` on the rows a dataset reference names, after
 :class:`~skfed.sites.host.SiteHost` has checked who asks, and after the
 checks here, in this order:
 
-1. protection (rule ``require``): a boosting fit's sums travel plain (the
-   dataset-level federation session has no masked form yet), so a site that
-   requires secure aggregation or differential privacy serves none of them;
+1. protection (rule ``require``): under ``privacy=SecureAggregation()`` the
+   fit's totals, bin counts, residual counts, histograms and losses reach the
+   site inside masked sums (``sums.masked``, :mod:`.masked_operations`): a
+   site that requires secure aggregation serves those and the schema (counts
+   only), nothing plain. A site that requires differential privacy serves
+   no boosting request: the pooled trees are exact functions of every node's
+   histogram, and skfed does not offer noisy trees (the noise, its budget
+   over every node of every tree, and its effect on the splits would make
+   another model than scikit-learn's, with no pooled reference to test);
 2. the request's form (rule ``message``, :mod:`skfed.ensemble._wire`): every
    key, dtype, shape and range of its context, model, nodes, sampling and
    probes, with bounded sizes, before any row is read;
@@ -18,7 +24,8 @@ checks here, in this order:
    analyst's choosing are the exact quantile search); ``min_level_count``
    for the levels of a categorical column and the classes; ``min_rows`` for
    every node a histogram or a residual count is computed from, and for its
-   sibling (the parent's sums minus the node's); ``max_local_iterations``
+   sibling (the parent's sums minus the node's), unless the reply travels
+   inside a masked sum (only the sum over every site leaves); ``max_local_iterations``
    for the trees of the model a request carries.
 
 Per-row predictions (``site_output``) are not an operation: a model is scored
@@ -37,16 +44,23 @@ class EnsembleOperations:
     """The host's boosting operations (see the module docstring)."""
 
     # -- the checks shared by the operations --------------------------------------
-    def _boosting_args(self, args, record, what, n_args):
+    def _boosting_args(self, args, record, what, n_args, counts_only=False):
         """``(site rows, arguments)`` of a boosting request, refused first where the
-        policy requires a protection the fit cannot carry."""
-        required = self.policy.require
+        policy requires a protection the request does not have: differential privacy
+        always (see the module), secure aggregation unless the reply travels inside a
+        masked sum (or releases counts only)."""
+        required = set(self.policy.require)
+        if record.get("masked") or counts_only:
+            required.discard("secure_aggregation")
+        if "differential_privacy" in required:
+            raise Refused("require", "this site requires differential privacy, which skfed's "
+                                     "boosting does not offer: the pooled trees are exact "
+                                     "functions of every node's histogram, and noise would "
+                                     "change the trees (boosting is not served here)")
         if required:
-            needs = " and ".join(r.replace("_", " ") for r in required)
-            raise Refused("require", f"this site requires {needs}: a boosting fit sends "
-                                     "this site's own counts and histograms, and the "
-                                     "dataset-level session that carries them has no masked "
-                                     "form yet (boosting is not served here)")
+            raise Refused("require", "this site requires secure aggregation: a boosting fit's "
+                                     "sums are served here only inside masked sums (fit with "
+                                     "privacy=SecureAggregation())")
         return self._stats_args(args, record, what, n_args)
 
     @staticmethod
@@ -107,10 +121,15 @@ class EnsembleOperations:
                                                   f"than this site's {most} iterations")
         return model
 
-    def _check_node_rows(self, site, context, nodes):
+    def _check_node_rows(self, site, context, nodes, record):
         """No node's sums from fewer than ``min_rows`` rows here (0 rows is no row): the
-        node's own, and its sibling's, which the parent's sums minus the node's give."""
+        node's own, and its sibling's, which the parent's sums minus the node's give.
+        Inside a masked sum the rule does not apply: only the sum over every site of
+        the session leaves, never this site's node."""
         from ..ensemble._site import node_rows, prepared, unpack_nodes
+
+        if record.get("masked"):
+            return
 
         binned = prepared(site, context).binned
         positive = site.weights() > 0
@@ -135,7 +154,8 @@ class EnsembleOperations:
         from ..ensemble._site import site_schema
         from ..ensemble._wire import check_schema_request
 
-        site, (request,) = self._boosting_args(args, record, "a boosting schema", 1)
+        site, (request,) = self._boosting_args(args, record, "a boosting schema", 1,
+                                               counts_only=True)
         self._wire(check_schema_request, request, site.X.shape[1])
         if isinstance(request["categorical"], str):  # the columns of category dtype
             X = site.X
@@ -187,7 +207,7 @@ class EnsembleOperations:
             self._boosting_model(model, context)
         n_paths = self._wire(lambda: check_nodes(paths, context, with_loss=False))
         self._wire(check_probes, probes, starts, n_paths)
-        self._check_node_rows(site, context, paths)
+        self._check_node_rows(site, context, paths, record)
         return site_residual_counts(site, context, model, paths, probes, starts)
 
     @serves("boosting.histograms")
@@ -200,7 +220,7 @@ class EnsembleOperations:
         self._boosting_context(site, context, binned=True)
         self._boosting_model(model, context)
         self._wire(lambda: check_nodes(request, context, with_loss=True))
-        self._check_node_rows(site, context, request)
+        self._check_node_rows(site, context, request, record)
         return site_histograms(site, context, model, request)
 
     @serves("boosting.loss")

@@ -248,10 +248,17 @@ class SecureAggregationGuard:
         if message.get("fn") not in masked_passes():
             raise Refused("message", "a masked pass of a function that is not an inference "
                                      "pass")
+        self.check_pass(message)
+
+    def check_pass(self, message, coefficient=None):
+        """A masked pass of sums (an inference pass, or an analysis's sums): every verified
+        site taking part, the public coefficient (``coefficient``, else the inverse of
+        the signed total weight), and an exchange after the session's last."""
         if self.weights is None or sorted(int(p) for p in message.get("parties", ())) != sorted(
                 self.weights):
-            raise Refused("require", "an inference pass must include every verified site")
-        expected = 1.0 / max(sum(self.weights.values()), 1.0)
+            raise Refused("require", "a masked pass must include every verified site")
+        expected = (1.0 / max(sum(self.weights.values()), 1.0) if coefficient is None
+                    else coefficient)
         if not np.isclose(float(message.get("coefficient", np.nan)), expected, rtol=1e-9,
                           atol=0):
             raise Refused("require", "the pass's coefficient is not the public scale (a server "

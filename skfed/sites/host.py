@@ -26,6 +26,7 @@ from .audit import AuditLog
 from .codec import MessageError, decode, encode
 from .data_operations import DataOperations, _transformer
 from .ensemble_operations import EnsembleOperations
+from .masked_operations import MaskedSumOperations
 from .operations import OPERATIONS, handlers, serves
 from .policy import PolicyError, Refused
 
@@ -45,7 +46,7 @@ class _Session:
         self.solver = None  # (digest, solver) of the last solver received
 
 
-class SiteHost(DataOperations, EnsembleOperations):
+class SiteHost(DataOperations, EnsembleOperations, MaskedSumOperations):
     """Runs named operations on this site's declared datasets under its policy.
 
     Parameters
@@ -68,6 +69,7 @@ class SiteHost(DataOperations, EnsembleOperations):
         self._tables = {}
         self._partition_cache = {}
         self._sessions = {}
+        self._sum_sessions = {}  # an analysis's masked sums (MaskedSumOperations)
         self._lock = threading.Lock()
 
     # -- the one entry point -------------------------------------------------

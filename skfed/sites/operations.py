@@ -107,6 +107,9 @@ class Operation:
     #: the analyst's packing of the site function's positional arguments into named
     #: ones, where it is not one name per position (``None``: by position)
     packer: object = None
+    #: its reply is a dict of sums over the rows that ``sums.masked`` may carry masked
+    #: (within a session of verified keys, :mod:`skfed.sites.masked_operations`)
+    maskable: bool = False
 
     def discloses(self, args):
         """The disclosure class of one request: a client summary without smoothness
@@ -368,23 +371,42 @@ OPERATIONS = {op.name: op for op in [
               arguments=ARGS),
     Operation("boosting.totals", "per feature the count of missing values; the row count, "
               "weight sum and the target's (weighted) sums, or the weight of each class",
-              None, arguments=ARGS),
+              None, arguments=ARGS, maskable=True),
     Operation("boosting.bin_counts", "per probe of a continuous feature the count (and "
               "weight) of the site's values at or below it, and the sums of its values "
               "between probes: the exact bin search, single rows' values (only with "
-              "allow_exact_quantiles)", None, arguments=ARGS),
+              "allow_exact_quantiles)", None, arguments=ARGS, maskable=True),
     Operation("boosting.residual_counts", "the same counts and sums for the residuals "
               "y - raw of each requested leaf (each leaf and its sibling 0 or >= min_rows "
-              "rows here; only with allow_exact_quantiles)", None, arguments=ARGS),
+              "rows here unless masked; only with allow_exact_quantiles)", None,
+              arguments=ARGS, maskable=True),
     Operation("boosting.histograms", "per requested node and feature, per bin: the sums "
               "of the gradients and hessians and the row count (each node and its sibling "
-              "0 or >= min_rows rows here; bins at continuous thresholds only with "
-              "allow_exact_quantiles); optionally the loss sums", None, arguments=ARGS),
+              "0 or >= min_rows rows here unless masked; bins at continuous thresholds only "
+              "with allow_exact_quantiles); optionally the loss sums", None, arguments=ARGS,
+              maskable=True),
     Operation("boosting.loss", "two numbers: the weighted loss of the broadcast model "
-              "over the site's rows and the weight sum", None, arguments=ARGS),
+              "over the site's rows and the weight sum", None, arguments=ARGS, maskable=True),
     Operation("boosting.score", "four weighted sums (regression) or two (classification) "
               "of the model's predictions at the site: never a prediction", None,
-              arguments=ARGS, packer=lambda estimator: {"args": [_boosting_message(estimator)]}),
+              arguments=ARGS, packer=lambda estimator: {"args": [_boosting_message(estimator)]},
+              maskable=True),
+    # masked sums of an analysis (skfed.privacy.masked_sums), in a session of verified keys
+    Operation("sums.open", "the site's public key for a session of masked sums, signed "
+              "with its certificate, and the weight sum of the dataset's rows", None,
+              disclosure="counts",
+              arguments=(Arg("key_session", "bytes"), Arg("party", "int", low=0))),
+    Operation("sums.key_list", "nothing (the site checks every peer's signed key)", None,
+              True, disclosure="nothing", arguments=(Arg("keys", "dict"), Arg("proofs", "dict"))),
+    Operation("sums.masked", "one masked vector: the reply of a maskable operation on the "
+              "session's rows, in exact integer limbs; only the sum over every verified site "
+              "can be decoded", None, True,
+              disclosure="masked",
+              arguments=(Arg("operation", "str"), Arg("args", "dict"),
+                         Arg("exchange", "int", low=1),
+                         Arg("parties", "list"), Arg("coefficient", "float", low=0))),
+    Operation("sums.close", "nothing (the session's keys are dropped)", None, True,
+              disclosure="nothing"),
 ]}
 
 

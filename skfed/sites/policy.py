@@ -56,7 +56,8 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "mixed.glmm_terms", "mixed.glmm_modes", "survival.schoenfeld_sums",
                       "survival.schoenfeld_moments", "boosting.schema", "boosting.totals",
                       "boosting.bin_counts", "boosting.residual_counts",
-                      "boosting.histograms", "boosting.loss", "boosting.score")
+                      "boosting.histograms", "boosting.loss", "boosting.score",
+                      "sums.open", "sums.key_list", "sums.masked", "sums.close")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33

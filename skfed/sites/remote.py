@@ -117,6 +117,10 @@ class SiteServices:
     def executor_for(self, dataset, executor):
         return SiteServiceExecutor()
 
+    def masking_parties(self):
+        """The sites' side of this dataset's masked sums: a session at each service."""
+        return ServiceParties(self)
+
     def close(self):
         if self.owns:
             for conn in self.connections:
@@ -130,6 +134,46 @@ class SiteServices:
     @property
     def bytes_received(self):
         return sum(c.bytes_received for c in self.connections)
+
+
+class ServiceParties:
+    """The sites' side of an analysis's masked sums at site services
+    (:class:`skfed.privacy.masked_sums.MaskedSums`): each service keeps its own key
+    pair in a session of masked sums (:mod:`skfed.sites.masked_operations`)."""
+
+    def __init__(self, services):
+        self.services, self.handles = services, None
+
+    def _on_sessions(self, op, per_site):
+        return self.services.call_all(op, [dict(args, session=h)
+                                           for h, args in zip(self.handles, per_site)])
+
+    def keys(self, session, fixed_point):
+        services = self.services
+        code = {"key_session": np.frombuffer(bytes(session), dtype=np.uint8),
+                "dataset": services.dataset}
+        replies = services.call_all("sums.open", [dict(code, party=j) for j in range(
+            len(services.connections))])
+        self.handles = [r["handle"] for r in replies]
+        return replies
+
+    def key_list(self, public, proofs):
+        self._on_sessions("sums.key_list", [{"keys": public, "proofs": proofs}]
+                          * len(self.handles))
+
+    def masked(self, fn, args, message):
+        op = _operation(fn)
+        request = dict(message, operation=op, args=_arguments(op, args))
+        return self._on_sessions("sums.masked", [request] * len(self.handles))
+
+    def close(self):
+        if self.handles is None:
+            return
+        try:
+            self._on_sessions("sums.close", [{}] * len(self.handles))
+        except Exception:  # a lost site's session ends with its process
+            pass
+        self.handles = None
 
 
 class SiteServiceExecutor(Executor):

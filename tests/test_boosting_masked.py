@@ -1,0 +1,206 @@
+"""Boosted trees under secure aggregation: every sum of the fit masked, the same trees.
+
+``privacy=SecureAggregation()`` runs every sum of a boosting fit (totals, bin
+counts, node histograms, residual counts, losses) as an exact masked sum
+(:mod:`skfed.privacy.masked_sums`): each site writes its reply's numbers as
+exact integers in limbs and masks them; the server decodes only the totals. The
+oracle: the masked fit equals the plain fit bit for bit — every node of every
+tree, the scores — and so scikit-learn's pooled model, ties between splits
+included (the absolute error and quantile losses, whose gradients take two
+values, tie often). Tiny exact cases pin the limb code.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits
+
+pytest.importorskip("cryptography")
+
+from skfed.ensemble import (FedHistGradientBoostingClassifier,  # noqa: E402
+                            FedHistGradientBoostingRegressor)
+from skfed.privacy import DifferentialPrivacy, SecureAggregation  # noqa: E402
+from skfed.privacy.masked_sums import (EXPONENT, LIMB_BITS, LIMBS,  # noqa: E402
+                                       flatten_reply, unflatten_total)
+
+from .test_hist_gradient_boosting import assert_same_trees, make_data, pooled, split  # noqa
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    with threadpool_limits(limits=1, user_api="openmp"):
+        yield
+
+
+NODE_FIELDS = ("is_leaf", "feature_idx", "bin_threshold", "num_threshold", "missing_go_to_left",
+               "left", "right", "count", "depth", "is_categorical", "value", "gain")
+
+
+def assert_bitwise_same(masked, plain):
+    """Every node of every tree: the same floats, bit for bit (the histograms' sums
+    of float32 gradients are exact both ways); the losses to the last bit."""
+    assert masked.n_iter_ == plain.n_iter_
+    # the baseline is a quotient of float64 sums (the target's): an ulp apart at most
+    np.testing.assert_allclose(masked._baseline_prediction, plain._baseline_prediction,
+                               rtol=1e-14, atol=1e-15)
+    for ours, theirs in zip(masked._predictors, plain._predictors):
+        for a, b in zip(ours, theirs):
+            for field in NODE_FIELDS:
+                np.testing.assert_array_equal(a.nodes[field], b.nodes[field], err_msg=field)
+            np.testing.assert_array_equal(a.binned_left_cat_bitsets, b.binned_left_cat_bitsets)
+    for a, b in zip(masked.bin_thresholds_, plain.bin_thresholds_):
+        np.testing.assert_array_equal(a, b)
+    # the losses are float64 sums: the masked one is the exact sum rounded once, the
+    # plain one the sites' sums added in turn (an ulp apart at most)
+    for scores in ("train_score_", "validation_score_"):
+        np.testing.assert_allclose(getattr(masked, scores), getattr(plain, scores),
+                                   rtol=1e-15, atol=0)
+    np.testing.assert_allclose(masked.history_["train_loss"], plain.history_["train_loss"],
+                               rtol=1e-15, atol=0)
+
+
+def fit_twice(cls, X, y, clients, sample_weight=None, **params):
+    params = {"max_iter": 8, "random_state": 0, "early_stopping": False, **params}
+    plain = cls(**params).fit(X, y, clients=clients, sample_weight=sample_weight)
+    masked = cls(**params, privacy=SecureAggregation()).fit(
+        X, y, clients=clients, sample_weight=sample_weight)
+    return masked, plain
+
+
+# -- the same model -------------------------------------------------------------
+@pytest.mark.parametrize("loss,quantile", [("squared_error", None), ("absolute_error", None),
+                                           ("quantile", 0.3), ("poisson", None),
+                                           ("gamma", None)])
+@pytest.mark.parametrize("kind", ["iid", "by_feature"])
+def test_a_masked_regressor_is_the_plain_one_bit_for_bit(loss, quantile, kind):
+    X, y, rng = make_data(n=900, missing=0.05)
+    if loss in ("poisson", "gamma"):
+        y = np.exp(0.3 * np.nan_to_num(X[:, 0])) + (loss == "gamma")
+        y = rng.poisson(y) + (loss == "gamma") * 0.5
+    clients = split(X, rng, kind)
+    masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, loss=loss,
+                              quantile=quantile)
+    assert_bitwise_same(masked, plain)
+    # and so scikit-learn's pooled model
+    Xp, yp = pooled(X, y, clients=clients)
+    ref = HistGradientBoostingRegressor(loss=loss, quantile=quantile, max_iter=8,
+                                        random_state=0, early_stopping=False).fit(Xp, yp)
+    assert_same_trees(masked, ref)
+
+
+def test_a_masked_classifier_with_weights_missing_values_and_early_stopping():
+    """Multiclass, sample and class weights, missing values, a categorical column,
+    held-out rows drawn at each site (their own masked session): the same model."""
+    import pandas as pd
+
+    X, signal, rng = make_data(n=1500, missing=0.05)
+    y = np.digitize(signal, np.quantile(signal, [0.3, 0.7]))
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame["ward"] = pd.Categorical(rng.choice(["a", "b", "c", "d"], len(y)))
+    weights = rng.uniform(0.5, 2.0, len(y))
+    clients = split(X, rng, "by_feature")
+    masked, plain = fit_twice(FedHistGradientBoostingClassifier, frame, y, clients,
+                              sample_weight=weights, class_weight="balanced",
+                              early_stopping=True, validation_fraction=0.2,
+                              n_iter_no_change=3, max_iter=15)
+    assert_bitwise_same(masked, plain)
+    assert len(masked.validation_score_) > 0
+    from skfed.data import FederatedDataset
+
+    dataset = FederatedDataset.from_arrays(frame, y, clients, weights)
+    # masked sums of float64 weights: the exact sums, an ulp from the plain ones
+    assert masked.score(dataset) == pytest.approx(plain.score(dataset), rel=1e-15)
+    record = masked.history_.privacy
+    assert record["secure_aggregation"] and record["exact"]
+    assert record["masked_sums"] > masked.n_iter_
+
+
+def test_monotonic_and_interaction_constraints_under_masking():
+    X, y, rng = make_data(n=800)
+    clients = split(X, rng, "iid")
+    masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients,
+                              monotonic_cst=[1, 0, 0, -1, 0],
+                              interaction_cst=[[0, 1], [2, 3, 4]], max_features=0.6)
+    assert_bitwise_same(masked, plain)
+
+
+def test_the_ledger_counts_the_key_agreement_and_the_limbs():
+    """One setup round more (the keys); every histogram float travels as six words."""
+    X, y, rng = make_data(n=600)
+    clients = split(X, rng, "iid")
+    masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, max_iter=3)
+    assert masked.history_.setup_rounds == plain.history_.setup_rounds + 1
+    np.testing.assert_array_equal(masked.history_["rounds"], plain.history_["rounds"])
+    ratio = masked.history_["bytes"][1:].sum() / plain.history_["bytes"][1:].sum()
+    # gradients and hessians in six words, counts in one: between 1x and 6x
+    assert 2.0 < ratio < LIMBS
+    assert plain.history_.privacy is None
+
+
+# -- what is refused --------------------------------------------------------------
+def test_differential_privacy_is_refused_with_the_reason():
+    X, y, rng = make_data(n=200)
+    est = FedHistGradientBoostingRegressor(privacy=DifferentialPrivacy(epsilon=1.0))
+    with pytest.raises(ValueError, match="does not offer differential privacy: the pooled "
+                                         "trees are exact functions"):
+        est.fit(X, y, clients=split(X, rng, "iid"))
+
+
+def test_one_site_cannot_mask_its_sums():
+    X, y, _ = make_data(n=200)
+    with pytest.raises(ValueError, match="at least two sites"):
+        FedHistGradientBoostingRegressor(privacy=SecureAggregation()).fit(
+            X, y, clients=np.zeros(len(y), dtype=int))
+
+
+def test_privacy_must_be_a_secure_aggregation():
+    X, y, rng = make_data(n=200)
+    with pytest.raises(ValueError, match="privacy"):
+        FedHistGradientBoostingRegressor(privacy="masked").fit(
+            X, y, clients=split(X, rng, "iid"))
+
+
+# -- the exact limb code ------------------------------------------------------------
+def _exact_sum(values):
+    """The exact sum of floats (Python's fractions), rounded once."""
+    from fractions import Fraction
+
+    return float(sum(Fraction(float(v)) for v in values))
+
+
+def test_limbs_give_the_exact_sum_rounded_once():
+    """Sums of float32 gradients, of float64 values across magnitudes and of
+    cancelling values: the decoded total is the exact sum rounded once."""
+    rng = np.random.default_rng(3)
+    sites = [{"g": rng.normal(size=50).astype(np.float32).astype(np.float64) * 10.0 ** k,
+              "c": rng.integers(0, 1000, 50, dtype=np.uint32),
+              "loss": float(rng.normal() * 1e6)} for k in (-3, 0, 5)]
+    sites.append({"g": -sites[0]["g"], "c": np.zeros(50, dtype=np.uint32), "loss": 1e-20})
+    vectors = [flatten_reply(s) for s in sites]
+    layout = vectors[0][1]
+    total = sum(v for v, _ in vectors)  # the limbs' sums: what the masks cancel to
+    sums = unflatten_total(total, layout)
+    for i in range(50):
+        assert sums["g"][i] == _exact_sum([s["g"][i] for s in sites])
+    np.testing.assert_array_equal(sums["c"], sum(s["c"].astype(np.int64) for s in sites))
+    assert sums["loss"] == _exact_sum([s["loss"] for s in sites])
+
+
+def test_a_tiny_exact_case_of_the_limbs():
+    """1.5 is 3 * 2**148: limbs of 40 bits, lowest first."""
+    vector, layout = flatten_reply({"x": np.array([1.5, -1.5])})
+    assert layout == [("x", (2,), False)]
+    limbs = vector.reshape(LIMBS, 2)
+    whole = sum(int(limbs[k, 0]) << (LIMB_BITS * k) for k in range(LIMBS))
+    assert whole == 3 << (EXPONENT - 1)
+    assert sum(int(limbs[k, 1]) << (LIMB_BITS * k) for k in range(LIMBS)) == -whole
+    assert np.all(np.abs(vector) < 2 ** LIMB_BITS)
+
+
+def test_a_value_beyond_the_code_is_refused_by_name():
+    big = 2.0 ** (LIMB_BITS * LIMBS - EXPONENT)
+    with pytest.raises(ValueError, match="field 'loss' .* beyond the exact code"):
+        flatten_reply({"loss": big})
+    assert math.isfinite(unflatten_total(*flatten_reply({"loss": big / 2}))["loss"])
