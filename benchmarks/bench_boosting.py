@@ -15,8 +15,13 @@ model against each site's own scikit-learn model (mean and range of their AUCs
 on the pooled test rows) and against the average of the sites' models'
 probabilities (what bagging peers do).
 
+Part 3, secure aggregation: the same fit with ``privacy=SecureAggregation()``
+(every sum masked at the sites in exact integer limbs): fit time and bytes
+against the plain federated fit, setup rounds, and whether the trees are the
+plain fit's bit for bit.
+
 Run: python benchmarks/bench_boosting.py [--rows 20000 --features 20 --sites 4
---trees 100] [--issue-scale] [--skip-value]
+--trees 100] [--issue-scale] [--skip-value] [--skip-masked]
 
 ``--issue-scale`` is issue 28's measurement: 1,000,000 rows x 28 features on 8
 sites (100 trees), the ratios against the goals (fit time at most 2x
@@ -80,6 +85,34 @@ def same_model(args):
           f"leaf values {leaf_gap:.1e}")
 
 
+def masked_cost(args):
+    from skfed.privacy import SecureAggregation
+
+    X, y, rng = make_problem(args.rows, args.features)
+    site = rng.integers(0, args.sites, args.rows)
+    params = dict(max_iter=args.trees, early_stopping=False, random_state=0)
+    runs = {}
+    for name, privacy in (("plain", None), ("masked", SecureAggregation())):
+        start = time.perf_counter()
+        est = FedHistGradientBoostingClassifier(**params, privacy=privacy).fit(
+            X, y, clients=site)
+        runs[name] = (est, time.perf_counter() - start)
+    (plain, t_plain), (masked, t_masked) = runs["plain"], runs["masked"]
+    same = all(np.array_equal(a.nodes, b.nodes) for fa, fb in zip(
+        plain._predictors, masked._predictors) for a, b in zip(fa, fb))
+    hp, hm = plain.history_, masked.history_
+    print(f"secure aggregation ({args.rows} rows, {args.sites} sites, {args.trees} trees, "
+          "sites simulated in this process)")
+    print(f"  fit time   masked {t_masked:7.2f} s   plain {t_plain:7.2f} s   "
+          f"ratio {t_masked / t_plain:5.2f}")
+    print(f"  bytes per tree   masked {hm['bytes'][1:].mean() / 1e6:.2f} MB   plain "
+          f"{hp['bytes'][1:].mean() / 1e6:.2f} MB   ratio "
+          f"{hm['bytes'][1:].sum() / hp['bytes'][1:].sum():.2f}")
+    print(f"  setup rounds     masked {hm.setup_rounds}   plain {hp.setup_rounds}; "
+          f"masked sums {hm.privacy['masked_sums']}; trees bit for bit the plain "
+          f"fit's: {same}")
+
+
 def heterogeneous_value(args):
     X, y, rng = make_problem(2 * args.rows, args.features, seed=1)
     test = rng.random(len(y)) < 0.5
@@ -112,13 +145,17 @@ def main():
     parser.add_argument("--issue-scale", action="store_true",
                         help="issue 28's measurement: 1,000,000 rows x 28 features, 8 sites")
     parser.add_argument("--skip-value", action="store_true",
-                        help="part 1 only (no heterogeneous-sites comparison)")
+                        help="no heterogeneous-sites comparison (part 2)")
+    parser.add_argument("--skip-masked", action="store_true",
+                        help="no secure-aggregation measurement (part 3)")
     args = parser.parse_args()
     if args.issue_scale:
         args.rows, args.features, args.sites = 1_000_000, 28, 8
     same_model(args)
     if not args.skip_value:
         heterogeneous_value(args)
+    if not args.skip_masked:
+        masked_cost(args)
 
 
 if __name__ == "__main__":

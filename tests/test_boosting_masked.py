@@ -188,6 +188,27 @@ def test_limbs_give_the_exact_sum_rounded_once():
     assert sums["loss"] == _exact_sum([s["loss"] for s in sites])
 
 
+def test_limb_sums_are_rounded_once_as_python_divides_integers():
+    """The server's vectorized rounding of limb sums (carries, the 64 leading bits, a
+    sticky bit) against Python's correctly rounded ``int / int``: random sums of every
+    magnitude and sign, and halfway cases."""
+    from skfed.privacy.masked_sums import _from_limbs
+
+    rng = np.random.default_rng(7)
+    size = 4000
+    sums = rng.integers(-(2 ** 45), 2 ** 45, size=(LIMBS, size)).astype(np.float64)
+    for j, k in enumerate(rng.integers(0, LIMBS + 1, size)):
+        sums[k:, j] = 0  # every magnitude
+    halfway = [2 ** 53 + 1, -(2 ** 53 + 3), (1 << 120) + (1 << 66) + 1, 1, 0]
+    for v in halfway:
+        digits = [(abs(v) >> (LIMB_BITS * k)) % (1 << LIMB_BITS) for k in range(LIMBS)]
+        sums = np.column_stack([sums, np.sign(v) * np.array(digits, dtype=np.float64)])
+    size = sums.shape[1]
+    exact = [sum(int(sums[k, j]) << (LIMB_BITS * k) for k in range(LIMBS)) / (1 << EXPONENT)
+             for j in range(size)]
+    np.testing.assert_array_equal(_from_limbs(sums.ravel(), size), exact)
+
+
 def test_a_tiny_exact_case_of_the_limbs():
     """1.5 is 3 * 2**148: limbs of 40 bits, lowest first."""
     vector, layout = flatten_reply({"x": np.array([1.5, -1.5])})
@@ -204,3 +225,24 @@ def test_a_value_beyond_the_code_is_refused_by_name():
     with pytest.raises(ValueError, match="field 'loss' .* beyond the exact code"):
         flatten_reply({"loss": big})
     assert math.isfinite(unflatten_total(*flatten_reply({"loss": big / 2}))["loss"])
+
+
+# -- the three homes of the rows ---------------------------------------------------------
+def test_the_masked_fit_is_the_same_in_every_home(tmp_path):
+    """In this process, on each site's Dask worker (its key pair made and kept there)
+    and at three site services requiring secure aggregation: one model, the plain fit's."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("grpc")
+    from ._homes import homes
+    from ._sites import SITES
+    from .test_boosting_sites import PARAMS, _frames
+
+    frames = {name: frame.drop(columns="label") for name, frame in zip(SITES, _frames())}
+    policy = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
+              'require = ["secure_aggregation"]')
+    with homes(tmp_path, frames, target="y", policy=policy) as data:
+        plain = FedHistGradientBoostingRegressor(**PARAMS).fit(data["in-process"])
+        for home, dataset in data.items():
+            masked = FedHistGradientBoostingRegressor(**PARAMS, privacy=SecureAggregation())
+            assert_bitwise_same(masked.fit(dataset), plain)
+            assert masked.history_.privacy["masked_sums"] > 0, home

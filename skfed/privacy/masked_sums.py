@@ -24,12 +24,11 @@ over a dataset; :class:`MaskedSums` is that session's protection:
    the plain fit's, ties between splits included; the price is six words per
    float instead of one.
 
-Where the site parties live: for sites simulated in this process, in this
-process (the masking is then a rehearsal: the same messages, the same
-decoded sums); at site services, at each service (the service keeps its key
-pair and never sends it). A dataset resident on Dask workers has no masked
-form here (its workers keep no state between two maps of the dataset); the
-refusal says so.
+Where the site parties live: with each site's rows. For sites simulated in
+this process, in this process (the masking is then a rehearsal: the same
+messages, the same decoded sums); on Dask workers (resident rows), on each
+site's worker, built next to its rows and never gathered; at site services,
+at each service, in a session of masked sums (:mod:`skfed.sites.masked_operations`).
 """
 
 import os
@@ -61,27 +60,63 @@ def limb_code(n_parties):
 
 
 def _limbs(x, field):
-    """The exact integer ``round(x * 2**EXPONENT)`` of each value as LIMBS signed limbs
-    (``fmod`` and the subtraction are exact in float64)."""
+    """The exact integer ``round(x * 2**EXPONENT)`` of each value as LIMBS limbs, the
+    lowest first (the top one carries the sign)."""
     y = np.rint(np.ldexp(np.asarray(x, dtype=np.float64).ravel(), EXPONENT))
-    base, limbs = float(2 ** LIMB_BITS), []
-    for _ in range(LIMBS):
-        low = np.fmod(y, base)
-        limbs.append(low)
-        y = (y - low) / base
-    if np.any(y != 0):
+    base, inverse, limbs = float(2 ** LIMB_BITS), float(2 ** -LIMB_BITS), []
+    for _ in range(LIMBS - 1):
+        high = np.floor(y * inverse)  # every step exact: powers of two, integers
+        limbs.append(y - high * base)  # in [0, 2**LIMB_BITS)
+        y = high
+    limbs.append(y)  # the top limb, signed
+    if np.any(np.abs(y) >= base):
         raise ValueError(f"field {field!r} of a masked reply is beyond the exact code's range "
                          f"(|x| >= 2**{LIMB_BITS * LIMBS - EXPONENT}).")
     return np.concatenate(limbs)
 
 
+def _carried(digits):
+    """The same integers with every limb but the top one in ``[0, 2**LIMB_BITS)``."""
+    for k in range(len(digits) - 1):
+        carry = digits[k] >> LIMB_BITS  # an arithmetic shift: the floor
+        digits[k] -= carry << LIMB_BITS
+        digits[k + 1] += carry
+    return digits
+
+
 def _from_limbs(sums, size):
-    """The exactly rounded floats of the integers whose limb sums are ``sums``."""
-    total = np.zeros(size, dtype=object)
-    for limb in reversed(np.asarray(sums).reshape(LIMBS, size)):
-        total = total * (1 << LIMB_BITS) + limb.astype(np.int64).astype(object)
-    # int / int is correctly rounded in Python: the exact sum rounded once
-    return (total / (1 << EXPONENT)).astype(np.float64) if size else np.zeros(0)
+    """The floats nearest (ties to even) the integers ``sum_k sums[k] 2**(40 k)`` times
+    ``2**-EXPONENT``: their 64 leading bits, a sticky bit for the rest, one rounding."""
+    digits = _carried(np.asarray(sums, dtype=np.float64).reshape(LIMBS, size)
+                      .astype(np.int64))
+    negative = digits[-1] < 0
+    digits[:, negative] *= -1
+    digits = _carried(digits)  # every limb now >= 0 (the magnitude)
+    digits = np.concatenate([np.zeros((2, size), dtype=np.int64), digits])  # two below
+    top = len(digits) - 1 - np.argmax(digits[::-1] != 0, axis=0)  # the highest nonzero
+    top = np.maximum(top, 2)
+    cols = np.arange(size)
+    a_, b_, c_ = (digits[top - k, cols].astype(np.uint64) for k in range(3))
+    width = np.frexp(a_.astype(np.float64))[1].astype(np.int64)  # bits of the top limb
+    width = np.maximum(width, 1)
+    shift = width + 2 * LIMB_BITS - 64  # of the three limbs, the 64 leading bits
+    lead = a_ << (64 - width).astype(np.uint64)
+    down = np.maximum(shift - LIMB_BITS, 0).astype(np.uint64)
+    up = np.maximum(LIMB_BITS - shift, 0).astype(np.uint64)
+    lead |= (b_ >> down) << up
+    lead |= np.where(shift < 64, c_ >> np.minimum(shift, 63).astype(np.uint64), 0).astype(
+        np.uint64)
+    dropped = (b_ & ((np.uint64(1) << down) - np.uint64(1))) != 0
+    dropped |= np.where(shift < 64, c_ & ((np.uint64(1) << np.minimum(shift, 63).astype(
+        np.uint64)) - np.uint64(1)), c_) != 0
+    lowest = np.argmax(digits != 0, axis=0)  # the lowest nonzero limb
+    dropped |= lowest < top - 2
+    lead |= dropped.astype(np.uint64)  # sticky: 64 > 53 + 1 bits, so one rounding
+    scale = shift + LIMB_BITS * (top - 4) - EXPONENT
+    out = np.ldexp(lead.astype(np.float64), scale)
+    out[negative] *= -1
+    out[(digits == 0).all(axis=0)] = 0.0
+    return out
 
 
 def flatten_reply(reply):
@@ -135,31 +170,63 @@ def _form(layout):
                      for f, shape, integer in layout)
 
 
-class LocalParties:
-    """The sites' side of masked sums for sites simulated in this process."""
+class MaskingClient:
+    """One site's rows and, once the keys are made, its key pair for masked sums: built
+    and kept where the site's rows are (in this process, or on the site's Dask worker),
+    never sent to the server."""
+
+    __slots__ = ("site", "party")
+
+    def __init__(self, site):
+        self.site, self.party = site, None
+
+
+def masking_client(site):
+    """:class:`MaskingClient` of a site's rows (built at the site)."""
+    return MaskingClient(site)
+
+
+def client_key(client, session, party_id):
+    """Make the site's key pair for the session (at the site): its public half and the
+    weight sum of its rows."""
+    client.party = SecureAggregationParty(party_id, session=session)
+    return {"public_key": client.party.public_key(), "weight_sum": site_weight_sum(client.site)}
+
+
+def client_masked_reply(client, fn, args, message, keys, fixed_point):
+    """``fn(site, *args)`` at the site, masked there (:func:`mask_reply`)."""
+    return mask_reply(client.party, keys, fn(client.site, *args), message, fixed_point)
+
+
+class ExecutorParties:
+    """The sites' side of masked sums where an executor reaches the sites' rows: each
+    site's :class:`MaskingClient` in this process (the sites simulated here), or on
+    the site's own Dask worker (the key pair made and kept there)."""
 
     def __init__(self, dataset):
-        self.dataset = dataset
-        self.parties = self.keys_ = None
+        from ..executors.local import SequentialExecutor
+
+        self.executor = dataset.executor_for(SequentialExecutor())
+        self.executor.open(dataset.build(masking_client), labels=list(dataset.sites))
+        self.keys_ = self._fixed_point = None
+
+    def _each(self, fn, args_of):
+        n = len(self.executor.clients)
+        return self.executor.map(fn, [(j, args_of(j)) for j in range(n)])
 
     def keys(self, session, fixed_point):
-        weights = self.dataset.map(site_weight_sum)
-        self.parties = [SecureAggregationParty(j, session=session)
-                        for j in range(len(self.dataset))]
         self._fixed_point = fixed_point
-        return [{"public_key": p.public_key(), "weight_sum": w}
-                for p, w in zip(self.parties, weights)]
+        return self._each(client_key, lambda j: (session, j))
 
     def key_list(self, public, proofs):
         self.keys_ = dict(public)
 
     def masked(self, fn, args, message):
-        replies = self.dataset.map(fn, *args)
-        return [mask_reply(p, self.keys_, r, message, self._fixed_point)
-                for p, r in zip(self.parties, replies)]
+        return self._each(client_masked_reply,
+                          lambda j: (fn, args, message, self.keys_, self._fixed_point))
 
     def close(self):
-        self.parties = None
+        self.executor.close()
 
 
 class MaskedSums:
@@ -192,13 +259,9 @@ class MaskedSums:
         self.session_ = os.urandom(16)  # public, fresh: bound into every mask seed
         self.exchanges_ = 0
         self.opened = False
-        self.parties_ = dataset.masking_parties() or (
-            LocalParties(dataset) if not dataset.resident else None)
-        if self.parties_ is None:
-            raise ValueError("secure aggregation of a dataset's sums runs with the sites in "
-                             "this process or at site services (FederatedDataset.from_sites); "
-                             "Dask workers keep no per-site state between two passes over "
-                             "resident rows, so their keys would have to travel.")
+        # a site service keeps its key pair in a session of its own; elsewhere each
+        # site's key pair lives with its rows (this process, or the site's Dask worker)
+        self.parties_ = dataset.masking_parties() or ExecutorParties(dataset)
 
     def open(self):
         """The key agreement: returns its bytes (both directions, every site)."""
