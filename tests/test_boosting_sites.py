@@ -232,6 +232,101 @@ def test_a_site_requiring_differential_privacy_serves_no_boosting(tmp_path):
                 remote)
 
 
+# -- bins from the sites' signed sketches, without exact quantiles ---------------------
+SKETCHED = "min_rows = 10\nmin_level_count = 5"
+
+
+@pytest.fixture(scope="module")
+def sketched(tmp_path_factory):
+    """Three services that do not allow exact quantiles (``min_rows = 10``)."""
+    root = tmp_path_factory.mktemp("boosting-sketch")
+    with services_of(root, _frames(), policy=SKETCHED, target="y", drop=["label"]) as remote:
+        pooled, labels = _as_read(root)
+        yield remote, pooled.drop(columns=["y", "label"]), pooled["y"], labels, root
+
+
+def test_without_exact_quantiles_the_bins_come_from_the_sites_sketches(sketched):
+    """The exact bin search is refused; ``binning=10`` (the sites' min_rows) fits from
+    the sites' signed sketches the model fitted in process on the same rows, and
+    scikit-learn's on the rows' bin indices; another group size is refused."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from skfed.ensemble._site import bin_features
+
+    remote, X, y, labels, root = sketched
+    with pytest.raises(SiteRefusal, match="binning=min_rows bins at the sites' sketches") \
+            as info:
+        FedHistGradientBoostingRegressor(**PARAMS).fit(remote)
+    assert info.value.rule == "allow_exact_quantiles"
+    with pytest.raises(SiteRefusal, match="groups of its min_rows = 10 rows: fit with "
+                                          "binning=10"):
+        FedHistGradientBoostingRegressor(**PARAMS, binning=12).fit(remote)
+    through = FedHistGradientBoostingRegressor(**PARAMS, binning=10).fit(remote)
+    here = FedHistGradientBoostingRegressor(**PARAMS, binning=10).fit(X, y, clients=labels)
+    _assert_same_trees(through, here)
+    assert not through.binning_exact_
+    codes = bin_features(here._model_input(X), here.bin_thresholds_, here.max_bins)
+    codes = codes.astype(np.float64)
+    codes[codes == here.max_bins] = np.nan  # missing values: their own bin
+    ref = HistGradientBoostingRegressor(
+        **{k: v for k, v in PARAMS.items() if k != "categorical_features"},
+        categorical_features=[0]).fit(codes, y)
+    np.testing.assert_allclose(through.predict(X), ref.predict(codes), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_a_forged_sketch_or_a_chosen_threshold_is_refused(sketched):
+    """A request binned at continuous thresholds must carry every site's sketch as its
+    site signed it, and the thresholds those sketches give."""
+    remote, X, y, labels, root = sketched
+    fitted = FedHistGradientBoostingRegressor(**PARAMS, binning=10).fit(remote)
+    message = score_message(fitted)
+    conn = remote._backend.connections[0]
+    ok = conn.call("boosting.score", dataset=DATASET_ROWS, args=[message])
+    assert ok["w"] == 200.0
+    forged = copy_message(message)
+    forged["context"]["sketch"]["sites"][1]["means"][0] = \
+        forged["context"]["sketch"]["sites"][1]["means"][0] + 0.5
+    with pytest.raises(SiteRefusal, match="a forged sketch") as info:
+        conn.call("boosting.score", dataset=DATASET_ROWS, args=[forged])
+    assert info.value.rule == "message"
+    chosen = copy_message(message)
+    j = int(np.flatnonzero(~chosen["context"]["categorical"])[0])
+    chosen["context"]["thresholds"][j] = chosen["context"]["thresholds"][j][:-1]
+    with pytest.raises(SiteRefusal, match="not the sketches'") as info:
+        conn.call("boosting.score", dataset=DATASET_ROWS, args=[chosen])
+    assert info.value.rule == "allow_exact_quantiles"
+    alone = copy_message(message)
+    alone["context"]["sketch"]["sites"] = alone["context"]["sketch"]["sites"][1:]
+    with pytest.raises(SiteRefusal, match="include this site's own"):
+        conn.call("boosting.score", dataset=DATASET_ROWS, args=[alone])
+
+
+def test_skfed_fit_binning_through_services_without_exact_quantiles(sketched, capsys):
+    from skfed.cli.main import main
+
+    remote, *_, root = sketched
+    certs = root / "certs"
+    argv = ["fit", "--dataset", "rows", "--model", "boosting-regressor", "--target", "y",
+            "--drop", "label", "--categorical", "ward", "--max-rounds", "3", "--max-depth",
+            "2", "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
+            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
+            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+    assert main(argv) != 0
+    assert "--binning K (the sites' min_rows) bins at their sketches" in capsys.readouterr().err
+    assert main([*argv, "--binning", "10"]) == 0
+    assert "held-out R2" in capsys.readouterr().out
+
+
+def copy_message(message):
+    import copy
+
+    return copy.deepcopy(message)
+
+
+DATASET_ROWS = {"name": "rows", "target": "y", "drop": ["label"], "sample_weight": None}
+
+
 # -- masked sums, as a modified client sends them -------------------------------------
 def _open_sum_sessions(remote):
     """A sum session at each of the three services (raw ``sums.open`` calls): ``(the
@@ -593,7 +688,10 @@ def test_skfed_fit_boosting_html_report(tmp_path, capsys, monkeypatch):
 _SCALAR_MUTATIONS = {"max_bins": [1, 256, 2.5, "255", True], "loss": ["hinge", 3, None],
                      "quantile": [0.5], "classes": [np.array([0, 1])],
                      "class_weight": [np.ones(1)], "weighted": ["no", 1],
-                     "with_loss": [1, "yes", None]}
+                     "with_loss": [1, "yes", None],
+                     "sketch": [{}, "x", {"rows": 10, "sites": []},
+                                {"rows": 10, "sites": [{"rows": 10, "means": [],
+                                                        "counts": []}]}]}
 
 
 def _mutations(key, value):
@@ -632,3 +730,25 @@ def test_every_field_of_the_wrong_form_is_a_wire_error(crafted):
     _assert_every_mutation_refused(lambda t: check_model(
         {"baseline": model["baseline"], "trees": t}, context), model["trees"])
     _assert_every_mutation_refused(lambda n: check_nodes(n, context, with_loss=True), nodes)
+
+
+def test_a_sketch_of_the_wrong_form_is_a_wire_error(crafted):
+    """A context's sketch: each site's groups must be increasing finite means of at
+    least the sketch's rows, one array per continuous feature, of the declared dtypes."""
+    from skfed.ensemble._wire import check_context
+
+    _, _, context, _, _ = crafted
+    n_continuous = int(np.count_nonzero(~context["categorical"]))
+    entry = {"rows": 10, "means": [np.array([1.0, 2.0])] * n_continuous,
+             "counts": [np.array([10, 12])] * n_continuous}
+    check_context(dict(context, sketch={"rows": 10, "sites": [entry]}), 10, binned=True)
+    bad_entries = [dict(entry, means=[np.array([2.0, 1.0])] * n_continuous),
+                   dict(entry, counts=[np.array([10, 9])] * n_continuous),
+                   dict(entry, means=[np.array([1.0, np.nan])] * n_continuous),
+                   dict(entry, means=[np.array([1.0, 2.0], dtype=np.float32)] * n_continuous),
+                   dict(entry, rows=11), dict(entry, extra=1), dict(entry, site=3),
+                   dict(entry, means=entry["means"][1:])]
+    for bad in bad_entries:
+        with pytest.raises(WireError):
+            check_context(dict(context, sketch={"rows": 10, "sites": [bad]}), 10,
+                          binned=True)

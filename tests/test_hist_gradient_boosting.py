@@ -358,3 +358,72 @@ def test_without_scikit_learns_histogram_kernel_the_same_trees(monkeypatch):
     np.testing.assert_array_equal(with_kernel.predict(X), without.predict(X))
     for a, b in zip(with_kernel._predictors, without._predictors):
         np.testing.assert_array_equal(a[0].nodes, b[0].nodes)
+
+
+# -- bins from the sites' coarsened sketches (binning=k) ------------------------------
+def _bin_indices(est, X):
+    """The rows' bin indices at the fitted thresholds (missing values as NaN)."""
+    from skfed.ensemble._site import bin_features
+
+    codes = bin_features(est._model_input(X), est.bin_thresholds_, est.max_bins)
+    codes = codes.astype(np.float64)
+    codes[codes == est.max_bins] = np.nan
+    return codes
+
+
+@pytest.mark.parametrize("kind", ["iid", "by_feature"])
+def test_sketch_bins_give_sklearns_trees_on_the_bin_indices(kind):
+    """Each site releases means of groups of at least k of its values; the trees are
+    scikit-learn's fitted on the rows' bin indices at the pooled sketch's thresholds
+    (the same predictions, node counts and leaf values)."""
+    X, y, rng = make_data(n=1500, missing=0.05)
+    clients = split(X, rng, kind)
+    weights = rng.uniform(0.5, 2, len(y))
+    fed = FedHistGradientBoostingRegressor(max_iter=8, random_state=0, early_stopping=False,
+                                           binning=25).fit(X, y, clients=clients,
+                                                           sample_weight=weights)
+    Xp, yp, wp = pooled(X, y, weights, clients=clients)
+    ref = HistGradientBoostingRegressor(max_iter=8, random_state=0, early_stopping=False).fit(
+        _bin_indices(fed, Xp), yp, sample_weight=wp)
+    np.testing.assert_allclose(fed.predict(Xp), ref.predict(_bin_indices(fed, Xp)),
+                               rtol=1e-10, atol=1e-10)
+    for ours, theirs in zip(fed._predictors, ref._predictors):
+        for a, b in zip(ours, theirs):
+            for field in ("feature_idx", "count", "is_leaf", "left", "right"):
+                np.testing.assert_array_equal(a.nodes[field], b.nodes[field])
+            np.testing.assert_allclose(a.nodes["value"], b.nodes["value"], rtol=1e-10,
+                                       atol=1e-14)
+    assert not fed.binning_exact_ and fed.history_.binning_rounds == 1
+
+
+def test_sketch_bins_of_a_classifier_with_early_stopping():
+    X, signal, rng = make_data(n=1500, missing=0.05)
+    y = np.digitize(signal, np.quantile(signal, [0.3, 0.7]))
+    clients = split(X, rng, "iid")
+    fed = FedHistGradientBoostingClassifier(max_iter=20, random_state=0, binning=30,
+                                            early_stopping=True, n_iter_no_change=3,
+                                            validation_fraction=0.2).fit(X, y, clients=clients)
+    assert 0 < fed.n_iter_ <= 20 and len(fed.validation_score_) == fed.n_iter_ + 1
+    assert all(len(t) <= fed.max_bins - 1 for t in fed.bin_thresholds_)
+
+
+def test_a_tiny_exact_sketch():
+    """Ten values in groups of at least three: three groups of 4, 3, 3 rows (numpy's
+    array_split), their means; two sites' means pooled into midpoints."""
+    from skfed.data import SiteData
+    from skfed.ensemble._sketch import site_sketch, sketch_thresholds
+
+    context = {"order": np.array([0]), "categorical": np.array([False]),
+               "categories": [np.empty(0)], "names": None, "thresholds": None,
+               "sketch": None, "max_bins": 255, "loss": "squared_error", "quantile": None,
+               "classes": None, "class_weight": None, "weighted": False}
+    values = np.array([7.0, 1, 3, 2, 10, np.nan, 4, 9, 5, 6, 8])
+    site = SiteData("a", values.reshape(-1, 1), np.zeros(11))
+    sketch = site_sketch(site, context, 3)
+    np.testing.assert_array_equal(sketch["means"][0], [2.5, 6.0, 9.0])
+    np.testing.assert_array_equal(sketch["counts"][0], [4, 3, 3])
+    other = {"rows": 3, "means": [np.array([4.0])], "counts": [np.array([5])]}
+    np.testing.assert_array_equal(sketch_thresholds([sketch, other], 255)[0],
+                                  [3.25, 5.0, 7.5])
+    few = site_sketch(SiteData("b", values[:2].reshape(-1, 1), np.zeros(2)), context, 3)
+    assert few["means"][0].size == 0  # fewer values than a group: nothing

@@ -65,10 +65,15 @@ def add_boosting_options(fit):
                        help="leaves per tree (default 31)")
     trees.add_argument("--min-samples-leaf", type=int, metavar="N",
                        help="pooled rows per leaf at least (default 20)")
+    trees.add_argument("--binning", type=int, metavar="K",
+                       help="bins from the sites' sketches: means of groups of at least K "
+                            "rows (at site services K is their min_rows; without it the "
+                            "exact bins, which need allow_exact_quantiles)")
 
 
 #: the trees' own options (:func:`add_boosting_options`)
-TREE_OPTIONS = ("learning_rate", "max_depth", "max_leaf_nodes", "min_samples_leaf")
+TREE_OPTIONS = ("learning_rate", "max_depth", "max_leaf_nodes", "min_samples_leaf",
+                "binning")
 
 
 def is_boosting(args):
@@ -153,7 +158,7 @@ def _estimator(args, classifier):
               "categorical_features": list(args.categorical) or None}
     for option, name in (("max_rounds", "max_iter"), ("learning_rate", "learning_rate"),
                          ("max_depth", "max_depth"), ("max_leaf_nodes", "max_leaf_nodes"),
-                         ("min_samples_leaf", "min_samples_leaf")):
+                         ("min_samples_leaf", "min_samples_leaf"), ("binning", "binning")):
         value = getattr(args, option, None)
         if value is not None:
             params[name] = value
@@ -362,7 +367,9 @@ def _refusal_hint(refusal):
     """What the command line can do about a site's refusal of a boosting request."""
     hints = {"min_rows": "shallower trees: --max-depth, or a larger --min-samples-leaf",
              "allow_exact_quantiles": "the exact bins need the sites' allow_exact_quantiles "
-                                      "= true; --categorical columns alone need not",
+                                      "= true; --binning K (the sites' min_rows) bins at "
+                                      "their sketches instead, and --categorical columns "
+                                      "need neither",
              "min_level_count": "merge the rare levels of that column, or --drop it",
              "require": "a site requiring secure aggregation serves boosting masked only: "
                         "--secure-aggregation (differential privacy is not offered for "

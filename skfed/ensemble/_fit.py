@@ -39,6 +39,7 @@ from ._history import BoostingHistory
 from ._losses import QUANTILE_LOSSES, baseline_from_sums, make_loss
 from ._quantiles import QuantileRefit, pooled_quantile_baseline
 from ._site import pack_nodes, site_histograms, site_loss, site_schema, site_totals
+from ._sketch import site_sketch, sketch_thresholds
 from ._splitting import Splitter
 from ._tree import pack_trees
 
@@ -206,7 +207,8 @@ class BoostingRun:
         self.context = {
             "order": order, "categorical": self.mask[order],
             "categories": [self.categories.get(int(j), np.empty(0)) for j in order],
-            "names": self.train.columns, "thresholds": None, "max_bins": est.max_bins,
+            "names": self.train.columns, "thresholds": None, "sketch": None,
+            "max_bins": est.max_bins,
             "loss": "log_loss" if self.classifier else est.loss,
             "quantile": None if self.classifier else est.quantile,
             "classes": est.classes_ if self.classifier else None,
@@ -234,7 +236,9 @@ class BoostingRun:
         continuous = np.flatnonzero(~context["categorical"])
         sampling = self._sampling(int(self.train.n_samples.sum()))
         found, rounds = {}, 0
-        if continuous.size:
+        if continuous.size and est.binning != "exact":
+            found, rounds = self._sketch_bins(continuous), 1
+        elif continuous.size:
             found, rounds = federated_thresholds(self.session, context, features=continuous,
                                                  max_bins=est.max_bins, sampling=sampling)
         thresholds = [np.arange(len(cats), dtype=np.float64) if is_cat else found[f]
@@ -248,8 +252,18 @@ class BoostingRun:
                                                                  context["categorical"])],
             dtype=np.uint32)
         est.has_missing_values_ = self.has_missing
-        est.binning_exact_ = not (sampling["mode"] == "draw" and self.weighted)
+        est.binning_exact_ = est.binning == "exact" and not (
+            sampling["mode"] == "draw" and self.weighted)
         self.binning_rounds = rounds
+
+    def _sketch_bins(self, continuous):
+        """The continuous features' thresholds from the sites' coarsened sketches
+        (:mod:`._sketch`); the sketches then travel in the context, so that each site
+        can check the thresholds it bins at."""
+        rows = int(self.est.binning)
+        sketches = self.session.per_site(site_sketch, self.context, rows, phase="setup")
+        self.context["sketch"] = {"rows": rows, "sites": sketches}
+        return dict(zip(continuous, sketch_thresholds(sketches, self.est.max_bins)))
 
     def _sampling(self, n_train):
         """How the sites count their rows for the thresholds (scikit-learn's

@@ -16,7 +16,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
-from sklearn.utils._param_validation import validate_parameter_constraints
+from sklearn.utils._param_validation import (Interval, StrOptions,
+                                            validate_parameter_constraints)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (_check_monotonic_cst, _check_sample_weight, _check_y,
                                       check_array, check_is_fitted, validate_data)
@@ -77,6 +78,15 @@ default="from_dtype"
     random_state : int, RandomState instance or None, default=None
         Seeds the binning subsample, the held-out rows and the feature draws
         (drawn as scikit-learn draws them: an int gives scikit-learn's model).
+    binning : "exact" or int, default="exact"
+        ``"exact"``: scikit-learn's thresholds on the pooled rows, found from the
+        sites' counts (a site service serves them only with
+        ``allow_exact_quantiles``). An int ``k`` (at least 2): thresholds from a
+        coarsened sketch each site releases, the means of groups of at least
+        ``k`` of its values in value order (never a row's value); the trees are
+        then scikit-learn's fitted on the rows' bin indices at those thresholds.
+        At a site service ``k`` must be the site's ``min_rows``. See
+        ``docs/boosting.md``.
     privacy : SecureAggregation or None, default=None
         ``SecureAggregation()``: every sum of the fit (totals, bin counts, node
         histograms, losses) is masked at the sites and only its total over the
@@ -107,8 +117,10 @@ _SHARED_ATTRIBUTES = """n_iter_ : int
     has_missing_values_ : ndarray of bool
         Per feature (same order), whether training rows miss it.
     binning_exact_ : bool
-        False only where the thresholds may differ from scikit-learn's by a
-        rounding boundary (sample weights above 200,000 training rows).
+        Whether the thresholds are scikit-learn's on the pooled rows: False with
+        ``binning=k`` (the sketch's), and where they may differ from
+        scikit-learn's by a rounding boundary (sample weights above 200,000
+        training rows).
     history_ : BoostingHistory
         Per iteration: rounds, bytes, node histograms, training (and held-out)
         loss, leaves and depth; the setup's rounds and bytes.
@@ -362,7 +374,9 @@ default="squared_error"
     """
 
     _parameter_constraints = {**HistGradientBoostingRegressor._parameter_constraints,
-                              "privacy": [SecureAggregation, None]}
+                              "privacy": [SecureAggregation, None],
+                              "binning": [StrOptions({"exact"}),
+                                          Interval(Integral, 2, None, closed="left")]}
 
     def __init__(self, loss="squared_error", *, quantile=None, learning_rate=0.1,
                  max_iter=100, max_leaf_nodes=31, max_depth=None, min_samples_leaf=20,
@@ -370,7 +384,7 @@ default="squared_error"
                  categorical_features="from_dtype", monotonic_cst=None, interaction_cst=None,
                  warm_start=False, early_stopping="auto", scoring="loss",
                  validation_fraction=0.1, n_iter_no_change=10, tol=1e-7, verbose=0,
-                 random_state=None, privacy=None):
+                 random_state=None, binning="exact", privacy=None):
         self.loss, self.quantile = loss, quantile
         self.learning_rate, self.max_iter = learning_rate, max_iter
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
@@ -381,7 +395,7 @@ default="squared_error"
         self.warm_start, self.early_stopping, self.scoring = warm_start, early_stopping, scoring
         self.validation_fraction, self.n_iter_no_change = validation_fraction, n_iter_no_change
         self.tol, self.verbose, self.random_state = tol, verbose, random_state
-        self.privacy = privacy
+        self.binning, self.privacy = binning, privacy
 
     def _validate_params(self):
         super()._validate_params()
@@ -470,14 +484,17 @@ class FedHistGradientBoostingClassifier(_SitesScoreMixin, ClassifierMixin,
     """
 
     _parameter_constraints = {**HistGradientBoostingClassifier._parameter_constraints,
-                              "privacy": [SecureAggregation, None]}
+                              "privacy": [SecureAggregation, None],
+                              "binning": [StrOptions({"exact"}),
+                                          Interval(Integral, 2, None, closed="left")]}
 
     def __init__(self, loss="log_loss", *, learning_rate=0.1, max_iter=100, max_leaf_nodes=31,
                  max_depth=None, min_samples_leaf=20, l2_regularization=0.0, max_features=1.0,
                  max_bins=255, categorical_features="from_dtype", monotonic_cst=None,
                  interaction_cst=None, warm_start=False, early_stopping="auto",
                  scoring="loss", validation_fraction=0.1, n_iter_no_change=10, tol=1e-7,
-                 verbose=0, random_state=None, class_weight=None, privacy=None):
+                 verbose=0, random_state=None, class_weight=None, binning="exact",
+                 privacy=None):
         self.loss = loss
         self.learning_rate, self.max_iter = learning_rate, max_iter
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
@@ -488,7 +505,7 @@ class FedHistGradientBoostingClassifier(_SitesScoreMixin, ClassifierMixin,
         self.warm_start, self.early_stopping, self.scoring = warm_start, early_stopping, scoring
         self.validation_fraction, self.n_iter_no_change = validation_fraction, n_iter_no_change
         self.tol, self.verbose, self.random_state = tol, verbose, random_state
-        self.privacy = privacy
+        self.binning, self.privacy = binning, privacy
         self.class_weight = class_weight
 
     def _checked_y(self, y):

@@ -24,8 +24,11 @@ import numpy as np
 
 #: keys of a fit's context (``BoostingRun._context``)
 CONTEXT_KEYS = frozenset({"order", "categorical", "categories", "names", "thresholds",
-                          "max_bins", "loss", "quantile", "classes", "class_weight",
-                          "weighted"})
+                          "sketch", "max_bins", "loss", "quantile", "classes",
+                          "class_weight", "weighted"})
+#: keys of one site's sketch (:func:`._sketch.site_sketch`), and what a service adds
+SKETCH_KEYS = frozenset({"rows", "means", "counts"})
+SIGNED_SKETCH_KEYS = frozenset({"site", "dataset", "certificate", "signature"})
 #: keys of packed trees (:func:`._tree.pack_trees`) and their dtypes
 TREE_ARRAYS = {"start": np.int32, "feature": np.int32, "bin": np.uint8, "flags": np.uint8,
                "right": np.int32, "value": np.float64, "bitsets": np.uint32}
@@ -203,7 +206,40 @@ def check_context(context, n_columns, *, binned):
         _check_thresholds(context["thresholds"], context["categories"], categorical, max_bins)
     elif context["thresholds"] is not None:
         _fail("the context's thresholds are set only after the bin search")
+    if context["sketch"] is not None:
+        _check_sketch(context["sketch"], int(np.count_nonzero(~categorical)), max_bins)
     _flag(context["weighted"], "the context's weighted flag")
+
+
+def _check_sketch(sketch, n_continuous, max_bins):
+    """The sites' sketches a context carries (:mod:`._sketch`): each of the declared
+    keys, one array of group means (finite, increasing) and counts (at least the
+    sketch's rows each) per continuous feature, at most ``max_bins`` groups."""
+    _keys(sketch, "the context's sketch", {"rows", "sites"})
+    rows = _integer(sketch["rows"], "the sketch's rows", 2, 1 << 40)
+    sites = sketch["sites"]
+    if not isinstance(sites, list) or not 0 < len(sites) <= MAX_SITES:
+        _fail("the sketch's sites must be a list of at most 10,000 sites' sketches")
+    for k, entry in enumerate(sites):
+        name = f"sketch {k}"
+        _keys(entry, name, SKETCH_KEYS, SIGNED_SKETCH_KEYS)
+        if _integer(entry["rows"], f"{name}'s rows", 2, 1 << 40) != rows:
+            _fail(f"{name} has groups of another size than the sketch's")
+        for key in ("means", "counts"):
+            if not isinstance(entry[key], list) or len(entry[key]) != n_continuous:
+                _fail(f"{name}'s {key} must be a list, one array per continuous feature")
+        for j, (means, counts) in enumerate(zip(entry["means"], entry["counts"])):
+            _array(means, f"{name}'s means of feature {j}", np.float64, most=max_bins)
+            _array(counts, f"{name}'s counts of feature {j}", np.int64, length=means.size)
+            if not np.all(np.isfinite(means)) or np.any(np.diff(means) < 0) or \
+                    np.any(counts < rows):
+                _fail(f"{name}'s groups of feature {j} are not increasing means of at "
+                      "least its rows")
+        for key in SIGNED_SKETCH_KEYS & set(entry):
+            ok = isinstance(entry[key], str) if key in ("site", "dataset") else \
+                isinstance(entry[key], (bytes, np.ndarray))
+            if not ok:
+                _fail(f"{name}'s {key} is not of its declared type")
 
 
 def _check_categories(categories, categorical, max_bins):

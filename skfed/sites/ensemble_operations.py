@@ -84,11 +84,52 @@ class EnsembleOperations:
         self._check_boosting_levels(site, categorical)
         if binned and any(t.size for t, is_cat in zip(context["thresholds"],
                                                       context["categorical"]) if not is_cat):
-            self._check_exact_quantiles("a boosting request bins continuous features at "
-                                        "thresholds the analyst sends (counts per bin at "
-                                        "thresholds of the analyst's choosing are the exact "
-                                        "quantile search)")
+            if context["sketch"] is None or self.policy.allow_exact_quantiles:
+                self._check_exact_quantiles("a boosting request bins continuous features at "
+                                            "thresholds the analyst sends (counts per bin at "
+                                            "thresholds of the analyst's choosing are the "
+                                            "exact quantile search; binning=min_rows bins at "
+                                            "the sites' sketches)")
+            else:
+                self._check_sketch(context)
         return context
+
+    def _check_sketch(self, context):
+        """Continuous thresholds without ``allow_exact_quantiles``: they must be those the
+        sites' signed sketches give (every sketch signed by a distinct site of the
+        federation, this site's own among them), so no analyst chose them."""
+        import hashlib
+
+        from ..ensemble._sketch import check_sketch_thresholds, sketch_payload
+        from .guard import check_site_signature
+
+        entries = context["sketch"]["sites"]
+        digest = hashlib.sha256()
+        for entry in entries:
+            digest.update(sketch_payload(entry.get("site"), entry.get("dataset"), entry))
+        for t in context["thresholds"]:
+            digest.update(np.ascontiguousarray(t).tobytes())
+        if digest.digest() in self._checked_sketches:
+            return
+        sites = [entry.get("site") for entry in entries]
+        if self.name not in sites or len(set(sites)) != len(sites):
+            raise Refused("allow_exact_quantiles", "the sketches must include this site's "
+                                                   "own and come from distinct sites")
+        ca = self.config.ca.read_bytes()
+        for entry in entries:
+            try:
+                check_site_signature(ca, entry["certificate"], entry["signature"],
+                                     sketch_payload(entry["site"], entry["dataset"], entry),
+                                     entry["site"])
+            except (ValueError, TypeError, KeyError) as exc:
+                raise Refused("message", f"a sketch that its site did not sign "
+                                         f"({type(exc).__name__}): a forged sketch") from None
+        problem = check_sketch_thresholds(context)
+        if problem is not None:
+            raise Refused("allow_exact_quantiles", f"{problem}: the analyst chose them")
+        if len(self._checked_sketches) > 1024:  # a bounded memory of verified fits
+            self._checked_sketches.clear()
+        self._checked_sketches.add(digest.digest())
 
     def _check_exact_quantiles(self, why):
         if not self.policy.allow_exact_quantiles:
@@ -178,6 +219,25 @@ class EnsembleOperations:
         site, (context,) = self._boosting_args(args, record, "a boosting fit's totals", 1)
         return site_totals(site, self._boosting_context(site, context, binned=False))
 
+    @serves("boosting.sketch")
+    def _op_boosting_sketch(self, analyst, args, record):
+        from ..ensemble._sketch import site_sketch, sketch_payload
+        from .guard import sign_release
+
+        site, (context, rows) = self._boosting_args(args, record, "a boosting sketch", 2)
+        self._boosting_context(site, context, binned=False)
+        floor = self.policy.min_rows
+        if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows != floor:
+            # one group size only: two sizes would give single values by difference
+            raise Refused("min_rows", f"this site sketches its values in groups of its "
+                                      f"min_rows = {floor} rows: fit with binning={floor}")
+        sketch = site_sketch(site, context, int(rows))
+        dataset = str(args["dataset"]["name"])
+        signature = sign_release(self.config.key.read_bytes(),
+                                 sketch_payload(self.name, dataset, sketch))
+        return dict(sketch, site=self.name, dataset=dataset,
+                    certificate=self.config.cert.read_bytes(), signature=signature)
+
     @serves("boosting.bin_counts")
     def _op_boosting_bin_counts(self, analyst, args, record):
         from ..ensemble._site import site_bin_counts
@@ -187,7 +247,8 @@ class EnsembleOperations:
             args, record, "a boosting fit's bin search", 4)
         self._check_exact_quantiles("the exact bin thresholds are the pooled quantiles or "
                                     "distinct values of each feature, found from counts at "
-                                    "values the analyst sends")
+                                    "values the analyst sends (binning=min_rows bins at the "
+                                    "sites' sketches instead)")
         self._boosting_context(site, context, binned=False)
         features = self._wire(check_sampling, sampling, context, site.site, site.n_samples)
         self._wire(check_probes, probes, starts, len(features))

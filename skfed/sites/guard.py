@@ -51,6 +51,37 @@ def key_payload(session, party, site, public_key, weight_sum):
                       bytes(public_key), float(weight_sum).hex().encode()])
 
 
+def sign_release(private_key, payload):
+    """The site's ECDSA (SHA-256) signature of ``payload`` with its certificate's key
+    (PEM): what lets the other sites check a release the server relays."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = serialization.load_pem_private_key(bytes(private_key), password=None)
+    return key.sign(payload, ec.ECDSA(hashes.SHA256()))
+
+
+def check_site_signature(ca, certificate, signature, payload, site):
+    """Raise ``ValueError`` unless ``certificate`` is a *site* certificate of the CA
+    (PEM) naming ``site`` and ``signature`` is its key's over ``payload``."""
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from ..deploy.certificates import ROLE_SITE, certificate_identity
+
+    try:
+        cert = x509.load_pem_x509_certificate(bytes(certificate))
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(bytes(ca)))
+        role, name = certificate_identity(bytes(certificate))
+        if role != ROLE_SITE or name != site:
+            raise ValueError("not that site's certificate")
+        cert.public_key().verify(bytes(signature), payload, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        raise ValueError("a signature that does not verify") from None
+
+
 class SecureAggregationGuard:
     """One fit session's checks of the secure-aggregation messages at a site.
 
@@ -79,49 +110,32 @@ class SecureAggregationGuard:
     # -- key agreement -----------------------------------------------------
     def sign_key(self, message, reply, weight_sum):
         """Add the signature, certificate, name and weight sum to a ``keys`` reply."""
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-
         self.session, self.party = bytes(message["session"]), int(message["party"])
         # new keys, new masks: exchanges count afresh, against a key list verified anew
         self.weights, self.last_exchange = None, None
         self.last_parties, self.remasked = set(), False
-        key = serialization.load_pem_private_key(self._key, password=None)
         payload = key_payload(self.session, self.party, self.site, reply["public_key"],
                               weight_sum)
-        return dict(reply, signature=key.sign(payload, ec.ECDSA(hashes.SHA256())),
+        return dict(reply, signature=sign_release(self._key, payload),
                     certificate=self.certificate, site=self.site, weight_sum=float(weight_sum))
 
     def verify_key_list(self, message, own_key):
         """Check every relayed key against its site's signature before any masking."""
-        from cryptography import x509
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec
-
-        from ..deploy.certificates import ROLE_SITE, certificate_identity
-
         if self.session is None:
             raise Refused("require", "a key list before this site's own key")
         keys, proofs = message.get("keys") or {}, message.get("proofs") or {}
         if set(keys) != set(proofs):
             raise Refused("require", "a relayed key carries no signature of its site (the "
                                      "key list cannot be verified)")
-        ca = x509.load_pem_x509_certificate(self.ca)
         names, weights = set(), {}
         for party, public in keys.items():
             proof = proofs[party]
             try:
-                cert = x509.load_pem_x509_certificate(bytes(proof["certificate"]))
-                cert.verify_directly_issued_by(ca)
-                role, name = certificate_identity(bytes(proof["certificate"]))
-                if role != ROLE_SITE or name != proof["site"]:
-                    raise ValueError("not that site's certificate")
-                cert.public_key().verify(
-                    bytes(proof["signature"]),
-                    key_payload(self.session, party, name, public, proof["weight_sum"]),
-                    ec.ECDSA(hashes.SHA256()))
-            except (InvalidSignature, ValueError, TypeError, KeyError) as exc:
+                name = str(proof["site"])
+                check_site_signature(self.ca, proof["certificate"], proof["signature"],
+                                     key_payload(self.session, party, name, public,
+                                                 proof["weight_sum"]), name)
+            except (ValueError, TypeError, KeyError) as exc:
                 raise Refused("require", f"the key of party {int(party)} is not signed by "
                                          f"a site of the federation ({type(exc).__name__}): "
                                          "a substituted or forged key") from None

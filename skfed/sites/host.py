@@ -70,6 +70,7 @@ class SiteHost(DataOperations, EnsembleOperations, MaskedSumOperations):
         self._partition_cache = {}
         self._sessions = {}
         self._sum_sessions = {}  # an analysis's masked sums (MaskedSumOperations)
+        self._checked_sketches = set()  # digests of verified boosting sketches
         self._lock = threading.Lock()
 
     # -- the one entry point -------------------------------------------------

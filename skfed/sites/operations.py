@@ -372,6 +372,10 @@ OPERATIONS = {op.name: op for op in [
     Operation("boosting.totals", "per feature the count of missing values; the row count, "
               "weight sum and the target's (weighted) sums, or the weight of each class",
               None, arguments=ARGS, maskable=True),
+    Operation("boosting.sketch", "per continuous feature the means and row counts of "
+              "consecutive groups of min_rows or more of the site's values in value order "
+              "(at most max_bins groups; never a row's value), signed with the site's "
+              "certificate", None, arguments=ARGS),
     Operation("boosting.bin_counts", "per probe of a continuous feature the count (and "
               "weight) of the site's values at or below it, and the sums of its values "
               "between probes: the exact bin search, single rows' values (only with "
@@ -428,6 +432,7 @@ def _late_functions():
     from ..data.site import holdout_rows
     from ..data.sources import reorder_columns
     from ..ensemble import _site as boosting
+    from ..ensemble import _sketch as sketch
     from ..formula import _design as formula
     from ..mixed import _glmm_site as glmm, _site as mixed
     from ..linear_model import _glm, _inference
@@ -470,6 +475,7 @@ def _late_functions():
                   boosting.site_schema: "boosting.schema",
                   boosting.site_totals: "boosting.totals",
                   boosting.site_bin_counts: "boosting.bin_counts",
+                  sketch.site_sketch: "boosting.sketch",
                   boosting.site_residual_counts: "boosting.residual_counts",
                   boosting.site_histograms: "boosting.histograms",
                   boosting.site_loss: "boosting.loss",

@@ -57,6 +57,7 @@ DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.clien
                       "survival.schoenfeld_moments", "boosting.schema", "boosting.totals",
                       "boosting.bin_counts", "boosting.residual_counts",
                       "boosting.histograms", "boosting.loss", "boosting.score",
+                      "boosting.sketch",
                       "sums.open", "sums.key_list", "sums.masked", "sums.close")
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
