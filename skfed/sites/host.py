@@ -12,6 +12,7 @@ policy, run the operation, check the reply against the disclosure rules,
 write the audit line, encode.
 """
 
+import collections
 import logging
 import secrets
 import threading
@@ -71,6 +72,9 @@ class SiteHost(DataOperations, EnsembleOperations, MaskedSumOperations):
         self._sessions = {}
         self._sum_sessions = {}  # an analysis's masked sums (MaskedSumOperations)
         self._checked_sketches = set()  # digests of verified boosting sketches
+        # a boosting fit's rows, kept between its requests (EnsembleOperations)
+        self._kept_rows_by_key = collections.OrderedDict()
+        self._boosting_lock = threading.RLock()
         self._lock = threading.Lock()
 
     # -- the one entry point -------------------------------------------------
