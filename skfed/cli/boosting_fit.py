@@ -201,10 +201,15 @@ def _local_fit(args):
         site_rows.append((str(label), int(s_tr.sum()), int(s_te.sum()),
                           _score(fed, frame, Y, s_te), local,
                           _score(pooled, frame, Y, s_te)))
-    if pooled is not None:
+    if pooled is not None and args.binning is None:
         notes.append("pooled: the same estimator on every site's training rows at once "
                      "(scikit-learn's model); the federated model is that model, tree for "
                      "tree")
+    elif pooled is not None:
+        notes.append("pooled: the same estimator on every site's training rows at once, "
+                     "binned at its own sketch of them; the federated model is "
+                     "scikit-learn's on the rows' bin indices at the sites' sketches, so "
+                     "the two differ by their bins")
     overall = (int((~test).sum()), int(test.sum()), _score(fed, frame, Y, test), np.nan,
                _score(pooled, frame, Y, test))
     return BoostingReport(model=args.model, estimator=fed, metric=_metric(classifier),
@@ -337,7 +342,8 @@ def _fit_at_services(data, args):
         notes.append("--secure-aggregation: the held-out score is pooled from masked sums; "
                      "no site's own score is released")
     notes.append("local-only and pooled: not fitted (the rows never leave their sites); "
-                 "the federated model is scikit-learn's on the pooled training rows")
+                 "the federated model is scikit-learn's on the pooled training rows"
+                 + (" binned at the sites' sketches" if args.binning else ""))
     n_test = np.zeros(len(data.sites), dtype=int) if final else test.n_samples
     site_rows = [(str(s), int(a), int(b), per_site.get(s, np.nan), np.nan, np.nan)
                  for s, a, b in zip(data.sites, train.n_samples, n_test)]

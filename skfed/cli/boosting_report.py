@@ -85,8 +85,8 @@ def _settings_section(report):
     """The trees' settings, as the estimator holds them."""
     est = report.estimator
     names = ("loss", "max_iter", "learning_rate", "max_leaf_nodes", "max_depth",
-             "min_samples_leaf", "l2_regularization", "max_bins", "early_stopping",
-             "random_state")
+             "min_samples_leaf", "l2_regularization", "max_bins", "binning", "early_stopping",
+             "random_state", "privacy")
     params = est.get_params()
     rows = [(n, str(params[n])) for n in names if n in params]
     rows += [("categorical", ", ".join(report.categorical) or "none"),
@@ -120,6 +120,13 @@ def _cost_section(est):
             _table(["cost", "rounds", "bytes"], rows, formats=[_count, _count])]
 
 
+def _what_model(est):
+    if getattr(est, "binning", "exact") != "exact":
+        return ("scikit-learn's model on the training rows' bin indices at the thresholds "
+                "of the sites' sketches (--binning), tree for tree")
+    return "scikit-learn's model on the pooled training rows, tree for tree"
+
+
 def write_boosting_html_report(report, path, max_loss_rows=20):
     """Write the report of a boosting fit to ``path`` (one file, its figure inline as SVG)
     and the figure next to it as SVG and PDF.
@@ -140,8 +147,7 @@ def write_boosting_html_report(report, path, max_loss_rows=20):
         f"<p>Loss <b>{html.escape(str(getattr(est, 'loss', 'log_loss')))}</b>, "
         f"{est.n_iter_} iteration(s) of {est.n_trees_per_iteration_} tree(s), "
         f"{len(report.site_rows)} sites, {report.overall[0]} training rows, {held}. "
-        "scikit-learn's model on the pooled training rows, tree for tree; missing values "
-        "in their own bin.</p>"]
+        f"{_what_model(est)}; missing values in their own bin.</p>"]
     # the terminal's four decimals, so that the page and the terminal agree
     parts += _site_section(report, scores=_decimals(4))
     parts += [f"<p>Note: {html.escape(n)}</p>" for n in report.notes]
