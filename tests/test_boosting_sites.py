@@ -200,18 +200,23 @@ def test_masked_boosting_through_services_equals_the_plain_fit_in_process(protec
         assert "sums.masked:boosting.residual_counts" in operations
 
 
+def _service_regressor_argv(federation):
+    """``skfed fit`` of a small regressor through a fixture's three services."""
+    remote, *_, root = federation
+    certs = root / "certs"
+    return ["fit", "--dataset", "rows", "--model", "boosting-regressor", "--target", "y",
+            "--drop", "label", "--categorical", "ward", "--max-rounds", "3", "--max-depth",
+            "2", "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
+            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
+            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+
+
 def test_skfed_fit_secure_aggregation_through_services_requiring_it(protected, capsys):
     """``skfed fit --model boosting --secure-aggregation --site-service ...`` at sites
     requiring it: served masked; without the flag, the refusal says what to do."""
     from skfed.cli.main import main
 
-    remote, *_, root = protected
-    certs = root / "certs"
-    argv = ["fit", "--dataset", "rows", "--model", "boosting-regressor", "--target", "y",
-            "--drop", "label", "--categorical", "ward", "--max-rounds", "3", "--max-depth",
-            "2", "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
-            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
-            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+    argv = _service_regressor_argv(protected)
     assert main(argv) != 0
     assert "serves boosting masked only: --secure-aggregation" in capsys.readouterr().err
     assert main([*argv, "--secure-aggregation"]) == 0
@@ -305,13 +310,7 @@ def test_a_forged_sketch_or_a_chosen_threshold_is_refused(sketched):
 def test_skfed_fit_binning_through_services_without_exact_quantiles(sketched, capsys):
     from skfed.cli.main import main
 
-    remote, *_, root = sketched
-    certs = root / "certs"
-    argv = ["fit", "--dataset", "rows", "--model", "boosting-regressor", "--target", "y",
-            "--drop", "label", "--categorical", "ward", "--max-rounds", "3", "--max-depth",
-            "2", "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
-            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
-            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+    argv = _service_regressor_argv(sketched)
     assert main(argv) != 0
     assert "--binning K (the sites' min_rows) bins at their sketches" in capsys.readouterr().err
     assert main([*argv, "--binning", "10"]) == 0
@@ -597,6 +596,17 @@ def test_skfed_fit_boosting_through_site_services(classification, capsys):
     assert "--max-depth, or a larger --min-samples-leaf" in capsys.readouterr().err
 
 
+def _csv_argv(folder, rounds):
+    """``skfed fit`` of boosted trees on one CSV of the three sites' rows (written)."""
+    frames = _frames()
+    for k, frame in enumerate(frames):
+        frame["site"] = SITES[k]
+    pd.concat(frames).to_csv(folder / "rows.csv", index=False)
+    return ["fit", str(folder / "rows.csv"), "--clients", "site", "--target", "y",
+            "--drop", "label", "--model", "boosting", "--categorical", "ward",
+            "--max-rounds", str(rounds), "--max-depth", "3"]
+
+
 def test_skfed_fit_boosting_from_a_csv(tmp_path, capsys):
     """Local files: the federated column equals the pooled one (the same model), and
     --json holds the per-site scores and the training loss after each tree."""
@@ -604,13 +614,7 @@ def test_skfed_fit_boosting_from_a_csv(tmp_path, capsys):
 
     from skfed.cli.main import main
 
-    frames = _frames()
-    for k, frame in enumerate(frames):
-        frame["site"] = SITES[k]
-    pd.concat(frames).to_csv(tmp_path / "rows.csv", index=False)
-    argv = ["fit", str(tmp_path / "rows.csv"), "--clients", "site", "--target", "y",
-            "--drop", "label", "--model", "boosting", "--categorical", "ward",
-            "--max-rounds", "6", "--max-depth", "3"]
+    argv = _csv_argv(tmp_path, rounds=6)
     assert main([*argv, "--json", str(tmp_path / "fit.json")]) == 0
     out = capsys.readouterr().out
     assert "FedHistGradientBoostingRegressor" in out and "held-out R2" in out
@@ -658,13 +662,7 @@ def test_skfed_fit_boosting_html_report(tmp_path, capsys, monkeypatch):
 
     from skfed.cli.main import main
 
-    frames = _frames()
-    for k, frame in enumerate(frames):
-        frame["site"] = SITES[k]
-    pd.concat(frames).to_csv(tmp_path / "rows.csv", index=False)
-    argv = ["fit", str(tmp_path / "rows.csv"), "--clients", "site", "--target", "y",
-            "--drop", "label", "--model", "boosting", "--categorical", "ward",
-            "--max-rounds", "5", "--max-depth", "3"]
+    argv = _csv_argv(tmp_path, rounds=5)
     assert main([*argv, "--report", str(tmp_path / "fit.html")]) == 0
     out = capsys.readouterr().out
     assert f"report written to {tmp_path / 'fit.html'}" in out
