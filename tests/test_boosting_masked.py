@@ -75,17 +75,17 @@ def fit_twice(cls, X, y, clients, sample_weight=None, **params):
                                            ("gamma", None)])
 @pytest.mark.parametrize("kind", ["iid", "by_feature"])
 def test_a_masked_regressor_is_the_plain_one_bit_for_bit(loss, quantile, kind):
-    X, y, rng = make_data(n=900, missing=0.05)
+    X, y, rng = make_data(n=600, missing=0.05)
     if loss in ("poisson", "gamma"):
         y = np.exp(0.3 * np.nan_to_num(X[:, 0])) + (loss == "gamma")
         y = rng.poisson(y) + (loss == "gamma") * 0.5
     clients = split(X, rng, kind)
     masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, loss=loss,
-                              quantile=quantile)
+                              quantile=quantile, max_iter=6)
     assert_bitwise_same(masked, plain)
     # and so scikit-learn's pooled model
     Xp, yp = pooled(X, y, clients=clients)
-    ref = HistGradientBoostingRegressor(loss=loss, quantile=quantile, max_iter=8,
+    ref = HistGradientBoostingRegressor(loss=loss, quantile=quantile, max_iter=6,
                                         random_state=0, early_stopping=False).fit(Xp, yp)
     assert_same_trees(masked, ref)
 
@@ -95,7 +95,7 @@ def test_a_masked_classifier_with_weights_missing_values_and_early_stopping():
     held-out rows drawn at each site (their own masked session): the same model."""
     import pandas as pd
 
-    X, signal, rng = make_data(n=1500, missing=0.05)
+    X, signal, rng = make_data(n=1000, missing=0.05)
     y = np.digitize(signal, np.quantile(signal, [0.3, 0.7]))
     frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
     frame["ward"] = pd.Categorical(rng.choice(["a", "b", "c", "d"], len(y)))
@@ -104,7 +104,7 @@ def test_a_masked_classifier_with_weights_missing_values_and_early_stopping():
     masked, plain = fit_twice(FedHistGradientBoostingClassifier, frame, y, clients,
                               sample_weight=weights, class_weight="balanced",
                               early_stopping=True, validation_fraction=0.2,
-                              n_iter_no_change=3, max_iter=15)
+                              n_iter_no_change=3, max_iter=10)
     assert_bitwise_same(masked, plain)
     assert len(masked.validation_score_) > 0
     from skfed.data import FederatedDataset
