@@ -43,6 +43,8 @@ from .secure_aggregation import SecureAggregationParty, aggregate_masked
 #: the exact code of a float: ``x * 2**EXPONENT`` (an integer for every float32 and for
 #: every float64 above 2**-96 in magnitude) in LIMBS signed limbs of LIMB_BITS bits
 EXPONENT, LIMB_BITS, LIMBS = 149, 40, 6
+#: the most sites whose limb sums (each below ``sites * 2**LIMB_BITS``) float64 holds
+MAX_SITES = 2 ** (53 - LIMB_BITS) - 1
 
 
 def site_weight_sum(site):
@@ -254,6 +256,9 @@ class MaskedSums:
         if len(dataset) < 2:
             raise ValueError("secure aggregation needs at least two sites: with one, the sum "
                              "the server decodes is that site's own reply.")
+        if len(dataset) > MAX_SITES:
+            raise ValueError(f"exact masked sums over {len(dataset)} sites: at most "
+                             f"{MAX_SITES} (a limb's sum must stay exact in float64).")
         self.config, self.n_sites = config, len(dataset)
         self.fixed_point_ = limb_code(self.n_sites)
         self.session_ = os.urandom(16)  # public, fresh: bound into every mask seed
