@@ -24,6 +24,7 @@ the pooled training rows with the held-out rows passed as ``X_val``, ``y_val``
 (and ``sample_weight_val``).
 """
 
+import contextlib
 import time
 from numbers import Integral
 
@@ -73,40 +74,31 @@ class BoostingRun:
         est = self.est
         self._seeds()
         self._hold_out()
-        try:
-            self._protect()
+        with contextlib.ExitStack() as stack:
+            protections = self._protect(stack)
             self._schema()
             self._context()
             self._totals()
             self._bins()
             self._baseline()
             self._iterate()
-        finally:
-            for protection in self.protections:
-                protection.close()
         est.history_.setup_rounds = self.session.ledger.rounds("setup")
         est.history_.setup_bytes = self.session.ledger.bytes("setup")
-        if self.protections:
-            record = self.protections[0].privacy_record()
-            record["masked_sums"] = sum(p.exchanges_ for p in self.protections)
+        if protections:
+            record = protections[0].privacy_record()
+            record["masked_sums"] = sum(p.exchanges_ for p in protections)
             est.history_.privacy = record
         return est
 
-    def _protect(self):
+    def _protect(self, stack):
         """Under secure aggregation, the sites agree the keys of each session's masked
-        sums (the training rows, and the held-out rows apart)."""
-        from ..privacy.masked_sums import MaskedSums
+        sums (the training rows, and the held-out rows apart), closed with ``stack``."""
+        from ..privacy.masked_sums import masked
 
-        self.protections = []
         if self.est.privacy is None:
-            return
-        for session in (self.session, self.val_session):
-            if session is None:
-                continue
-            protection = MaskedSums(self.est.privacy, session.dataset)
-            self.protections.append(protection)
-            session.ledger.add("setup", protection.open())
-            session.protect(protection)
+            return []
+        return [stack.enter_context(masked(session, self.est.privacy))
+                for session in (self.session, self.val_session) if session is not None]
 
     # -- 1, 2: seeds and held-out rows ---------------------------------------
     def _seeds(self):

@@ -316,14 +316,23 @@ class MaskedSums:
 
 
 @contextmanager
-def masked_session(dataset, config):
-    """A :class:`~skfed.federation.session.FederationSession` over ``dataset`` whose sums
-    are masked (the keys agreed on entry, the sites' sessions closed on exit)."""
-    session = FederationSession.for_dataset(dataset)
-    protection = MaskedSums(config, dataset)
+def masked(session, config):
+    """Mask ``session``'s sums (a session over a dataset) under ``config``: the keys
+    agreed on entry (booked as setup), the sites' sessions closed on exit; yields the
+    :class:`MaskedSums`."""
+    protection = MaskedSums(config, session.dataset)
     try:
         session.ledger.add("setup", protection.open())
         session.protect(protection)
-        yield session
+        yield protection
     finally:
         protection.close()
+
+
+@contextmanager
+def masked_session(dataset, config):
+    """A :class:`~skfed.federation.session.FederationSession` over ``dataset`` whose sums
+    are masked (:func:`masked`)."""
+    session = FederationSession.for_dataset(dataset)
+    with masked(session, config):
+        yield session

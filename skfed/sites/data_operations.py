@@ -128,10 +128,15 @@ class DataOperations:
     # -- descriptive and survival statistics (skfed.stats), under the same rules --
     def _stats_args(self, args, record, what, n_args):
         site, _ = self._rows(args, record, what)
+        return site, self._positional(args, what, n_args)
+
+    @staticmethod
+    def _positional(args, what, n_args):
+        """A site function's positional arguments (``args["args"]``), ``n_args`` of them."""
         values = args.get("args")
         if not isinstance(values, list) or len(values) != n_args:
             raise Refused("message", f"{what} takes {n_args} arguments")
-        return site, values
+        return values
 
     @serves("stats.describe")
     def _op_stats_describe(self, analyst, args, record):

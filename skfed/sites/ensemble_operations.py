@@ -77,11 +77,7 @@ class EnsembleOperations:
             raise Refused("require", "this site requires secure aggregation: a boosting fit's "
                                      "sums are served here only inside masked sums (fit with "
                                      "privacy=SecureAggregation())")
-        site = self._kept_rows(args, record, what)
-        values = args.get("args")
-        if not isinstance(values, list) or len(values) != n_args:
-            raise Refused("message", f"{what} takes {n_args} arguments")
-        return site, values
+        return self._kept_rows(args, record, what), self._positional(args, what, n_args)
 
     def _kept_rows(self, args, record, what):
         """The request's rows, kept between the requests of one analyst on one dataset
