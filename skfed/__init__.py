@@ -17,6 +17,10 @@ from .survival import FedCoxPH
 # statsmodels' and lifelines' formulas over the sites (formulaic, their parser, is
 # imported only when a formula is parsed)
 from . import formula
+# every package that declares site operations beside its functions: importing skfed
+# registers the whole operation table (skfed.federation.operations), which a site
+# service serves
+from . import mixed, model_selection, preprocessing, stats  # noqa: F401
 from .svm import FedLinearSVC, FedSVM
 
 __version__ = "0.1.0.dev0"

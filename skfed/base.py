@@ -24,6 +24,7 @@ from .federation.rounds import client_summary, run_federation
 from .federation.session import FederationSession
 from .federation.problem import FederatedProblem
 from .federation.advice import convergence_advice
+from .federation.wire import register_subclasses
 from .federation.smoothness import pooled_smoothness
 from .data import FederatedDataset, as_dataset
 from .data.sources import dtype_kind
@@ -168,6 +169,11 @@ class FederatedLinearModel(BaseEstimator):
         "warm_start": ["boolean"],
     }
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # the local-only baseline names the model a site fits on its own rows
+        register_subclasses(FederatedLinearModel, "estimator")(cls)
+
     def _validate_params(self):
         # the values as Python scalars: scikit-learn's message prints repr(value),
         # which is "np.float64(-1.0)" for a numpy scalar
@@ -297,7 +303,7 @@ class FederatedLinearModel(BaseEstimator):
             solver, choice = auto_dp(datafit)
             weighting = choice["client_weighting"]
         if self.privacy is not None:  # every exchange masked; the solver works on sums
-            solver = self.privacy.wrap(solver, self.max_rounds)
+            solver = self.privacy.wrap(solver, self.max_rounds, self.monitor_every)
         return solver, weighting, choice
 
     def _start_model(self, solver, labels, layout):

@@ -346,13 +346,13 @@ def test_without_scikit_learns_histogram_kernel_the_same_trees(monkeypatch):
     """The sites build their histograms with scikit-learn's compiled kernel where it is
     there; without it (another scikit-learn), by a sparse product whose sums are the
     same to the bit."""
-    from skfed.ensemble import _site
+    from skfed.ensemble import _histograms
 
     X, y, rng = make_data(n=900, missing=0.1, seed=3)
     clients = split(X, rng, "by_feature")
     with_kernel = FedHistGradientBoostingRegressor(max_iter=5, random_state=0).fit(
         X, y, clients=clients)
-    monkeypatch.setattr(_site, "HistogramBuilder", None)
+    monkeypatch.setattr(_histograms, "HistogramBuilder", None)
     without = FedHistGradientBoostingRegressor(max_iter=5, random_state=0).fit(
         X, y, clients=clients)
     np.testing.assert_array_equal(with_kernel.predict(X), without.predict(X))
@@ -411,7 +411,8 @@ def test_a_tiny_exact_sketch():
     """Ten values in groups of at least three: three groups of 4, 3, 3 rows (numpy's
     array_split), their means; two sites' means pooled into midpoints."""
     from skfed.data import SiteData
-    from skfed.ensemble._sketch import site_sketch, sketch_thresholds
+    from skfed.ensemble._site import site_sketch
+    from skfed.ensemble._sketch import sketch_thresholds
 
     context = {"order": np.array([0]), "categorical": np.array([False]),
                "categories": [np.empty(0)], "names": None, "thresholds": None,

@@ -397,7 +397,8 @@ def test_required_secure_aggregation(tmp_path, federation):
             frame.to_csv(folder / "visits.csv", index=False)
             path = site_config(folder, name, certs=certs,
                                datasets={"visits": ("visits.csv", None)},
-                               policy='require = ["secure_aggregation"]')
+                               policy='require = ["secure_aggregation"]\n'
+                                      'consortium = ["hospital-a", "hospital-b"]')
             servers.append(SiteServer(load_config(path)).start())
             addresses[name] = f"127.0.0.1:{servers[-1].port}"
         data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
@@ -426,8 +427,9 @@ def test_errors_carry_no_path_or_value(one_site, tmp_path):
     # a file the site cannot read: the analyst learns the dataset's name, not its path
     conn, folder = one_site()
     (folder / "visits.csv").unlink()
-    with pytest.raises(SiteServiceError, match="could not be read") as info:
+    with pytest.raises(SiteRefusal, match="could not be read") as info:
         conn.call("dataset.describe", dataset={"name": "visits", "target": "target"})
+    assert info.value.rule == "datasets"
     assert str(folder) not in str(info.value) and "visits.csv" not in str(info.value)
 
 

@@ -198,15 +198,33 @@ def feature_frame(table, features, categorical, keep):
     return pd.DataFrame(data, columns=list(features))
 
 
+def shown_count(value):
+    """A site's count as reported: a number, or "a few" where a site service blanked a
+    count of 1 to min_level_count - 1 rows (``None``)."""
+    return "a few" if value is None else str(value)
+
+
+def total_count(values):
+    """The sum of sites' counts, ``"some"`` where one of them is blanked (``None``)."""
+    values = list(values)
+    return "some" if any(v is None for v in values) else sum(values)
+
+
+def _counted(number, what):
+    return f"some {what}s" if number == "some" else count(number, what)
+
+
 def site_problems(sites, reports, categorical, *, impute, drop_incomplete):
     """The problems of the sites' inputs from their :func:`~skfed.data.steps.inspect_site`
-    reports, as the lines of one error (empty: none); every column and every site at once."""
+    reports, as the lines of one error (empty: none); every column and every site at once.
+    A count a site service blanked (1 to its ``min_level_count - 1``) reads "a few"."""
     problems = []
     names = list(reports[0]["columns"])
     for name in names:
         per = [(s, r["columns"][name]) for s, r in zip(sites, reports)]
-        where = lambda k: ", ".join(f"{s} {c[k]}" for s, c in per if c[k])  # noqa: E731
-        missing = sum(c[0] for _, c in per)
+        where = lambda k: ", ".join(f"{s} {shown_count(c[k])}"  # noqa: E731
+                                    for s, c in per if c[k] is None or c[k])
+        missing = total_count(c[0] for _, c in per)
         if missing == sum(r["rows"] for r in reports):
             problems.append(f"feature column {name!r} has no value at any site: leave it out "
                             f"with --drop {name}")
@@ -214,23 +232,24 @@ def site_problems(sites, reports, categorical, *, impute, drop_incomplete):
         if missing and not impute and not drop_incomplete:
             how = ("--impute most_frequent" if name in categorical else
                    "--impute median (or mean, most_frequent)")
-            problems.append(f"feature column {name!r} has {count(missing, 'missing value')} "
+            problems.append(f"feature column {name!r} has {_counted(missing, 'missing value')} "
                             f"(by site: {where(0)}): {how} fills them at the sites, or "
                             "--drop-incomplete drops those rows")
-        text = sum(c[1] for _, c in per)
+        text = total_count(c[1] for _, c in per)
         if text:
-            problems.append(f"feature column {name!r} is not numeric: {count(text, 'value')} "
+            problems.append(f"feature column {name!r} is not numeric: {_counted(text, 'value')} "
                             f"(by site: {where(1)}); declare it --categorical {name} "
                             f"(one-hot), or leave it out with --drop {name}")
-        inf = sum(c[2] for _, c in per)
+        inf = total_count(c[2] for _, c in per)
         if inf:
-            problems.append(f"feature column {name!r} has {count(inf, 'non-finite value')} "
+            problems.append(f"feature column {name!r} has {_counted(inf, 'non-finite value')} "
                             f"(by site: {where(2)})")
-    no_target = sum(r["no_target"] for r in reports)
+    no_target = total_count(r["no_target"] for r in reports)
     if no_target and not drop_incomplete:
-        problems.append(f"the target has {count(no_target, 'missing value')} (by site: "
-                        + ", ".join(f"{s} {r['no_target']}" for s, r in zip(sites, reports)
-                                    if r["no_target"])
+        problems.append(f"the target has {_counted(no_target, 'missing value')} (by site: "
+                        + ", ".join(f"{s} {shown_count(r['no_target'])}"
+                                    for s, r in zip(sites, reports)
+                                    if r["no_target"] is None or r["no_target"])
                         + "): a target is never imputed; --drop-incomplete drops those rows")
     return problems
 

@@ -40,7 +40,7 @@ from ..preprocessing._column_encoder import ColumnEncoder, ReferenceCodedEncoder
 from ..preprocessing._column_imputer import ColumnImputer
 from ..preprocessing._feature_scaler import FeatureScaler
 from .._messages import count
-from .inputs import reference_notes, site_problems
+from .inputs import reference_notes, shown_count, site_problems, total_count
 
 
 def parse_sites(specs):
@@ -307,9 +307,11 @@ def _drop_incomplete_rows(data, reports, impute, notes):
     data = data.apply(drop_incomplete_site, impute is not None)
     lost = [r["no_target"] if impute else r["incomplete"] for r in reports]
     what = "rows without a target" if impute else "incomplete rows (a missing value)"
-    notes.append(f"--drop-incomplete: dropped {count(sum(lost), 'row')} of "
+    dropped = total_count(lost)
+    dropped = "some rows" if dropped == "some" else count(dropped, "row")
+    notes.append(f"--drop-incomplete: dropped {dropped} of "
                  f"{sum(r['rows'] for r in reports)}, the {what}; by site: "
-                 + ", ".join(f"{s} {k}" for s, k in zip(data.sites, lost)))
+                 + ", ".join(f"{s} {shown_count(k)}" for s, k in zip(data.sites, lost)))
     return data
 
 

@@ -15,6 +15,9 @@ from sklearn.base import is_classifier
 from sklearn.utils import get_tags
 
 from .._messages import show
+from ..federation import dominance
+from ..federation.operations import COUNTS, NOTHING, SUMS, Arg, Refused, site_operation
+from ..federation.wire import role_of, wire_class
 
 
 class SiteError(ValueError):
@@ -220,6 +223,29 @@ def holdout_rows(site, test_size, seed, held_out, *, min_rows=2):
     return site_rows(site, mask if held_out else ~mask)
 
 
+def weighted_rows(site, args):
+    """A reply's class when its only sums are weight sums: counts, or sums where the
+    rows carry a weight column (one the site's dataset declares)."""
+    return SUMS if site.sample_weight is not None else COUNTS
+
+
+def _summary_reply(site, values, out, rules):
+    """No class of the target held by fewer than ``min_level_count`` rows here."""
+    counts = out.get("class_counts")
+    if counts is not None and np.min(counts) < rules.min_level_count:
+        raise Refused("min_level_count", "a class of the target has fewer than "
+                                         f"{rules.min_level_count} rows here")
+    return out
+
+
+@site_operation(
+    "data.summary", releases=weighted_rows,
+    describes="row count and feature count; for a classifier the classes held, with "
+              "counts (each >= min_level_count); with a declared weight column, the sums "
+              "of the weights (over all rows and per class), under the dominance rule",
+    arguments=(Arg("task", "choice", choices=("none", "regression", "classification",
+                                              "survival")),),
+    reply=_summary_reply)
 def site_summary(site, task):
     """What a site tells the server before round one.
 
@@ -237,6 +263,8 @@ def site_summary(site, task):
         raise SiteError(site.site, f"{n} rows but {sw.shape[0]} sample weights.")
     if not np.all(np.isfinite(sw)) or np.any(sw < 0):
         raise SiteError(site.site, "sample weights must be finite and non-negative.")
+    if site.sample_weight is not None:
+        dominance.check_rows(sw, "the weight sum")
     out = {"n_samples": n, "weight_sum": float(sw.sum()), "n_features": X.shape[1]}
     if site.offset is not None:
         offset = np.asarray(site.offset)
@@ -262,6 +290,9 @@ def site_summary(site, task):
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise SiteError(site.site, "the target contains NaN or infinity.")
         labels, index, counts = np.unique(y, return_inverse=True, return_counts=True)
+        if site.sample_weight is not None:
+            dominance.check_rows(np.eye(len(labels))[index.ravel()] * sw[:, None],
+                                 "a class's weight sum")
         out.update(classes=labels, class_counts=counts,
                    class_weight_sums=np.bincount(index.ravel(), weights=sw,
                                                  minlength=len(labels)))
@@ -320,6 +351,7 @@ def survival_summary(site, y, sw):
             "stratum_events": np.bincount(index, weights=event > 0, minlength=levels.size)}
 
 
+@wire_class(role="targets")
 @dataclass(frozen=True)
 class Targets:
     """How a site encodes its target for the loss (sent to the sites once).
@@ -358,6 +390,26 @@ class Targets:
         return (onehot if self.kind == "onehot" else np.where(onehot > 0, 1.0, -1.0)), sw
 
 
+def _fit_rules(site, values, rules):
+    """The policy's fit rules: the loss allowed, and no more parameters than
+    ``max_parameters_per_row`` per row (a saturated model's moments reveal rows)."""
+    datafit, layout = values["datafit"], values["layout"]
+    if rules.losses is not None and type(datafit).__name__ not in rules.losses:
+        raise Refused("losses", f"models with the {type(datafit).__name__} loss are not "
+                                "allowed at this site", public=True)
+    n = int(np.count_nonzero(site.weights() > 0))
+    size = int(getattr(layout, "size", 0))
+    if size > rules.max_parameters_per_row * n:
+        raise Refused("max_parameters_per_row", f"a model of {size} parameters on {n} rows")
+
+
+@site_operation(
+    "fit.open", releases=NOTHING, opens="fit",
+    describes="nothing (the site builds its client objective and keeps it in a session "
+              "only its analyst can use)",
+    arguments=(Arg("datafit", "object", role="datafit"), Arg("layout", "object", role="layout"),
+               Arg("targets", "object", role="targets")),
+    checks=(_fit_rules,))
 def client_objective(site, datafit, layout, targets):
     """The site's :class:`~skfed.datafits.ClientObjective` (built and kept at the site)."""
     from ..datafits import ClientObjective
@@ -365,7 +417,9 @@ def client_objective(site, datafit, layout, targets):
     X = numeric_matrix(site)
     Y, sw = targets.encode(site.y, site.weights())
     offset = None if site.offset is None else np.asarray(site.offset, dtype=np.float64)
-    return ClientObjective(datafit, X, Y, sw, layout, offset=offset)
+    objective = ClientObjective(datafit, X, Y, sw, layout, offset=offset)
+    objective.weighted_rows = site.sample_weight is not None  # its weight sums are sums
+    return objective
 
 
 def site_predictions(site, estimator, method):
@@ -392,6 +446,104 @@ def _feature_input(site, estimator):
     return site.X if hasattr(site.X, "columns") else X
 
 
+def model_message(estimator):
+    """A fitted linear estimator's arrays, as ``evaluate.score`` takes them at a site
+    service (never a Pipeline: its steps would run custom code at the site)."""
+    classes = getattr(estimator, "classes_", None)
+    if classes is not None and np.asarray(classes).dtype.kind == "O":
+        classes = np.asarray(classes).astype(str)
+    if hasattr(estimator, "steps") or not hasattr(estimator, "coef_"):
+        raise ValueError(f"a site service scores linear models only, not a "
+                         f"{type(estimator).__name__} (a Pipeline's steps would run custom "
+                         "code at the site).")
+    message = {"coef": np.asarray(estimator.coef_, dtype=np.float64),
+               "intercept": np.asarray(estimator.intercept_, dtype=np.float64),
+               "classes": None if classes is None else np.asarray(classes)}
+    if classes is None and hasattr(estimator, "_inference_family"):
+        # a GLM's predictions are its link's inverse of the linear predictor, with the
+        # site's own offsets: the site needs the family to score them
+        message["family"] = estimator._inference_family()
+    return message
+
+
+#: the most coefficients a scored model may carry
+MAX_MODEL = 1 << 20
+
+
+def _model_problem(model):
+    """The form of a scored model's message (its arrays and, for a GLM, its family)."""
+    if not isinstance(model, dict) or not set(model) <= {"coef", "intercept", "classes",
+                                                         "family"}:
+        return "a model is {coef, intercept, classes[, family]}"
+    for key in ("coef", "intercept"):
+        value = model.get(key)
+        if not (isinstance(value, np.ndarray) and value.dtype.kind == "f" and
+                value.size <= MAX_MODEL and np.all(np.isfinite(value))):
+            return f"the model's {key} is a finite float array"
+    classes = model.get("classes")
+    if classes is not None and not (isinstance(classes, np.ndarray) and
+                                    classes.dtype.kind in "biuUS" and classes.size <= 4096):
+        return "the model's classes are an array of labels"
+    if model.get("family") is not None and role_of(model["family"]) != "family":
+        return "a GLM's family is one of skfed's"
+    return None
+
+
+def _model_from_message(model):
+    return (_GLMModel if model.get("family") is not None else _LinearModel)(model)
+
+
+class _LinearModel:
+    """A linear model's arrays, rebuilt at the site for an aggregate score: its
+    predictions stay at the site, only the score's sums leave."""
+
+    def __init__(self, model):
+        self.coef_ = model["coef"]
+        self.intercept_ = model["intercept"]
+        self.classes_ = model.get("classes")
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, TargetTags
+
+        kind = "regressor" if self.classes_ is None else "classifier"
+        return Tags(estimator_type=kind, target_tags=TargetTags(required=True))
+
+    def predict(self, X):
+        X = numeric_matrix(SiteData(None, X))
+        scores = X @ np.atleast_2d(self.coef_).T + self.intercept_
+        if self.classes_ is None:
+            return scores.ravel() if np.ndim(self.coef_) == 1 else scores
+        if scores.shape[1] == 1:
+            return self.classes_[(scores[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+
+class _GLMModel(_LinearModel):
+    """A GLM's arrays and family, rebuilt at the site for its score and deviance."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.family_ = model["family"]
+
+    def _inference_family(self):
+        return self.family_
+
+    def predict(self, X, offset=None):
+        eta = numeric_matrix(SiteData(None, X)) @ self.coef_.ravel() + float(
+            np.ravel(self.intercept_)[0])
+        if offset is not None:
+            eta = eta + offset
+        link = self.family_.link
+        return np.exp(eta) if link == "log" else (
+            1.0 / (1.0 + np.exp(-eta)) if link == "logit" else eta)
+
+
+@site_operation(
+    "evaluate.score", releases=SUMS,
+    describes="four weighted sums per target (regression) or two (classification), "
+              "under the dominance rule: never a prediction",
+    arguments=(Arg("model", "value", check=_model_problem, convert=_model_from_message),),
+    packer=lambda estimator: {"model": model_message(estimator)})
 def site_score_terms(site, estimator):
     """Weighted sums from which the pooled score (R2 or accuracy) is assembled.
 
@@ -403,10 +555,13 @@ def site_score_terms(site, estimator):
     pred = _call(site, estimator, "predict")
     y = np.asarray(site.y)
     if is_classifier(estimator):
-        return {"kind": "accuracy", "w": float(sw.sum()),
-                "correct": float(sw @ (pred == y))}
+        correct = sw * (pred == y)
+        dominance.check_rows(np.column_stack([sw, correct]), "a score")
+        return {"kind": "accuracy", "w": float(sw.sum()), "correct": float(sw @ (pred == y))}
     y2 = y.reshape(len(y), -1).astype(np.float64)
     p2 = np.asarray(pred).reshape(len(y), -1)
+    dominance.check_rows(np.column_stack([sw, sw[:, None] * y2, sw[:, None] * y2 * y2,
+                                          sw[:, None] * (y2 - p2) ** 2]), "a score")
     return {"kind": "r2", "w": float(sw.sum()), "wy": sw @ y2, "wy2": sw @ (y2 * y2),
             "res": sw @ ((y2 - p2) ** 2)}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..federation.operations import METADATA, Arg, row_step, site_operation
 from .site import SiteData, SiteError
 
 #: environment variable of a site's worker: the directory its relative paths live in
@@ -149,6 +150,9 @@ def dtype_kind(dtype):
     return {"b": "bool", "i": "number", "u": "number", "f": "number"}.get(kind, "text")
 
 
+@site_operation("dataset.describe", releases=METADATA,
+                describes="row count, column names and kinds, whether a target and weights "
+                          "are present")
 def describe(site):
     """The metadata a site sends once: rows, columns, dtype kinds, target shape."""
     X = site.X
@@ -202,6 +206,7 @@ def check_schema(descriptions):
     return ref["columns"]
 
 
+@row_step("reorder_columns", arguments=(Arg("columns", "names", most=1 << 16),))
 def reorder_columns(site, columns):
     """The site's table with ``columns`` in the reference order."""
     if site.columns() == list(columns):

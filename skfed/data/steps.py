@@ -5,8 +5,8 @@ returns its rows transformed (a *row step*, applied with
 :meth:`FederatedDataset.apply <skfed.data.FederatedDataset.apply>`) or a few
 counts (a *check*, run with ``FederatedDataset.map``). They run where the
 rows are: in process, on a Dask worker, or in a site service, which runs
-only the steps and operations :mod:`skfed.sites.operations` declares (these
-among them) and names them on the wire by their module and name.
+only the steps and operations declared beside their functions (these among
+them: :mod:`skfed.federation.operations`) and names them on the wire.
 
 Nothing here knows the command line: the command line calls these steps,
 and the site service runs them, from this one place.
@@ -14,12 +14,17 @@ and the site service runs them, from this one place.
 
 import numpy as np
 
+from ..federation.operations import COUNTS, NOTHING, Arg, row_step, site_operation
 from .site import holdout_rows, numeric_matrix, site_rows
 
 #: fewest rows a site needs: some to train on and some to evaluate on
 MIN_SITE_ROWS = 5
 
 
+@row_step("split", selects=True,
+          arguments=(Arg("test_size", "float", low=0, high=1), Arg("seed", "int", low=0,
+                                                                   high=2 ** 63 - 1),
+                     Arg("held_out", "bool")))
 def split_site(site, test_size, seed, held_out):
     """At a site: its training rows or its held-out rows.
 
@@ -43,6 +48,9 @@ def split_site(site, test_size, seed, held_out):
     return holdout_rows(site, test_size, seed, held_out, min_rows=MIN_SITE_ROWS)
 
 
+@site_operation("data.check", releases=NOTHING,
+                describes="nothing (the site's features are checked to be numeric and "
+                          "finite; a refusal names the column)")
 def check_numeric(site):
     """At a site: refuse text or non-finite features with the site's name.
 
@@ -60,6 +68,8 @@ def check_numeric(site):
     numeric_matrix(site)
 
 
+@row_step("select_columns", arguments=(Arg("names", "names", most=1 << 16),),
+          reads=lambda names: names)
 def select_columns(site, names):
     """At a site: only the columns ``names`` of its rows.
 
@@ -77,6 +87,9 @@ def select_columns(site, names):
     return site.replace(X=site.X[list(names)])
 
 
+@row_step("one_hot", arguments=(Arg("categorical", "names", most=1 << 16),
+                                Arg("encoder", "object", role="transformer"),
+                                Arg("order", "ints", most=1 << 20)))
 def one_hot_site(site, categorical, encoder, order):
     """At a site: the numeric columns beside the one-hot encoding of ``categorical``.
 
@@ -101,6 +114,8 @@ def one_hot_site(site, categorical, encoder, order):
     return site.replace(X=np.hstack([numeric, encoded])[:, order])
 
 
+@row_step("standardize", arguments=(Arg("mean", "floats", most=1 << 20),
+                                    Arg("scale", "floats", most=1 << 20)))
 def standardize_site(site, mean, scale):
     """At a site: its rows standardized with the server's statistics.
 
@@ -120,6 +135,7 @@ def standardize_site(site, mean, scale):
     return site.replace(X=(numeric_matrix(site) - mean) / scale)
 
 
+@row_step("impute", arguments=(Arg("imputer", "object", role="transformer"),))
 def impute_site(site, imputer):
     """At a site: its feature columns selected, cleaned and imputed by ``imputer``.
 
@@ -137,6 +153,30 @@ def impute_site(site, imputer):
     return site.replace(X=imputer.transform(site.X))
 
 
+def _small_counts_blanked(site, values, out, rules):
+    """Counts of 1 to ``min_level_count - 1`` rows (a column's few missing or bad values)
+    are not released: ``None`` stands for them (what a site service sends)."""
+    k = rules.min_level_count
+
+    def blank(count):
+        return None if 0 < count < k else count
+
+    out["columns"] = {name: tuple(blank(c) for c in counts)
+                      for name, counts in out["columns"].items()}
+    for key in ("no_target", "incomplete"):
+        out[key] = blank(out[key])
+    return out
+
+
+@site_operation(
+    "data.inspect", releases=COUNTS,
+    describes="counts only: per column the numbers of missing, non-numeric and "
+              "non-finite values, rows without a target and incomplete rows; each count "
+              "from 1 to min_level_count - 1 blanked",
+    arguments=(Arg("categorical", "names", most=1 << 16),), reply=_small_counts_blanked,
+    counts=lambda out: [c for counts in out["columns"].values() for c in counts
+                        if c is not None] + [c for c in (out["no_target"], out["incomplete"],
+                                                         out["rows"]) if c is not None])
 def inspect_site(site, categorical):
     """At a site: counts of its input problems, per column (no value leaves the site).
 
@@ -185,6 +225,7 @@ def _missing_target(y):
     return pd.isna(pd.DataFrame(y)).to_numpy().any(axis=1)
 
 
+@row_step("drop_incomplete", selects=True, arguments=(Arg("impute", "bool"),))
 def drop_incomplete_site(site, impute):
     """At a site: its rows without a missing value.
 

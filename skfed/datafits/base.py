@@ -12,6 +12,9 @@ from abc import ABC, abstractmethod
 import numpy as np
 import scipy.sparse as sp
 
+from ..federation import dominance
+from ..federation.wire import register_subclasses
+
 
 class Datafit(ABC):
     """Loss of raw predictions, weighted-summed over samples.
@@ -38,6 +41,10 @@ class Datafit(ABC):
     #: shape of the targets this loss expects: "continuous", "binary", ...
     target_kind = "continuous"
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register_subclasses(Datafit, "datafit")(cls)  # a loss a site message may carry
+
     @abstractmethod
     def loss_sum(self, Z, Y, sw):
         """Sum over samples of ``sw_i * loss(Z_i, Y_i)``."""
@@ -45,6 +52,12 @@ class Datafit(ABC):
     @abstractmethod
     def raw_gradient(self, Z, Y, sw):
         """Derivative of :meth:`loss_sum` with respect to ``Z``."""
+
+    def loss_rows(self, Z, Y, sw):
+        """Each row's weighted loss (their sum is :meth:`loss_sum`): what a site service's
+        dominance rule audits (:mod:`skfed.federation.dominance`). A loss without it is
+        refused there."""
+        raise NotImplementedError(f"{self!r} does not define loss_rows.")
 
     def raw_hessian(self, Z, Y, sw):
         """Second derivative of :meth:`loss_sum` with respect to each row of ``Z``.
@@ -144,15 +157,38 @@ class ClientObjective:
         """Gradient of the mean loss (on ``rows`` if given)."""
         return self._evaluate(theta, rows, with_value=False)[1]
 
+    def _audit(self, X, Z, Y, sw, dZ, with_value, D=None):
+        """The dominance rule on what this evaluation releases (at a site service only:
+        :mod:`skfed.federation.dominance`): the rows' losses, their gradient terms
+        ``x_ij dZ_ik`` and, with ``D``, the Hessian's ``x_ij D_i x_il``."""
+        if dominance.active() is None:
+            return
+        if with_value:
+            dominance.check_rows(self.datafit.loss_rows(Z, Y, sw), "the loss")
+        if dZ is None:  # a loss coupling the rows: its gradient is still X' (dloss/dZ)
+            dZ = self.datafit.raw_gradient(Z, Y, sw)
+        dominance.check_products(X, dZ, what="the gradient")
+        if self.layout.fit_intercept:
+            dominance.check_rows(dZ, "the gradient")
+        if D is not None:
+            for k in range(D.shape[1]):
+                dominance.check_products(X, X, D[:, k] if D.ndim == 2 else D[:, k, k],
+                                         what="the Hessian")
+                if self.layout.fit_intercept:
+                    dominance.check_rows(D[:, k] if D.ndim == 2 else D[:, k, k],
+                                         "the Hessian")
+
     def _evaluate(self, theta, rows, with_value):
         X, Y, sw = self._rows(rows)
         total = self.weight_sum if rows is None else float(np.sum(sw))
         Z = self.raw(theta, X, rows)
         if hasattr(self.datafit, "design_terms"):  # a loss coupling the rows (Cox)
+            self._audit(X, Z, Y, sw, None, with_value)
             value, grad, _ = self.datafit.design_terms(X, Z, Y, sw, hessian=False)
             return (value / total if with_value else None), grad / total
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
         dZ = self.datafit.raw_gradient(Z, Y, sw) / total
+        self._audit(X, Z, Y, sw, dZ, with_value)
         grad = np.empty(self.layout.size)
         # (X.T @ dZ).T works for dense and sparse X alike
         grad[: self.layout.n_coef] = np.asarray(X.T @ dZ).T.ravel()
@@ -177,6 +213,8 @@ class ClientObjective:
         total = self.weight_sum if rows is None else float(np.sum(sw))
         Z = self.raw(theta, X, rows)
         if hasattr(self.datafit, "design_terms"):  # a loss coupling the rows (Cox)
+            self._audit(X, Z, Y, sw, None, with_value, self.datafit.audited_hessian(Z, Y, sw)
+                        if dominance.active() is not None else None)
             value, grad, H = self.datafit.design_terms(X, Z, Y, sw, hessian=True)
             return (value / total if with_value else None), grad / total, H / total
         value = self.datafit.loss_sum(Z, Y, sw) / total if with_value else None
@@ -186,8 +224,12 @@ class ClientObjective:
         if self.layout.fit_intercept:
             grad[self.layout.n_coef :] = dZ.sum(axis=0)
         if constant and getattr(self, "_hessian", None) is not None:
+            self._audit(X, Z, Y, sw, dZ, with_value, self.datafit.raw_hessian(Z, Y, sw)
+                        if dominance.active() is not None else None)
             return value, grad, self._hessian
-        H = hessian_from_raw(X, self.datafit.raw_hessian(Z, Y, sw) / total, self.layout)
+        D = self.datafit.raw_hessian(Z, Y, sw) / total
+        self._audit(X, Z, Y, sw, dZ, with_value, D)
+        H = hessian_from_raw(X, D, self.layout)
         if constant:
             self._hessian = H
         return value, grad, H
@@ -209,6 +251,14 @@ class ClientObjective:
             G = Xd.T @ (Xd * sw[:, None]) / S
             B = Xd.T @ (self.Y * sw[:, None]) / S
             self._normal = (G, B)
+        if dominance.active() is not None:  # each time they are used for a reply
+            X = self.X
+            Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+            dominance.check_products(Xd, Xd, self.sample_weight, "the Gram matrix")
+            dominance.check_products(Xd, self.Y, self.sample_weight, "X'y")
+            if self.layout.fit_intercept:
+                dominance.check_rows(np.column_stack([Xd, self.Y, np.ones(len(Xd))])
+                                     * self.sample_weight[:, None], "a sum")
         return self._normal
 
     def __getstate__(self):
@@ -221,10 +271,15 @@ class ClientObjective:
         """``curvature * X.T @ diag(sw) @ X @ v / sum(sw)``: the coefficient block of
         the Hessian bound applied to ``v`` (length ``n_features``)."""
         curv = self.datafit.step_curvature
-        return curv * np.asarray(self.X.T @ (self.sample_weight * (self.X @ v))).ravel() / self.weight_sum
+        Xv = self.X @ v
+        dominance.check_products(self.X, np.asarray(Xv).reshape(-1, 1), self.sample_weight,
+                                 "a curvature product")
+        return curv * np.asarray(self.X.T @ (self.sample_weight * Xv)).ravel() / self.weight_sum
 
     def feature_mean(self):
         """Sample-weighted mean of the rows of ``X``."""
+        dominance.check_products(self.X, np.ones((self.X.shape[0], 1)), self.sample_weight,
+                                 "a mean")
         return np.asarray(self.X.T @ self.sample_weight).ravel() / self.weight_sum
 
     def lipschitz(self, exact=True):
@@ -252,6 +307,10 @@ class ClientObjective:
         mean = self.feature_mean()
         sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum(
             "ij,ij->i", X, X)
+        if exact:  # a function of the weighted Gram matrix (audited at a site service)
+            dominance.check_products(X, X, sw, "the Gram matrix")
+        else:
+            dominance.check_rows(sw * sq, "a trace bound")
         if exact:
             L_coef = curv * _top_eigenvalue_weighted_gram(X, sw) / self.weight_sum
         else:

@@ -263,6 +263,36 @@ class CoxPartialLikelihood(Datafit):
         return cox_terms(risk_set_sums(None, eta, Y, sw, event_grid(Y), order=0),
                          self.ties, order=0)[0]
 
+    def loss_rows(self, Z, Y, sw):
+        """Each row's part of minus the log partial likelihood: an event row's
+        ``-w_i eta_i`` plus its weight's share of its time's log-denominator terms (0 for
+        a censored row); they sum to :meth:`loss_sum` (what the dominance rule audits)."""
+        eta = np.asarray(Z)[:, 0]
+        grid = event_grid(Y)
+        sums = risk_set_sums(None, eta, Y, sw, grid, order=0)
+        rep, _, c, den = _expand(sums, self.ties)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_time = np.bincount(rep, weights=c * np.log(den), minlength=sums["s0"].size)
+            pos, _ = grid_positions(grid, Y)
+            event = (Y[:, 1] > 0) & (pos >= 0)
+            out = np.zeros(len(eta))
+            out[event] = sw[event] * (per_time[pos[event]] / sums["w"][pos[event]] - eta[event])
+        return out
+
+    def audited_hessian(self, Z, Y, sw):
+        """The diagonal part of the Hessian in the linear predictors, ``phi_i sum_{t <=
+        T_i} c_t / den_t`` (``(n, 1)``): the rows' weights in the part ``X' diag X`` of the
+        information that the dominance rule audits (the risk sets couple the rest)."""
+        eta = np.asarray(Z)[:, 0]
+        grid = event_grid(Y)
+        sums = risk_set_sums(None, eta, Y, sw, grid, order=0)
+        rep, _, c, den = _expand(sums, self.ties)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ct = np.bincount(rep, weights=c / den, minlength=sums["s0"].size)
+            phi = sw * np.exp(eta)
+        pos, first = grid_positions(grid, Y)
+        return (phi * _prefix_sums(ct, pos, first))[:, None]
+
     def raw_gradient(self, Z, Y, sw):
         """The derivative in each row's linear predictor:
         ``-w_i e_i + phi_i sum_{t <= T_i} c_t - e_i phi_i b_t`` with

@@ -68,6 +68,10 @@ class Tweedie(Datafit):
         with np.errstate(over="ignore"):
             return float(np.sum(sw[:, None] * self.unit_half_deviance(Z, Y)))
 
+    def loss_rows(self, Z, Y, sw):
+        with np.errstate(over="ignore"):
+            return sw * self.unit_half_deviance(Z, Y).sum(axis=1)
+
     def raw_gradient(self, Z, Y, sw):
         p = self.power
         with np.errstate(over="ignore"):

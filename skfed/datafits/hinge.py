@@ -17,6 +17,10 @@ class SquaredHinge(Datafit):
         slack = np.maximum(0.0, 1.0 - Y * Z)
         return float(np.sum(sw[:, None] * slack * slack))
 
+    def loss_rows(self, Z, Y, sw):
+        slack = np.maximum(0.0, 1.0 - Y * Z)
+        return sw * (slack * slack).sum(axis=1)
+
     def raw_gradient(self, Z, Y, sw):
         return -2.0 * Y * np.maximum(0.0, 1.0 - Y * Z) * sw[:, None]
 
@@ -44,6 +48,9 @@ class Hinge(Datafit):
 
     def loss_sum(self, Z, Y, sw):
         return float(np.sum(sw[:, None] * np.maximum(0.0, 1.0 - Y * Z)))
+
+    def loss_rows(self, Z, Y, sw):
+        return sw * np.maximum(0.0, 1.0 - Y * Z).sum(axis=1)
 
     def raw_gradient(self, Z, Y, sw):
         return -Y * (Y * Z < 1.0) * sw[:, None]

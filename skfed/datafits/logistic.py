@@ -21,6 +21,9 @@ class Logistic(Datafit):
     def loss_sum(self, Z, Y, sw):
         return float(np.sum(sw[:, None] * np.logaddexp(0.0, -Y * Z)))
 
+    def loss_rows(self, Z, Y, sw):
+        return sw * np.logaddexp(0.0, -Y * Z).sum(axis=1)
+
     def raw_gradient(self, Z, Y, sw):
         return -Y * expit(-Y * Z) * sw[:, None]
 
@@ -45,6 +48,9 @@ class Multinomial(Datafit):
 
     def loss_sum(self, Z, Y, sw):
         return float(np.sum(sw * (logsumexp(Z, axis=1) - np.einsum("ij,ij->i", Z, Y))))
+
+    def loss_rows(self, Z, Y, sw):
+        return sw * (logsumexp(Z, axis=1) - np.einsum("ij,ij->i", Z, Y))
 
     def raw_gradient(self, Z, Y, sw):
         return (softmax(Z, axis=1) - Y) * sw[:, None]

@@ -24,6 +24,10 @@ class Quadratic(Datafit):
         R = Z - Y
         return 0.5 * float(np.sum(sw * np.einsum("ij,ij->i", R, R)))
 
+    def loss_rows(self, Z, Y, sw):
+        R = Z - Y
+        return 0.5 * sw * np.einsum("ij,ij->i", R, R)
+
     def raw_gradient(self, Z, Y, sw):
         return (Z - Y) * sw[:, None]
 

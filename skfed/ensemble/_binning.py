@@ -29,21 +29,15 @@ False).
 """
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
+from ._bins import _finish, midpoint_thresholds, percentile_levels
 from ._selection import OrderQuery, run_search
 from ._site import site_bin_counts
 
 #: scikit-learn's binning subsample and its clip of large thresholds
 SUBSAMPLE = 200_000
-ALMOST_INF = 1e300
 #: probe keys per feature and round
 PROBE_BUDGET = 2048
-
-
-def percentile_levels(max_bins):
-    """The percentiles scikit-learn's binning asks for."""
-    return np.linspace(0, 100, num=max_bins + 1)[1:-1]
 
 
 def percentile_ranks(n, max_bins):
@@ -64,22 +58,6 @@ def percentiles_from_ranks(n, ranks, values, max_bins):
     fill = np.searchsorted(ranks, np.arange(n), side="right") - 1
     stand_in = np.asarray(values)[np.maximum(fill, 0)]
     return np.percentile(stand_in, percentile_levels(max_bins), method="averaged_inverted_cdf")
-
-
-def _finish(thresholds):
-    """scikit-learn's last steps: duplicates removed, clipped below +inf."""
-    unique = np.unique(thresholds)
-    if unique.shape[0] != thresholds.shape[0]:
-        thresholds = unique
-    return np.clip(thresholds, a_min=None, a_max=ALMOST_INF)
-
-
-def midpoint_thresholds(distinct):
-    """Thresholds of a feature with few distinct values (scikit-learn's midpoints)."""
-    distinct = np.asarray(distinct, dtype=np.float64)
-    if len(distinct) == 1:
-        return np.asarray([])
-    return _finish(sliding_window_view(distinct, 2).mean(axis=1))
 
 
 class _Targets:

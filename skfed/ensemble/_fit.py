@@ -39,8 +39,9 @@ from ._grower import TreeReplay, grow_iteration, make_predictor
 from ._history import BoostingHistory
 from ._losses import QUANTILE_LOSSES, baseline_from_sums, make_loss
 from ._quantiles import QuantileRefit, pooled_quantile_baseline
-from ._site import pack_nodes, site_histograms, site_loss, site_schema, site_totals
-from ._sketch import site_sketch, sketch_thresholds
+from ._site import (pack_nodes, site_histograms, site_loss, site_schema, site_sketch,
+                    site_totals)
+from ._sketch import sketch_thresholds
 from ._splitting import Splitter
 from ._tree import pack_trees
 

@@ -12,6 +12,8 @@ from sklearn._loss.loss import (AbsoluteError, HalfBinomialLoss, HalfGammaLoss,
                                 HalfMultinomialLoss, HalfPoissonLoss, HalfSquaredError,
                                 PinballLoss)
 
+from ..federation import dominance
+
 #: the regressor's losses (scikit-learn 1.9's names)
 REGRESSION_LOSSES = ("squared_error", "absolute_error", "gamma", "poisson", "quantile")
 #: losses whose leaves are refitted to a quantile of the residuals
@@ -73,6 +75,8 @@ def gradients(loss, y, raw, sample_weight):
 def loss_sums(loss, y, raw, sample_weight):
     """``{"loss": sum w * loss, "weight": sum w}`` over a site's rows."""
     per_row = loss.loss(y_true=y, raw_prediction=raw, sample_weight=None)
+    dominance.check_rows(per_row if sample_weight is None else per_row * sample_weight,
+                         "a loss")
     if sample_weight is None:
         return {"loss": float(per_row.sum()), "weight": float(len(per_row))}
     return {"loss": float(per_row @ sample_weight), "weight": float(sample_weight.sum())}

@@ -22,36 +22,10 @@ their own choosing.
 
 import numpy as np
 
-from ._binning import ALMOST_INF, midpoint_thresholds, percentile_levels
-from ._site import encoded_target, model_features
+from ._bins import ALMOST_INF, midpoint_thresholds, percentile_levels
 
 #: what a site signs its sketch under (with its name, the dataset and the arrays)
 _DOMAIN = b"skfed boosting sketch v1"
-
-
-def site_sketch(site, context, rows):
-    """The site's sketch: per continuous feature (model order), the means and counts of
-    consecutive groups of at least ``rows`` of its non-missing values, at most
-    ``max_bins`` groups (zero-weight rows left out, as scikit-learn leaves them out of
-    its bins)."""
-    X = model_features(site, context)
-    _, sw = encoded_target(site, context)
-    means, counts = [], []
-    for f in np.flatnonzero(~np.asarray(context["categorical"], dtype=bool)):
-        x = X[:, f]
-        keep = ~np.isnan(x) if sw is None else ~np.isnan(x) & (sw != 0)
-        values = np.sort(x[keep])
-        groups = min(len(values) // int(rows), int(context["max_bins"]))
-        if groups == 0:
-            means.append(np.empty(0))
-            counts.append(np.empty(0, dtype=np.int64))
-            continue
-        sizes = np.full(groups, len(values) // groups, dtype=np.int64)
-        sizes[:len(values) % groups] += 1  # numpy's array_split: the first groups larger
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        means.append(np.add.reduceat(values, starts) / sizes)
-        counts.append(sizes)
-    return {"rows": int(rows), "means": means, "counts": counts}
 
 
 def sketch_thresholds(sketches, max_bins):

@@ -11,8 +11,23 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..exceptions import ClientFailure
+from ..federation.operations import MASKED, Arg, Refused, site_operation
 
 
+@site_operation(
+    "fit.step", releases=MASKED, target="fit",
+    describes="the solver's reply of one round (its declared sums): masked under secure "
+              "aggregation, clipped, noised and charged under differential privacy, "
+              "decided by the solver's class at the site; in the clear only where the "
+              "policy requires no protection, under the dominance rule",
+    arguments=(Arg("solver", "bytes", most=1 << 24, optional=True),
+               Arg("solver_digest", "str", most=64), Arg("client", "int", low=0, high=1 << 20),
+               Arg("seed", "int", low=0, high=2 ** 63 - 1),
+               Arg("message", "value", check=lambda m: None if m is None or isinstance(
+                   m, dict) else "a round's message is a dict"),
+               Arg("state", "value", optional=True,
+                   check=lambda s: None if s is None or isinstance(s, dict) else
+                   "a client's state is a dict")))
 def client_round(client, solver, state, message, seed):
     """One client's local work in one round: ``(reply, new_state)``.
 
@@ -22,6 +37,8 @@ def client_round(client, solver, state, message, seed):
     """
     try:
         return solver.client_update(client, state, message, np.random.default_rng(seed))
+    except Refused:  # a site's rule (dominance, time): the site's refusal, not a fault
+        raise
     except Exception as exc:  # the client's fault is reported, not raised
         return ClientFailure.from_exception(exc)
 

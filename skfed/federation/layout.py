@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .wire import wire_class
 
+
+@wire_class(role="layout")
 @dataclass(frozen=True)
 class Layout:
     """Shapes of the coefficient and intercept blocks of ``theta``.

@@ -4,7 +4,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .wire import wire_class
 
+
+@wire_class(role="problem")
 @dataclass
 class FederatedProblem:
     """The global objective ``P(theta) = sum_j a_j L_j(theta) + psi(coef)``.

@@ -11,10 +11,36 @@ import numpy as np
 from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError
 from ..history import ConvergenceHistory
+from .operations import COUNTS, SUMS, Arg, site_operation
 from .smoothness import masked_smoothness
 
 
 # --- client-side tasks (module level so process executors can pickle them) ---
+def _summary_class(client, args):
+    """Counts without smoothness constants (the setup of a protected fit: the weight sum
+    is then a function of the counts and the public class weights), unless the rows
+    carry a weight column; sums with them."""
+    if args.get("exact") is None and not getattr(client, "weighted_rows", False):
+        return COUNTS
+    return SUMS
+
+
+def _summary_reply(client, values, out, rules):
+    """A site service never releases the largest row norm (``row``: a single row's
+    value); minibatch step sizes then need an explicit ``client_lr``."""
+    if out.get("lipschitz") is not None:
+        out["lipschitz"] = dict(out["lipschitz"], row=None)
+    return out
+
+
+@site_operation(
+    "fit.client_summary", releases=_summary_class, target="fit",
+    describes="row count and weight sum; with exact set, the loss's smoothness constants "
+              "(the top eigenvalue of the weighted Gram, or its trace bound), never the "
+              "largest row norm",
+    arguments=(Arg("exact", "choice", choices=(None, True, False)),),
+    reply=_summary_reply, counts=lambda out: [out["n_samples"]],
+    packer=lambda exact=True: {"exact": exact})
 def client_summary(client, exact=True):
     """What a client sends once before round one: sizes and smoothness constants
     (``exact=False``: trace bounds; see :meth:`ClientObjective.lipschitz`;
@@ -24,9 +50,24 @@ def client_summary(client, exact=True):
             "lipschitz": None if exact is None else client.lipschitz(exact)}
 
 
+@site_operation(
+    "fit.monitor", releases=SUMS, target="fit",
+    describes="the mean loss and its gradient at the broadcast model, under the dominance "
+              "rule",
+    arguments=(Arg("theta", "floats", most=1 << 24),),
+    checks=(lambda client, values, rules: _check_size(client, values["theta"]),))
 def client_monitor(client, theta):
     """Loss and gradient at the server model: monitoring only, not the algorithm."""
     return client.value_and_gradient(theta)
+
+
+def _check_size(client, vector, features=False):
+    """A broadcast vector of the model's size (or the features')."""
+    from .operations import Refused
+
+    size = client.X.shape[1] if features else client.layout.size
+    if vector.shape != (size,):
+        raise Refused("message", f"expected a float vector of {size} entries")
 
 
 @dataclass
@@ -67,6 +108,11 @@ class _Monitor:
             return np.nan, np.nan, 0
         if sums is NotImplemented:
             sums = self.pooled_loss(theta)
+        if self.solver.differentially_private:  # a noised pass: no smoothness constants
+            problem = self.problem
+            objective = float(sums[0]) + problem.layout.penalty_value(problem.penalty, theta)
+            self.last_mapped = self.last_blocks = None
+            return objective, np.nan, ledger.bytes("monitor") - spent
         objective, stationarity = self.evaluate_sums(theta, *sums)
         return objective, stationarity, ledger.bytes("monitor") - spent
 

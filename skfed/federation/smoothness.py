@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..datafits.base import joint_factor
+from .operations import SUMS, Arg, Refused, site_operation
 
 # Lanczos converges to the top eigenvalue from below; a small margin keeps the
 # step safe, and the result is never allowed below a provable lower bound.
@@ -22,14 +23,30 @@ _MARGIN = 1e-3
 _DENSE_BELOW = 16
 
 
+def _feature_vector(client, values, rules):
+    if values["v"].shape != (client.X.shape[1],):
+        raise Refused("message", f"expected a float vector of {client.X.shape[1]} entries")
+
+
+@site_operation(
+    "fit.curvature", releases=SUMS, target="fit",
+    describes="the mean loss's curvature along one broadcast vector (the weighted Gram "
+              "times it), under the dominance rule",
+    arguments=(Arg("v", "floats", most=1 << 24),), checks=(_feature_vector,))
 def client_curvature_matvec(client, v):
     return client.curvature_matvec(v)
 
 
+@site_operation("fit.feature_mean", releases=SUMS, target="fit",
+                describes="the weighted mean of the features, under the dominance rule")
 def client_feature_mean(client):
     return client.feature_mean()
 
 
+@site_operation(
+    "fit.smoothness_sums", releases=SUMS, target="fit", maskable=True,
+    describes="the sums of w ||x||^2 and of w x over the rows (the trace bound of a "
+              "protected fit's pooled constants; summed masked)")
 def client_smoothness_sums(client):
     """A site's part of the pooled loss's trace-bound constants, as sums over its rows:
     ``sum_i w_i ||x_i||^2`` and ``sum_i w_i x_i`` (summed masked over the sites, then

@@ -21,16 +21,9 @@ Every exchange with the sites goes through one
 
 from .._messages import closest, did_you_mean, show
 from ..stats._levels import sorted_levels
-from ._design import FORMAT, site_levels
+from ._design import FORMAT, site_levels, tree_columns
 from ._errors import FormulaError
 from ._parse import read_factor
-
-
-def tree_columns(tree):
-    """The columns an expression tree reads, in order."""
-    if "column" in tree:
-        return [tree["column"]]
-    return [c for arg in tree.get("args", []) for c in tree_columns(arg)]
 
 
 def _check_column(name, column, kinds, need_numbers=False):

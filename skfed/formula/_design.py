@@ -25,6 +25,7 @@ import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteData, SiteError, site_rows
+from ..federation.operations import COUNTS, SUMS, Arg, Refused, row_step, site_operation
 from ..stats._levels import sorted_levels
 from ._errors import DesignError
 
@@ -215,6 +216,42 @@ def _used_values(site, design):
     return numeric, missing
 
 
+def _design_form(value):
+    try:
+        check_design(value)
+    except DesignError as exc:
+        return f"a malformed design: {str(exc)[:200]}"
+    return None
+
+
+def tree_columns(tree):
+    """The columns an expression tree reads, in order."""
+    if "column" in tree:
+        return [tree["column"]]
+    return [c for arg in tree.get("args", []) for c in tree_columns(arg)]
+
+
+def _design_reads(design):
+    """The raw columns a design reads (for the audit line)."""
+    columns = set(design.get("keep", []))
+    for factor in design["factors"].values():
+        columns |= ({factor["column"]} if "column" in factor else
+                    set(tree_columns(factor["expr"])))
+    response = design.get("response") or {}
+    for key in ("expr", "time", "event"):
+        if key in response:
+            columns |= set(tree_columns(response[key]))
+    if design.get("offset") is not None:
+        columns |= set(tree_columns(design["offset"]["expr"]))
+    if design.get("weights") is not None:
+        columns.add(design["weights"]["column"])
+    return sorted(columns)
+
+
+_DESIGN = Arg("design", "value", check=_design_form)
+
+
+@row_step("formula_complete_rows", selects=True, arguments=(_DESIGN,), reads=_design_reads)
 def complete_rows(site, design):
     """At a site (a row step): the rows with every value the formula uses.
 
@@ -244,6 +281,19 @@ def complete_rows(site, design):
     return site_rows(site, ~missing)
 
 
+def _level_names(site, values, rules):
+    from ..stats._site import check_level_names
+
+    check_level_names(site, values["columns"], rules)
+
+
+@site_operation(
+    "formula.levels", releases=COUNTS,
+    describes="per categorical column of a formula, the levels the site holds (each held "
+              "by >= min_level_count rows, else a refusal naming the column)",
+    arguments=(Arg("columns", "names", most=1024),
+               Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count")),
+    checks=(_level_names,), counts=lambda out: [])
 def site_levels(site, columns, min_count):
     """At a site (a per-site release): the levels of categorical columns.
 
@@ -287,6 +337,13 @@ def site_levels(site, columns, min_count):
     return out
 
 
+@site_operation(
+    "formula.extremes", releases=SUMS,
+    requires="allow_exact_quantiles: a spline's boundary knots are single rows' values "
+             "(the minimum and maximum)",
+    describes="per spline column of a formula, its non-missing count, minimum and maximum "
+              "(single rows' values: only with allow_exact_quantiles)",
+    arguments=(Arg("columns", "names", most=1024),))
 def site_extremes(site, columns):
     """At a site (a per-site release): each column's non-missing count, minimum and
     maximum (two single rows' values: the ends of a spline's knots)."""
@@ -362,6 +419,7 @@ def _response(site, response):
     return y
 
 
+@row_step("formula_design", arguments=(_DESIGN,), reads=_design_reads)
 def design_rows(site, design):
     """At a site (a row step): its rows as the formula's design.
 

@@ -12,13 +12,20 @@ from ..federation.session import FederationSession
 from .._docstrings import FIT_ATTRS_DOC, SHARED_DOC
 from ..base import FederatedLinearModel, SiteScoreMixin, fit_all_or_nothing, sites_aware
 from ..data import FederatedDataset
-from ..data.site import SiteError
+from ..data.site import SiteError, _model_from_message, _model_problem, model_message
+from ..federation import dominance
+from ..federation.operations import NOTHING, SUMS, Arg, site_operation
 from ..datafits import Gamma, Poisson, Quadratic, Tweedie
 from ..federation.layout import Layout
 from ..penalties import ElasticNet
 from ._inference import COV_TYPES, Family, GLMInferenceMixin, InferenceError
 
 
+@site_operation(
+    "data.check_target", releases=NOTHING,
+    describes="nothing (the target is checked to be in the family's range; a refusal "
+              "says which family, never how many values are outside it)",
+    arguments=(Arg("family_name", "name"), Arg("lower", "float"), Arg("strict", "bool")))
 def check_target_range(site, family_name, lower, strict):
     """At a site: refuse a target outside the family's range (no value is sent)."""
     y = np.asarray(site.y, dtype=np.float64)
@@ -33,12 +40,26 @@ def check_target_range(site, family_name, lower, strict):
     return {}
 
 
+@site_operation(
+    "evaluate.response_sums", releases=SUMS,
+    describes="two numbers: the sum of weights and of weighted targets (the mean response "
+              "of a GLM score's null model), under the dominance rule")
 def site_response_sums(site):
     """At a site: ``sum w`` and ``sum w y`` (the pooled mean response of D^2's null)."""
     w = site.weights()
-    return {"w": float(w.sum()), "wy": float(w @ np.asarray(site.y, dtype=float))}
+    y = np.asarray(site.y, dtype=float)
+    dominance.check_rows(np.column_stack([w, w * y]), "a mean response")
+    return {"w": float(w.sum()), "wy": float(w @ y)}
 
 
+@site_operation(
+    "evaluate.deviances", releases=SUMS,
+    describes="two numbers: the weighted deviance of a GLM's predictions and of a "
+              "constant (its D^2 score), under the dominance rule",
+    arguments=(Arg("estimator", "value", check=_model_problem, convert=_model_from_message),
+               Arg("ybar", "float")),
+    packer=lambda estimator, ybar: {"estimator": model_message(estimator),
+                                    "ybar": float(ybar)})
 def site_deviances(site, estimator, ybar):
     """At a site: the weighted deviance of the model's predictions (with the site's
     offsets) and of the constant ``ybar``: two numbers."""
@@ -47,6 +68,9 @@ def site_deviances(site, estimator, ybar):
     family = estimator._inference_family()
     w, y = site.weights(), np.asarray(site.y, dtype=float)
     mu = site_predictions(site, estimator, "predict")
+    dominance.check_rows(np.column_stack([w * family.unit_deviance(y, mu),
+                                          w * family.unit_deviance(y, np.full_like(y, ybar))]),
+                         "a deviance")
     return {"model": float(w @ family.unit_deviance(y, mu)),
             "null": float(w @ family.unit_deviance(y, np.full_like(y, ybar)))}
 

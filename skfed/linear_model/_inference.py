@@ -39,6 +39,9 @@ from scipy import stats
 from scipy.special import expit, gammaln, xlogy
 
 from ..datafits.base import hessian_from_raw
+from ..federation import dominance
+from ..federation.operations import SUMS, Arg, site_operation
+from ..federation.wire import wire_class
 from ..solvers.newton import pack_upper, unpack_upper
 from ..stats._hypothesis import WaldTestsMixin, warn_few_clusters
 
@@ -56,6 +59,7 @@ class InferenceError(ValueError, AttributeError):
 
 
 # --- families: what the sites need to compute their sums ----------------------
+@wire_class(role="family")
 @dataclass(frozen=True)
 class Family:
     """A GLM family with its link, as seen by the inference pass.
@@ -140,6 +144,8 @@ class Family:
     # -- log-likelihood (statsmodels' families, with their constant terms) -----
     def loglike_pieces(self, y, mu, w):
         """Sums a site sends, from which :meth:`loglike` assembles the log-likelihood."""
+        if dominance.active() is not None:
+            self._audit_loglike(y, mu, w)
         if self.name == "binomial":
             return {"ll": float(w @ (xlogy(y, mu) + xlogy(1 - y, 1 - mu)))}
         p = self.variance_power
@@ -154,6 +160,23 @@ class Family:
             return {"y_theta_kappa": float(w @ (y * mu ** (1 - p) / (1 - p)
                                                  - mu ** (2 - p) / (2 - p)))}
         return {}
+
+    def _audit_loglike(self, y, mu, w):
+        """The dominance rule on each log-likelihood piece, row by row."""
+        if self.name == "binomial":
+            rows = [xlogy(y, mu) + xlogy(1 - y, 1 - mu)]
+        elif self.name == "gaussian":
+            rows = [(y - mu) ** 2]
+        elif self.variance_power == 1:
+            rows = [xlogy(y, mu) - mu - gammaln(y + 1)]
+        elif self.variance_power == 2:
+            rows = [np.log(y / mu), y / mu, np.log(y)]
+        elif self.series_density:
+            p = self.variance_power
+            rows = [y * mu ** (1 - p) / (1 - p) - mu ** (2 - p) / (2 - p)]
+        else:
+            return
+        dominance.check_rows(np.column_stack(rows) * w[:, None], "a log-likelihood")
 
     @property
     def series_density(self):
@@ -186,16 +209,41 @@ class Family:
 # --- what runs at a site (module level: picklable for process and Dask executors) ---
 def _design_sum(client, weights):
     """``A' diag(weights) A`` with ``A = [X, 1]`` (the intercept column when fitted)."""
-    return hessian_from_raw(client.X, np.asarray(weights, dtype=float)[:, None], client.layout)
+    weights = np.asarray(weights, dtype=float)
+    if dominance.active() is not None:
+        X = client.X
+        dominance.check_products(X, X, weights, "an information matrix")
+        dominance.check_products(X, np.ones((X.shape[0], 1)), weights, "an information matrix")
+        dominance.check_rows(weights, "an information matrix")
+    return hessian_from_raw(client.X, weights[:, None], client.layout)
 
 
 def _score_sum(client, factor):
     """``A' factor``: the site's score sum in the layout of theta."""
     lay = client.layout
+    dominance.check_products(client.X, factor[:, None], what="a score sum")
+    dominance.check_rows(factor, "a score sum")
     S = np.asarray(client.X.T @ factor).ravel()
     return np.concatenate([S, [factor.sum()]]) if lay.fit_intercept else S
 
 
+def _family(value):
+    from ..federation.wire import role_of
+
+    return None if role_of(value) == "family" else "a GLM family of skfed's"
+
+
+_THETA = Arg("theta", "floats", most=1 << 20)
+_FAMILY = Arg("family", "object", role="family", check=_family)
+
+
+@site_operation(
+    "fit.inference", releases=SUMS, target="fit", maskable=True,
+    describes="at the fitted model: the p x p information, and the sandwich's p x p meat "
+              "(HC0/HC1) or the outer product of the site's score sum (cluster); Pearson "
+              "chi-square, deviance and log-likelihood sums; under the dominance rule",
+    arguments=(_THETA, _FAMILY, Arg("cov_type", "choice",
+                                    choices=("nonrobust", "HC0", "HC1", "cluster"))))
 def client_inference_terms(client, theta, family, cov_type):
     """One site's sums at the optimum ``theta`` (see the module docstring)."""
     w = client.sample_weight
@@ -203,6 +251,9 @@ def client_inference_terms(client, theta, family, cov_type):
     y = family.decode(client.Y)
     mu = family.mean(eta)
     s = family.score_factor(y, mu)
+    dominance.check_rows(np.column_stack([w, w * (y - mu) ** 2 / family.variance(mu),
+                                          w * family.unit_deviance(y, mu)]),
+                         "a goodness-of-fit sum")
     out = {"n": float(w.sum()),
            "pearson": float(w @ ((y - mu) ** 2 / family.variance(mu))),
            "deviance": float(w @ family.unit_deviance(y, mu))}
@@ -219,6 +270,10 @@ def client_inference_terms(client, theta, family, cov_type):
     return out
 
 
+@site_operation(
+    "fit.inference_dispersion", releases=SUMS, target="fit", maskable=True,
+    describes="the Tweedie density's series term, summed, under the dominance rule",
+    arguments=(Arg("scale", "float", low=0), _FAMILY))
 def client_tweedie_log_c(client, scale, family):
     """``sum_i w_i log c(y_i, phi)`` over the site's positive responses: the part of
     the Tweedie log-density (1 < p < 2) that depends on ``y`` and the dispersion
@@ -230,9 +285,16 @@ def client_tweedie_log_c(client, scale, family):
     alpha = (2 - p) / (1 - p)
     pos = y > 0
     x = ((p - 1) * scale / y[pos]) ** alpha / ((2 - p) * scale)
-    return {"log_c": float(w[pos] @ (-np.log(y[pos]) + log_wright_bessel(-alpha, 0, x)))}
+    terms = -np.log(y[pos]) + log_wright_bessel(-alpha, 0, x)
+    dominance.check_rows(w[pos] * terms, "a log-density")
+    return {"log_c": float(w[pos] @ terms)}
 
 
+@site_operation(
+    "fit.inference_null", releases=SUMS, target="fit", maskable=True,
+    describes="the null model's score, information and deviance sums at a broadcast "
+              "intercept, under the dominance rule",
+    arguments=(Arg("intercept", "float"), _FAMILY))
 def client_null_terms(client, intercept, family):
     """One site's sums for the intercept-only model ``eta = intercept + offset``:
     score and information in the intercept, deviance and log-likelihood pieces;
@@ -242,6 +304,9 @@ def client_null_terms(client, intercept, family):
     offset = client.raw_offset
     eta = np.full(len(y), float(intercept)) if offset is None else intercept + offset
     mu = family.mean(eta)
+    dominance.check_rows(np.column_stack([w * y, w * family.score_factor(y, mu),
+                                          w * family.fisher_weight(mu),
+                                          w * family.unit_deviance(y, mu)]), "a null model's sum")
     out = {"wy": float(w @ y), "score": float(w @ family.score_factor(y, mu)),
            "information": float(w @ family.fisher_weight(mu)),
            "deviance": float(w @ family.unit_deviance(y, mu))}

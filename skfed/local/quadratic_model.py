@@ -22,6 +22,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
 
 from ..penalties import L1
+from ..federation.wire import wire_class
 from .fista import fista
 
 #: relative size below which a pivot or singular value of B counts as zero
@@ -32,6 +33,7 @@ DAMPING = 1e-10
 ROUNDOFF = 1e-14
 
 
+@wire_class(role="value")
 class DenseModel:
     """A dense symmetric positive semi-definite ``B`` (Newton's Hessian)."""
 
@@ -101,6 +103,7 @@ class DenseModel:
         return self._grad
 
 
+@wire_class(role="value")
 class CompactModel:
     """``B = diag(D) - U M^{-1} U'`` with ``U`` of a few columns (compact L-BFGS).
 

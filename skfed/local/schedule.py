@@ -4,7 +4,10 @@ import math
 
 import numpy as np
 
+from ..federation.wire import wire_class
 
+
+@wire_class(role="value")
 class LocalSchedule:
     """Local steps of one round.
 

@@ -18,7 +18,35 @@ from scipy.special import gammaln
 
 from .._messages import show
 from ..data.site import SiteError, numeric_matrix
-from ._site import _check_group_sizes, _group_labels
+from ..federation import dominance
+from ..federation.operations import COUNTS, SUMS, Arg, site_operation
+from ._site import _DESIGN, _check_group_sizes, _group_labels, design_rules
+
+#: the most quadrature nodes a request may ask for (bounds the site's work)
+MAX_QUADRATURE_NODES = 64
+
+
+def _parameters(value):
+    value = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    if value is None or value.ndim != 1 or not 1 <= value.size <= 4096 or \
+            value.dtype.kind not in "iuf" or not np.all(np.isfinite(value)):
+        return "parameters are a finite vector"
+    return None
+
+
+_PARAMS = Arg("params", "value", check=_parameters,
+              convert=lambda p: np.asarray(p, dtype=np.float64))
+
+
+def _audit_rows(groups, b, sigma, v):
+    """The dominance rule on the rows' conditional terms at their groups' modes (the
+    parts the groups' marginal terms are made of: a proxy of each row's share)."""
+    if dominance.active() is None:
+        return
+    logp, d1, w, _ = groups.terms(b, sigma, v)
+    dominance.check_rows(logp[:, 0], "a GLMM's log-likelihood")
+    dominance.check_products(groups.X, d1, what="a GLMM's gradient")
+    dominance.check_products(groups.X, groups.X, w[:, 0], what="a GLMM's Hessian")
 
 FAMILIES = ("binomial", "poisson")
 
@@ -182,6 +210,10 @@ def _site_groups(site, design):
     return _Groups(X, y, trials, codes, design["family"]), labels
 
 
+@site_operation(
+    "mixed.glmm_groups", releases=COUNTS,
+    describes="per group of the site (each of >= min_rows rows): its label and row count",
+    arguments=(_DESIGN,), checks=(design_rules,), counts=lambda out: [out["n"]])
 def site_glmm_groups(site, design):
     """The site's group labels and sizes (checked), before the first round."""
     groups, labels = _site_groups(site, design)
@@ -189,13 +221,27 @@ def site_glmm_groups(site, design):
             "n": np.bincount(groups.codes).astype(np.float64)}
 
 
+@site_operation(
+    "mixed.glmm_totals", releases=SUMS,
+    describes="two numbers: the sums of the outcome and of the trials, under the dominance "
+              "rule",
+    arguments=(_DESIGN,), checks=(design_rules,))
 def site_glmm_totals(site, design):
     """The site's sums of the outcome and of the trials (rows for 0/1 or counts):
     the server's starting intercept."""
     groups, _ = _site_groups(site, design)
+    dominance.check_rows(np.column_stack([groups.y, groups.trials]), "a GLMM's totals")
     return {"y": float(groups.y.sum()), "trials": float(groups.trials.sum())}
 
 
+@site_operation(
+    "mixed.glmm_terms", releases=SUMS,
+    describes="at the broadcast parameters, the site's groups' marginal log-likelihood, "
+              "its gradient and Hessian, summed over its groups (each group of >= "
+              "min_rows rows; the rows' conditional terms at their groups' modes under the "
+              "dominance rule)",
+    arguments=(_DESIGN, _PARAMS, Arg("n_nodes", "int", low=1, high=MAX_QUADRATURE_NODES)),
+    checks=(design_rules,))
 def site_glmm_terms(site, design, params, n_nodes):
     """At ``params = (b, sigma)``: the sums over the site's groups of the AGQ
     log-likelihood (``n_nodes`` nodes; 1: Laplace), its gradient, and its Hessian
@@ -204,6 +250,7 @@ def site_glmm_terms(site, design, params, n_nodes):
     nodes, weights = np.polynomial.hermite.hermgauss(int(n_nodes))
     params = np.asarray(params, dtype=np.float64)
     value, grad, modes = _value_and_gradient(groups, params[:-1], params[-1], nodes, weights)
+    _audit_rows(groups, params[:-1], params[-1], modes)
     hess = np.empty((params.size, params.size))
     for k in range(params.size):
         step = 1e-5 * max(1.0, abs(params[k]))
@@ -217,6 +264,12 @@ def site_glmm_terms(site, design, params, n_nodes):
     return {"loglike": value, "grad": grad, "hess": 0.5 * (hess + hess.T)}
 
 
+@site_operation(
+    "mixed.glmm_modes", releases=SUMS,
+    describes="per group of the site (each of >= min_rows rows): the conditional mode and "
+              "standard deviation of its random intercept (the rows' conditional terms at "
+              "the modes under the dominance rule)",
+    arguments=(_DESIGN, _PARAMS), checks=(design_rules,))
 def site_glmm_modes(site, design, params):
     """Each of the site's groups' conditional mode of its random intercept
     (``sigma v*``, lme4's ``ranef``) and conditional standard deviation
@@ -224,6 +277,7 @@ def site_glmm_modes(site, design, params):
     groups, labels = _site_groups(site, design)
     params = np.asarray(params, dtype=np.float64)
     v, D = groups.modes(params[:-1], params[-1])
+    _audit_rows(groups, params[:-1], params[-1], v)
     sigma = abs(params[-1])
     return {"labels": np.asarray(labels, dtype=object), "mode": np.sign(params[-1]) * sigma * v,
             "sd": sigma / np.sqrt(D)}

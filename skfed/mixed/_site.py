@@ -22,6 +22,43 @@ import numpy as np
 
 from .._messages import show
 from ..data.site import SiteError, numeric_matrix
+from ..federation import dominance
+from ..federation.operations import SUMS, Arg, Refused, site_operation
+
+#: the keys of a mixed model's design and their types
+DESIGN_KEYS = {"groups": (str, type(None)), "re_columns": (list,), "fit_intercept": (bool,),
+               "re_intercept": (bool,), "min_group_rows": (int,), "trials": (str, type(None)),
+               "family": (str,)}
+
+
+def design_problem(design):
+    """The form of a mixed model's design (a plain dict of :data:`DESIGN_KEYS`)."""
+    if not isinstance(design, dict) or not set(design) <= set(DESIGN_KEYS) or any(
+            not isinstance(v, DESIGN_KEYS[k]) for k, v in design.items()):
+        return "a malformed mixed-model design"
+    columns = design.get("re_columns", [])
+    if len(columns) > 256 or not all(isinstance(c, int) and not isinstance(c, bool) and
+                                     c >= 0 for c in columns):
+        return "a malformed mixed-model design"
+    return None
+
+
+def design_rules(site, values, rules):
+    """A group's sums over fewer rows than the site's ``min_rows`` are not released, and
+    groups (and trials) come from the dataset's own columns, not from a transform the
+    analyst built (whose values would be its labels)."""
+    design = values["design"]
+    raw = site.meta.get("raw_columns")
+    for key in ("groups", "trials"):
+        column = design.get(key)
+        if column is not None and raw is not None and column not in raw:
+            raise Refused("columns", f"the {key} column {column!r} is not one of the "
+                                     "dataset's own columns", columns=[column])
+    values["design"] = dict(design, min_group_rows=max(int(design.get("min_group_rows", 0)),
+                                                       rules.min_rows))
+
+
+_DESIGN = Arg("design", "value", check=design_problem)
 
 
 def _group_labels(site, column):
@@ -92,12 +129,30 @@ def _check_group_sizes(site, codes, labels, min_rows):
                                    f"({small.size} such group(s) at this site).")
 
 
+def _audit_design(X, y, what):
+    """The dominance rule on ``X'X``, ``X'y`` and ``y'y`` of some rows."""
+    dominance.check_products(X, X, what=what)
+    dominance.check_products(X, y[:, None], what=what)
+    dominance.check_rows(y * y, what)
+
+
+@site_operation(
+    "mixed.totals", releases=SUMS,
+    describes="a linear mixed model's sums over the site's rows: X'X, X'y, y'y and the row "
+              "count, under the dominance rule",
+    arguments=(_DESIGN,), checks=(design_rules,), maskable=True)
 def site_totals(site, design):
     """``X'X``, ``X'y``, ``y'y`` and the row count over all of a site's rows."""
     X, _, y, _, _ = site_design(site, design)
+    _audit_design(X, y, "a mixed model's totals")
     return {"xtx": X.T @ X, "xty": X.T @ y, "yty": float(y @ y), "n": float(y.size)}
 
 
+@site_operation(
+    "mixed.group_blocks", releases=SUMS,
+    describes="per group of the site (each of >= min_rows rows): its label, row count, "
+              "Z'Z, Z'X and Z'y, each group's sums under the dominance rule",
+    arguments=(_DESIGN,), checks=(design_rules,))
 def site_group_blocks(site, design):
     """Per group of the site: its label, ``n_g``, ``Z_g'Z_g``, ``Z_g'X_g`` and ``Z_g'y_g``."""
     X, Z, y, codes, labels = site_design(site, design)
@@ -105,6 +160,12 @@ def site_group_blocks(site, design):
     sizes = np.bincount(codes, minlength=len(labels))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     Zs, Xs, ys = Z[order], X[order], y[order]
+    if dominance.active() is not None:
+        for a, n in zip(starts, sizes):
+            part = slice(a, a + n)
+            dominance.check_products(Zs[part], np.column_stack([Zs[part], Xs[part],
+                                                                ys[part]]),
+                                     what="a group's sums")
 
     def group_sums(rows):  # sums of per-row products over each group's rows
         return np.add.reduceat(rows, starts, axis=0)
@@ -116,6 +177,12 @@ def site_group_blocks(site, design):
             "zty": group_sums(Zs * ys[:, None])}
 
 
+@site_operation(
+    "mixed.site_fit", releases=SUMS,
+    describes="the site's own least-squares coefficients, their covariance and residual "
+              "degrees of freedom (stage one of a two-stage meta-analysis), from sums under "
+              "the dominance rule",
+    arguments=(_DESIGN,), checks=(design_rules,))
 def site_ols(site, design):
     """The site's own least-squares fit of ``y`` on ``X``: coefficients, their
     covariance ``s2 (X'X)^{-1}`` and the residual degrees of freedom."""
@@ -130,5 +197,7 @@ def site_ols(site, design):
                                    "combination of others at this site); its stage-one "
                                    "estimate is not defined.")
     resid = y - X @ coef
+    _audit_design(X, y, "a site's own fit")
+    dominance.check_rows(resid * resid, "a site's own fit")
     s2 = float(resid @ resid) / (n - p)
     return {"coef": coef, "cov": s2 * np.linalg.inv(X.T @ X), "df_resid": float(n - p)}

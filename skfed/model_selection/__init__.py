@@ -5,6 +5,7 @@ some sites and is scored on the others (:class:`LeaveOneSiteOut`,
 :class:`SiteKFold`), by functions run where the rows are.
 """
 
+from . import _local_baseline  # noqa: F401  (declares evaluate.local_baseline)
 from ._search import FederatedGridSearchCV
 from ._split import LeaveOneSiteOut, SiteKFold
 from ._validation import cross_validate_sites, site_scores

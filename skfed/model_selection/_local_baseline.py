@@ -15,8 +15,10 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.pipeline import make_pipeline
 
-from ..data.site import held_out_mask, numeric_matrix, site_rows
+from ..data.site import held_out_mask, numeric_matrix, site_rows, site_score_terms
 from ..data.steps import MIN_SITE_ROWS
+from ..federation import dominance
+from ..federation.operations import SUMS, Arg, site_operation
 from ..preprocessing._feature_scaler import FeatureScaler
 from ..survival import FedCoxPH
 
@@ -43,6 +45,24 @@ def local_model(est, scale, indicators=()):
         else clone(est)
 
 
+def _indices(value):
+    if not isinstance(value, (list, tuple)) or len(value) > 1 << 16 or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        return "indicator columns are a list of column indices"
+    return None
+
+
+@site_operation(
+    "evaluate.local_baseline", releases=SUMS,
+    describes="one number: the held-out score of a model fitted on the site's own "
+              "training rows (the local-only baseline of skfed fit), its held-out terms "
+              "under the dominance rule",
+    arguments=(Arg("estimator", "object", role="estimator"),
+               Arg("test_size", "float", low=0, high=1), Arg("seed", "int", low=0,
+                                                             high=2 ** 63 - 1),
+               Arg("classifier", "bool"), Arg("scale", "bool", optional=True, default=False),
+               Arg("indicators", "value", optional=True, default=(), check=_indices,
+                   convert=tuple)))
 def local_only_score(site, estimator, test_size, seed, classifier, scale=False, indicators=()):
     """At a site: fit ``estimator`` on its own training rows, score it on its held-out rows.
 
@@ -74,7 +94,8 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
     train, test = site_rows(site, ~mask), site_rows(site, mask)
     if classifier and len(np.unique(train.y)) < 2:
         return np.nan
-    with warnings.catch_warnings():
+    # the local model stays at the site: only its held-out score leaves (audited below)
+    with warnings.catch_warnings(), dominance.suspended():
         warnings.simplefilter("ignore", ConvergenceWarning)
         try:
             local = local_model(estimator, scale, indicators).fit(numeric_matrix(train),
@@ -83,4 +104,7 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
             if not isinstance(estimator, FedCoxPH):
                 raise
             return np.nan  # e.g. no event among the site's training rows: no local model
-    return float(local.score(numeric_matrix(test), test.y))
+    if dominance.active() is not None and not isinstance(estimator, FedCoxPH):
+        site_score_terms(test.replace(X=numeric_matrix(test)), local)  # the score's terms
+    with dominance.suspended():
+        return float(local.score(numeric_matrix(test), test.y))

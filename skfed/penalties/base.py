@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .._messages import show
+from ..federation.wire import register_subclasses
 
 
 class Penalty(ABC):
@@ -29,6 +30,10 @@ class Penalty(ABC):
     #: a sum of one term per output row of ``W`` (then, with a loss of the same
     #: kind, every output is a problem of its own)
     separable_outputs = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register_subclasses(Penalty, "penalty")(cls)  # a penalty a site message may carry
 
     @abstractmethod
     def value(self, W):

@@ -7,6 +7,7 @@ gives the statistics scikit-learn computes on the pooled rows;
 ``docs/preprocessing.md``.
 """
 
+from . import _column_imputer  # noqa: F401  (declares its row step)
 from ._encoder import FedOneHotEncoder
 from ._imputer import FedSimpleImputer
 from ._scaler import FedStandardScaler

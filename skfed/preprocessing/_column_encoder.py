@@ -10,9 +10,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..federation.wire import wire_class
+
 from ._encoder import FedOneHotEncoder
 
 
+@wire_class(role="transformer")
 class ColumnEncoder(TransformerMixin, BaseEstimator):
     """One-hot encode the ``categorical`` columns (a :class:`~skfed.preprocessing.
     FedOneHotEncoder`, categories pooled from the sites' sets) in place of each.

@@ -18,6 +18,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..federation.operations import Arg, row_step
+from ..federation.wire import wire_class
+
 from ._imputer import FedSimpleImputer
 
 
@@ -32,6 +35,7 @@ def _category_text(value):
     return value if isinstance(value, str) else str(value)
 
 
+@wire_class(role="transformer")
 class ColumnImputer(TransformerMixin, BaseEstimator):
     """Select the feature columns of a raw frame and fill their missing values.
 
@@ -177,6 +181,10 @@ class ColumnImputer(TransformerMixin, BaseEstimator):
         return frame
 
 
+@row_step("imputer_columns", arguments=(Arg("imputer", "object", role="transformer"),
+                                        Arg("names", "names", most=1 << 16),
+                                        Arg("dtype", "choice", choices=("float", "object"))),
+          reads=lambda imputer, names, dtype: names)
 def _site_columns(site, imputer, names, dtype):
     """At a site: the columns ``names`` of its rows, cleaned as ``imputer`` reads them.
 

@@ -10,6 +10,7 @@ from sklearn.utils.validation import (_check_feature_names_in, check_array, chec
                                       validate_data)
 
 from ..base import fit_all_or_nothing
+from ..federation.wire import wire_class, wire_function
 from ..data import FederatedDataset
 from ._summaries import (_map_sites, categories_summary, merge_categories, sites_input,
                          transforms_sites, unknown_categories_summary)
@@ -27,6 +28,7 @@ def _as_encoder_input(X):
     return X_checked
 
 
+@wire_function  # the row check a site runs before a summary
 def _checked_rows(encoder, X):
     """``fit``'s checks of the rows (run at each site for a FederatedDataset)."""
     validate_data(encoder, X, reset=True, skip_check_array=True)
@@ -59,6 +61,15 @@ def _category_frame(categories, like):
     return out
 
 
+#: scikit-learn's encoder inside a fitted FedOneHotEncoder travels with what its
+#: ``transform`` reads (its class cannot declare it)
+wire_class(OneHotEncoder, role="fitted-part", attributes=(
+    "categories_", "drop_idx_", "n_features_in_", "feature_names_in_", "_infrequent_enabled",
+    "_drop_idx_after_grouping", "_n_features_outs", "_default_to_infrequent_mappings",
+    "_infrequent_indices"))
+
+
+@wire_class(role="transformer")
 class FedOneHotEncoder(TransformerMixin, BaseEstimator):
     """One-hot encode categorical features whose categories are pooled from the sites' sets.
 

@@ -27,10 +27,12 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import FederatedDataset
+from ..federation.wire import wire_class
 from ..data.steps import standardize_site
 from ._scaler import FedStandardScaler
 
 
+@wire_class(role="transformer")
 class FeatureScaler(TransformerMixin, BaseEstimator):
     """Centre every column; divide all but the ``indicators`` by their standard deviation.
 

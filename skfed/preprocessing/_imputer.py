@@ -17,6 +17,7 @@ from sklearn.utils.validation import (FLOAT_DTYPES, _check_feature_names_in, che
 
 from .._messages import show
 from ..base import fit_all_or_nothing
+from ..federation.wire import wire_class, wire_function
 from ..data import FederatedDataset
 from ._summaries import (_map_sites, count_below_summary, count_summary, mean_summary,
                          merge_count_below, merge_counts, merge_means, merge_ranges,
@@ -127,11 +128,13 @@ def _column_names(X):
     return list(X.columns) if hasattr(X, "columns") else None
 
 
+@wire_function  # the row check a site runs before a summary
 def _checked_rows(imputer, X):
     """``fit``'s checks of the rows (run at each site for a FederatedDataset)."""
     return imputer._validate_input(X, in_fit=True)
 
 
+@wire_class(role="transformer")
 class FedSimpleImputer(TransformerMixin, BaseEstimator):
     """Impute missing values with per-feature statistics computed from per-site summaries.
 

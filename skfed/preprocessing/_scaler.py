@@ -8,6 +8,7 @@ from sklearn.utils.validation import (FLOAT_DTYPES, _check_sample_weight, check_
                                       check_is_fitted, validate_data)
 
 from ..base import fit_all_or_nothing
+from ..federation.wire import wire_class, wire_function
 from ..data import FederatedDataset
 from ._summaries import (_map_sites, merge_moments, moments_summary, sites_input,
                          transforms_sites)
@@ -21,12 +22,14 @@ def _reduce_count(counts):
     return counts[0] if counts.max() == counts.min() else counts
 
 
+@wire_function  # the row check a site runs before a summary
 def _checked_rows(scaler, X):
     """``fit``'s checks of the rows (run at each site for a FederatedDataset)."""
     return validate_data(scaler, X, accept_sparse=("csr", "csc"), dtype=FLOAT_DTYPES,
                          ensure_all_finite="allow-nan", reset=True)
 
 
+@wire_class(role="transformer")
 class FedStandardScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Standardize features with statistics computed from per-site moments.
 

@@ -24,7 +24,11 @@ from sklearn.utils.validation import _num_samples, check_array
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
+from ..federation import dominance
+from ..federation.operations import (COUNTS, NOTHING, SUMS, Arg, Refused, row_step,
+                                     site_operation)
 from ..federation.session import FederationSession
+from ..federation.wire import role_of, wire_function, wire_functions
 from ..federation.clients import check_clients_nonempty, group_clients
 from ..data import FederatedDataset
 
@@ -39,11 +43,98 @@ class _SiteRows:
         self.weighted = weighted
 
 
+def _row_check(value):
+    """One of skfed's registered row checks (a ``_checked_rows`` of a transformer)."""
+    if value not in wire_functions().values() or getattr(value, "__name__", "") != \
+            "_checked_rows":
+        return "not one of skfed's row checks"
+    return None
+
+
+def _summary_function(value):
+    """One of skfed's per-site summaries (a registered ``*_summary``)."""
+    if value not in wire_functions().values() or not getattr(value, "__name__", "").endswith(
+            "_summary"):
+        return "not a preprocessing summary"
+    return None
+
+
+def _transformer(value):
+    return None if role_of(value) == "transformer" else "one of skfed's transformers"
+
+
+def _summary_class(site, args):
+    """Counts and level names (a one-hot encoder's categories, a mode's value counts,
+    row counts), or sums (a scaler's moments, a mean imputer's sums)."""
+    counted = (count_summary, categories_summary, value_counts_summary,
+               unknown_categories_summary)
+    return COUNTS if args.get("fn") in counted and not args.get("weighted") else SUMS
+
+
+def _summary_rules(site, values, rules):
+    """The exact median releases single rows' values; no level (a category, a value
+    counted for a mode) held by fewer than ``min_level_count`` rows is released."""
+    fn = values["fn"]
+    if fn in (range_summary, count_below_summary):
+        if not rules.allow_exact_quantiles:
+            raise Refused("allow_exact_quantiles", "the exact federated median releases "
+                          "single rows' values (the site's extremes and the values next to "
+                          "each threshold); use strategy='mean' or 'most_frequent'",
+                          public=True)
+        rules.release_exact("allow_exact_quantiles")
+    if fn in (categories_summary, value_counts_summary, unknown_categories_summary):
+        X = values["validate"](values["estimator"], site.X)
+        missing = values["args"][-1] if fn is value_counts_summary else None
+        check_levels(X, rules.min_level_count, missing)
+
+
+def check_levels(X, min_count, missing=None):
+    """No level (a category, or a value counted for a mode) of ``X`` held by fewer than
+    ``min_count`` rows (``missing``: the missing marker, left out)."""
+    names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+    for i, column in enumerate(encoder_columns(X)):
+        column = np.asarray(column, dtype=object)
+        present = np.array([v is not None and v == v for v in column], dtype=bool)
+        if missing is not None:
+            present &= np.array([not _same(v, missing) for v in column], dtype=bool)
+        _, counts = np.unique(column[present].astype(str), return_counts=True)
+        if counts.size and counts.min() < min_count:
+            where = repr(names[i]) if names else f"{i}"
+            raise Refused("min_level_count", f"a level of column {where} is held by fewer "
+                          f"than {min_count} rows here", columns=names[i:i + 1] if names
+                          else ())
+
+
+def _same(value, missing):
+    if isinstance(missing, float) and missing != missing:
+        return value != value
+    return value == missing
+
+
+@site_operation(
+    "preprocess.summary", releases=_summary_class,
+    describes="one federated transformer's per-site summary: sums and counts (scaler, "
+              "mean imputer) under the dominance rule; levels each held by >= "
+              "min_level_count rows (one-hot encoder, most-frequent imputer); with "
+              "allow_exact_quantiles, the site's values nearest a threshold (exact median)",
+    arguments=(Arg("estimator", "object", role="transformer"),
+               Arg("validate", "value", check=_row_check), Arg("weighted", "bool"),
+               Arg("fn", "value", check=_summary_function),
+               Arg("args", "value", check=lambda a: None if isinstance(a, (list, tuple))
+                   and len(a) <= 8 else "a summary's arguments are a short list",
+                   convert=tuple)),
+    checks=(_summary_rules,))
 def _summarize_site(site, estimator, validate, weighted, fn, args):
     """At a site: check its rows as ``fit`` checks arrays, then summarize them."""
     return fn(validate(estimator, site.X), site.sample_weight if weighted else None, *args)
 
 
+@site_operation(
+    "preprocess.schema", releases=NOTHING,
+    describes="the checked columns' names and dtypes (zero rows)",
+    arguments=(Arg("estimator", "object", role="transformer"),
+               Arg("validate", "value", check=_row_check)),
+    reply=lambda site, values, template, rules: schema_of(template))
 def _template_site(site, estimator, validate):
     """At a site: its checked rows' schema (zero rows: dtypes and column names only)."""
     X = validate(estimator, site.X)
@@ -85,6 +176,16 @@ def sites_input(estimator, dataset, clients, sample_weight, validate, *, weighte
     return template, _SiteRows(dataset, validate, site_estimator, weighted)
 
 
+def schema_of(template):
+    """A zero-row template as plain names and dtypes (what a site service sends)."""
+    if hasattr(template, "dtypes"):
+        return {"columns": [str(c) for c in template.columns],
+                "dtypes": [str(t) for t in template.dtypes]}
+    return {"columns": None, "dtypes": [template.dtype.str], "width": template.shape[1]}
+
+
+@row_step("transform", arguments=(Arg("estimator", "object", role="transformer"),
+                                  Arg("method", "choice", choices=("transform",))))
 def _transform_site(site, estimator, method):
     return site.replace(X=getattr(estimator, method)(site.X))
 
@@ -141,6 +242,7 @@ def _map_sites(fn, X, clients, sample_weight, *args):
 
 
 # -- moments (FedStandardScaler) ----------------------------------------------
+@wire_function
 def moments_summary(X, sample_weight=None):
     """A site's weighted moments per feature, NaNs ignored.
 
@@ -166,6 +268,8 @@ def moments_summary(X, sample_weight=None):
         about the site's own mean).
     """
     n_samples = X.shape[0]
+    if sp.issparse(X) and dominance.active() is not None:
+        X = X.toarray()  # audited row by row at a site service (the dense path below)
     if sp.issparse(X):
         X = sp.csc_matrix(X)
         nan_data = np.isnan(X.data)
@@ -197,6 +301,11 @@ def moments_summary(X, sample_weight=None):
             correction = sw @ np.where(missing, 0.0, centred)
             m2 = sw @ np.where(missing, 0.0, centred**2) - correction**2 / weight
         mean_lo = correction / weight
+    if dominance.active() is not None:
+        w = np.ones(n_samples) if sample_weight is None else np.asarray(sample_weight, float)
+        dominance.check_rows(np.where(missing, 0.0, X) * w[:, None], "a mean")
+        dominance.check_rows(np.where(missing, 0.0, centred ** 2) * w[:, None],
+                             "a sum of squares")
     empty = ~(weight > 0)
     return {"weight": weight, "count": (~missing).sum(axis=0).astype(np.int64),
             "mean": np.where(empty, 0.0, mean), "mean_lo": np.where(empty, 0.0, mean_lo),
@@ -263,6 +372,7 @@ def _present(X, missing_values):
     return ~_get_mask(X, missing_values)
 
 
+@wire_function
 def count_summary(X, sample_weight, missing_values):
     """A site's row count and non-missing count per feature (``1 + n_features`` numbers)."""
     present = _present(X, missing_values)
@@ -275,11 +385,14 @@ def merge_counts(summaries):
             "count": np.sum([s["count"] for s in summaries], axis=0)}
 
 
+@wire_function
 def mean_summary(X, sample_weight, missing_values):
     """A site's non-missing count and sum per feature (``1 + 2 * n_features`` numbers)."""
     out = count_summary(X, sample_weight, missing_values)
     present = _present(X, missing_values)
-    out["sum"] = np.where(present, np.asarray(X, dtype=np.float64), 0.0).sum(axis=0)
+    values = np.where(present, np.asarray(X, dtype=np.float64), 0.0)
+    dominance.check_rows(values, "a sum")
+    out["sum"] = values.sum(axis=0)
     return out
 
 
@@ -292,6 +405,7 @@ def merge_means(summaries):
     return out
 
 
+@wire_function
 def range_summary(X, sample_weight, missing_values):
     """A site's row count; non-missing count, minimum and maximum per feature.
 
@@ -314,6 +428,7 @@ def merge_ranges(summaries):
     return out
 
 
+@wire_function
 def count_below_summary(X, sample_weight, thresholds, missing_values):
     """One step of the federated bisection: a site's counts below thresholds and their neighbours.
 
@@ -352,6 +467,7 @@ def merge_count_below(summaries):
             "above": np.fmin.reduce([s["above"] for s in summaries], axis=0)}
 
 
+@wire_function
 def value_counts_summary(X, sample_weight, missing_values):
     """A site's count of every distinct non-missing value, per feature.
 
@@ -438,6 +554,7 @@ def encoder_columns(X):
             for i in range(X.shape[1])]
 
 
+@wire_function
 def categories_summary(X, sample_weight=None):
     """A site's set of categories per feature: its sorted distinct values (missing last).
 
@@ -452,6 +569,7 @@ def merge_categories(summaries):
     return [_unique(np.concatenate([s[i] for s in summaries])) for i in range(n_features)]
 
 
+@wire_function
 def unknown_categories_summary(X, sample_weight, categories):
     """Per feature, the site's values that are not in ``categories`` (normally none)."""
     from sklearn.utils._encode import _check_unknown

@@ -28,12 +28,21 @@
   rounds spend exactly ``epsilon``; with ``noise_multiplier`` given, the fit
   stops (with a warning saying so) at the last round the budget allows.
   ``history_["epsilon"]`` is the epsilon spent after each round.
+* **The monitor is noised too.** With ``monitor=True`` (the default) every
+  monitored round (the estimator's ``monitor_every``, the first and the last)
+  releases the pooled loss and gradient at the model the same way: each site
+  clips its unweighted ``[loss, gradient]`` to ``C``, adds its noise share and
+  masks it; the server divides the decoded sum by the public count. Each pass is
+  one more Gaussian mechanism of the fit's composition: the budget is planned
+  over the rounds and the monitoring passes together (``history_.privacy``
+  says how many of each), and ``history_`` reports the noisy objective (no
+  stationarity: there are no smoothness constants, so the fit runs its
+  rounds). ``monitor=False`` spends the whole budget on the rounds and
+  monitors nothing.
 * **What else the server sees.** Row counts (metadata, needed for
   ``n``); no smoothness constants (the solver must take explicit step sizes:
-  FedAvg or FedProx with a numeric ``client_lr``), and no monitoring pass:
-  ``history_`` has no objective (a monitoring pass would release the pooled
-  loss and gradient without noise). Evaluate the fitted model afterwards, on
-  data you may see.
+  FedAvg or FedProx with a numeric ``client_lr``). Evaluate the fitted model
+  afterwards, on data you may see.
 
 Not covered by the accounting: the fixed-point rounding of each site's noisy
 message (at most ``n 2**-(f+1)`` per coordinate of the sum; see
@@ -47,6 +56,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._messages import count, show
+from ..federation.wire import wire_class
 from ..solvers.local_primal import FedAvg, FedProx
 from .accounting import (GaussianAccountant, calibrate_noise_multiplier, clip_by_l2_norm,
                          distributed_noise_std)
@@ -70,6 +80,7 @@ NOISE_WARNING_RATIO = 1.0
 DP_CLIENT_LR = 0.5
 
 
+@wire_class(role="privacy")
 class DifferentialPrivacy(SecureAggregation):
     """Client-level differential privacy with secure aggregation (pass as ``privacy=``).
 
@@ -99,6 +110,9 @@ class DifferentialPrivacy(SecureAggregation):
     random_state : int or None, default=None
         Seeds the noise (for reproducible experiments only; ``None`` draws
         from the operating system, which a deployment must use).
+    monitor : bool, default=True
+        Monitor the fit with noised passes (each charged to the budget, as a
+        round is); ``False``: no monitoring pass, the whole budget for the rounds.
     bound, fraction_bits
         The fixed-point code, as in :class:`SecureAggregation`.
 
@@ -112,9 +126,10 @@ class DifferentialPrivacy(SecureAggregation):
     """
 
     def __init__(self, epsilon, *, delta=1e-5, clip_norm=1.0, noise="distributed",
-                 noise_multiplier=None, min_honest=None, random_state=None,
+                 noise_multiplier=None, min_honest=None, random_state=None, monitor=True,
                  bound=2.0 ** 20, fraction_bits="auto"):
         super().__init__(bound=bound, fraction_bits=fraction_bits)
+        self.monitor = monitor
         self.epsilon = epsilon
         self.delta = delta
         self.clip_norm = clip_norm
@@ -123,8 +138,8 @@ class DifferentialPrivacy(SecureAggregation):
         self.min_honest = min_honest
         self.random_state = random_state
 
-    def wrap(self, solver, max_rounds=None):
-        return DifferentiallyPrivateSolver(solver, self, max_rounds)
+    def wrap(self, solver, max_rounds=None, monitor_every=1):
+        return DifferentiallyPrivateSolver(solver, self, max_rounds, monitor_every)
 
     def auto_solver(self, datafit):
         """What ``solver="auto"`` runs under differential privacy: ``(solver, choice)``.
@@ -168,29 +183,47 @@ class DifferentialPrivacy(SecureAggregation):
             raise ValueError(f"DifferentialPrivacy: min_honest must be None or an integer >= 1;"
                              f" got {show(self.min_honest)}.")
 
-    def plan(self, max_rounds):
-        """``(noise_multiplier, rounds)``: the noise and the rounds the budget allows."""
+    def monitor_passes(self, rounds, monitor_every=1):
+        """The monitoring passes of a fit of ``rounds`` rounds: round 0 (and the zero
+        model of a warm start), then every ``monitor_every``-th round and the last
+        (0 without ``monitor``): the noisy releases besides the rounds."""
+        if not self.monitor:
+            return 0
+        every = max(1, int(monitor_every))
+        return 2 + sum(1 for r in range(1, rounds + 1) if r % every == 0 or r == rounds)
+
+    def plan(self, max_rounds, monitor_every=1):
+        """``(noise_multiplier, rounds, monitor passes)``: the noise, and the rounds and
+        monitoring passes the budget allows (each a release of the composition)."""
         self.check()
+
+        def releases(rounds):
+            return rounds + self.monitor_passes(rounds, monitor_every)
+
         if self.noise_multiplier is not None:
             sigma = float(self.noise_multiplier)
             if not np.isfinite(self.epsilon):
-                return sigma, max_rounds
+                return sigma, max_rounds, self.monitor_passes(max_rounds, monitor_every)
             if sigma == 0:
                 raise ValueError("DifferentialPrivacy: the privacy budget cannot be met: "
                                  f"noise_multiplier=0 spends an infinite epsilon, not "
                                  f"{show(self.epsilon)}.")
-            rounds = GaussianAccountant(sigma, 1.0, self.delta).max_rounds(
-                self.epsilon, limit=max_rounds)
+            allowed = GaussianAccountant(sigma, 1.0, self.delta).max_rounds(
+                self.epsilon, limit=releases(max_rounds))
+            rounds = max((r for r in range(max_rounds + 1) if releases(r) <= allowed),
+                         default=0)
             if rounds == 0:
                 raise ValueError(
                     f"DifferentialPrivacy: the privacy budget cannot be met: one round at "
-                    f"noise_multiplier={show(sigma)} already spends more than "
-                    f"epsilon={show(self.epsilon)} at delta={show(self.delta)}; raise the "
-                    f"noise or the budget.")
-            return sigma, rounds
+                    f"noise_multiplier={show(sigma)} (with its monitoring passes) already "
+                    f"spends more than epsilon={show(self.epsilon)} at delta="
+                    f"{show(self.delta)}; raise the noise or the budget, or monitor=False.")
+            return sigma, rounds, self.monitor_passes(rounds, monitor_every)
+        passes = self.monitor_passes(max_rounds, monitor_every)
         if not np.isfinite(self.epsilon):
-            return 0.0, max_rounds
-        return calibrate_noise_multiplier(self.epsilon, self.delta, max_rounds), max_rounds
+            return 0.0, max_rounds, passes
+        return (calibrate_noise_multiplier(self.epsilon, self.delta, releases(max_rounds)),
+                max_rounds, passes)
 
 
 def _refusal(solver):
@@ -208,14 +241,18 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
     """A solver run with clipping, Gaussian noise and secure aggregation
     (made by :meth:`DifferentialPrivacy.wrap`)."""
 
-    polish_output = False  # the polish step needs a monitoring pass
-    monitors_in_replies = False  # nothing is monitored
+    polish_output = False  # the polish step needs a noise-free monitoring pass
+    monitors_in_replies = False  # monitored by noised passes of their own
     differentially_private = True
-    #: what a site service receives besides the fixed-point code: the noise and the
-    #: rounds it checks against its policy and charges its ledger for. The server's
-    #: accountant, noise seeds and noise report stay with it: a site service
-    #: accounts and draws its noise itself (skfed.sites.guard)
-    _wire_attributes = ("noise_multiplier_", "rounds_")
+    #: what a site service receives besides the fixed-point code: the noise, and the
+    #: rounds and monitoring passes it checks against its policy and charges its ledger
+    #: for. The server's accountant, noise seeds and noise report stay with it: a site
+    #: service accounts and draws its noise itself (skfed.sites.guard)
+    _wire_attributes = ("noise_multiplier_", "rounds_", "monitor_passes_")
+
+    def __init__(self, solver, config, max_rounds=None, monitor_every=1):
+        super().__init__(solver, config, max_rounds)
+        self.monitor_every = monitor_every
 
     def needs_smoothness(self, layout, datafit):
         return False
@@ -234,7 +271,9 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         config = self.config
         N = problem.n_clients
         self.n_active_ = N if participation >= 1.0 else max(1, int(round(participation * N)))
-        sigma, self.rounds_ = config.plan(self.max_rounds)
+        sigma, self.rounds_, self.monitor_passes_ = config.plan(self.max_rounds,
+                                                                self.monitor_every)
+        self.monitors_done_ = 0
         self.noise_multiplier_ = sigma
         self.accountant_ = GaussianAccountant(sigma, 1.0, config.delta)
         m = config.min_honest if config.min_honest is not None else self.n_active_
@@ -255,11 +294,16 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         record = super().privacy_record()
         record.update(epsilon=float(self.config.epsilon), delta=float(self.config.delta),
                       clip_norm=float(self.config.clip_norm), noise=self.config.noise,
-                      noise_multiplier=self.noise_multiplier_, rounds_allowed=self.rounds_)
+                      noise_multiplier=self.noise_multiplier_, rounds_allowed=self.rounds_,
+                      monitor_passes_allowed=self.monitor_passes_,
+                      monitor_passes=self.monitors_done_)
         return record
 
-    def epsilon_after(self, rounds):
-        return self.accountant_.epsilon_after(rounds)
+    def epsilon_after(self, rounds, monitor_passes=None):
+        """Epsilon after ``rounds`` rounds and ``monitor_passes`` monitoring passes (by
+        default, those done so far in the fit, at most the planned ones)."""
+        passes = self.monitors_done_ if monitor_passes is None else monitor_passes
+        return self.accountant_.epsilon_after(rounds + passes)
 
     def noise_report(self):
         """What the noise did to the fit, measured from the released (noisy) updates.
@@ -357,7 +401,49 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         return out
 
     def monitor_sums(self, session, theta):
-        return None  # a monitoring pass would release the pooled loss without noise
+        # a noised pass of its own (masked_sum below), or none at all
+        return NotImplemented if self.config.monitor else None
+
+    def masked_sum(self, executor, fn, args, *, coefficients=None, scale=1.0):
+        """The noised monitoring pass: each site's unweighted loss and gradient, clipped
+        to ``C``, with its noise share, masked; the decoded sum divided by the public
+        count. No other pass runs under differential privacy (its sums would carry no
+        noise)."""
+        from ..federation.rounds import client_monitor
+
+        if fn is not client_monitor:
+            raise ValueError("differential privacy: no pass but the rounds and the noised "
+                             "monitor (an inference or smoothness pass would carry no "
+                             "noise).")
+        if self.monitors_done_ >= self.monitor_passes_:
+            raise ValueError("differential privacy: more monitoring passes than planned.")
+        self.monitors_done_ += 1
+        N = self.problem_.n_clients
+        exchange, parties = self._next_exchange(), tuple(range(N))
+        seeds = self.noise_rng_.integers(0, 2 ** 63, size=N) \
+            if self.config.random_state is not None else [None] * N
+        distributed = self.config.noise == "distributed"
+        jobs = [(j, {"kind": "monitor", "theta": args[0], "weight": 1.0,
+                     "clip": float(self.config.clip_norm),
+                     "noise_std": self.share_std_ if distributed else 0.0,
+                     "noise_seed": None if seeds[j] is None else int(seeds[j]),
+                     "exchange": exchange, "parties": parties}) for j in range(N)]
+        replies = self._run(executor, "monitoring", jobs)
+        sums = self._sums([replies[j] for j in range(N)])
+        if not distributed and self.noise_multiplier_ > 0:
+            total = np.concatenate([np.ravel(sums[f]) for f in ("value", "grad")])
+            total = total + self.noise_rng_.normal(
+                0.0, self.noise_multiplier_ * self.config.clip_norm, size=total.shape)
+            sums = _split(total, {f: np.shape(sums[f]) for f in ("value", "grad")})
+        traffic = sum(replies[j]["masked"].nbytes for j in replies) + N * (args[0].nbytes + 8)
+        return (float(np.ravel(sums["value"])[0]) / N, np.asarray(sums["grad"]) / N), traffic
+
+    def _privatize_pass(self, vector, message):
+        """A monitoring pass is clipped and noised as a round is; no other pass runs."""
+        if message["kind"] != "monitor":
+            raise ValueError("differential privacy: a site answers rounds and noised "
+                             "monitoring passes only.")
+        return self._privatize(vector, message)
 
 
 def noise_warning(estimator, report, n_sites, rounds, epsilon, clip_norm):

@@ -74,6 +74,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..exceptions import ClientFailureError
+from ..federation.wire import wire_class
 from .._messages import show
 
 try:  # optional dependency: skfed[privacy]
@@ -127,6 +128,7 @@ def _check_int(value, name, low, high=None):
     return value
 
 
+@wire_class(role="value")
 class FixedPoint:
     """Fixed-point encoding of float vectors into integers modulo ``2**64``.
 
@@ -315,6 +317,7 @@ class FixedPoint:
                 f"n_parties={self.n_parties})")
 
 
+@wire_class(role="value")
 @dataclass(frozen=True)
 class MaskedMessage:
     """What a party sends to the server: its masked, encoded vector.

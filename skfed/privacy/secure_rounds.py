@@ -58,6 +58,7 @@ from .._messages import show
 from ..exceptions import ClientFailureError
 from ..federation.rounds import client_monitor
 from ..federation.session import payload_nbytes
+from ..federation.wire import wire_class
 from ..solvers.base import FederatedSolver, message_nbytes
 from .secure_aggregation import FixedPoint, SecureAggregationParty, aggregate_masked
 
@@ -74,6 +75,7 @@ def _why_not_summed(solver):
     return "its server reads each site's reply on its own"
 
 
+@wire_class(role="privacy")
 class SecureAggregation(BaseEstimator):
     """Secure aggregation of every round's messages (pass as ``privacy=`` to an estimator).
 
@@ -131,7 +133,7 @@ class SecureAggregation(BaseEstimator):
                              f"got {show(bits)}.")
         return FixedPoint(int(bits), bound=float(bound), n_parties=n_parties)
 
-    def wrap(self, solver, max_rounds=None):
+    def wrap(self, solver, max_rounds=None, monitor_every=1):
         """The solver whose every exchange is securely aggregated (``max_rounds``: the
         fit's round limit, which a privacy budget may need)."""
         return SecureAggregationSolver(solver, self, max_rounds)
@@ -328,6 +330,11 @@ class SecureAggregationSolver(FederatedSolver):
         clipping and noise under differential privacy)."""
         return vector
 
+    def _privatize_pass(self, vector, message):
+        """What a site does to a pass's vector (a monitor, an inference pass) before
+        masking: nothing here (differential privacy clips and noises a monitor)."""
+        return vector
+
     def _kept_for_recovery(self, reply, vector, shapes, message):
         """What a site keeps of its round for a dropout recovery.
 
@@ -352,6 +359,7 @@ class SecureAggregationSolver(FederatedSolver):
             return {}, dict(state, keys=dict(message["keys"]))
         if kind in ("sums", "monitor"):
             vector, shapes = _concatenate(*self._pass_reply(client, message))
+            vector = self._privatize_pass(vector, message)
         elif kind == "remask":  # the round again, for the sites that are left
             vector, shapes = self._recovery_vector(state["pending"], message)
         else:

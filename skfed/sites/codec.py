@@ -35,112 +35,37 @@ import struct
 
 import numpy as np
 
+from ..federation.operations import operations
+from ..federation.wire import (foreign_attributes, qualified_name, wire_classes,
+                               wire_functions)
+
 MAGIC = b"SKF1"
 #: the most a decoded message may announce (arrays included)
 MAX_MESSAGE_BYTES = 1 << 30
 _ARRAY_KINDS = "biufcUS"
 
-#: the fitted state of the scikit-learn transformers skfed's own transformers hold
-#: (what their ``transform`` reads): their classes cannot declare it themselves.
-#: SimpleImputer's ``indicator_`` is left out: a MissingIndicator is not allow-listed.
-_FOREIGN_WIRE_ATTRIBUTES = {
-    "sklearn.preprocessing._encoders.OneHotEncoder": (
-        "categories_", "drop_idx_", "n_features_in_", "feature_names_in_",
-        "_infrequent_enabled", "_drop_idx_after_grouping", "_n_features_outs",
-        "_default_to_infrequent_mappings", "_infrequent_indices"),
-    "sklearn.impute._base.SimpleImputer": (
-        "statistics_", "_fit_dtype", "n_features_in_", "feature_names_in_"),
-    "sklearn.preprocessing._data.StandardScaler": (
-        "mean_", "var_", "scale_", "n_samples_seen_", "n_features_in_", "feature_names_in_"),
-}
-
-
 class MessageError(ValueError):
     """A message that is not a well-formed skfed message (refused, never run)."""
 
 
-_ALLOWED = None
-
-
 def allowed_classes():
-    """``{qualified name: class}`` of the objects a message may carry.
-
-    The classes of skfed's solvers, datafits, penalties, layouts and local
-    solvers, and the small value classes they hold, and the three
-    scikit-learn transformers skfed's fitted transformers hold. Built once,
-    from the installed code: a class not on it can never be named by a
-    message.
-    """
-    global _ALLOWED
-    if _ALLOWED is None:
-        from .. import datafits, penalties, solvers
-        from ..data.site import Targets
-        from ..federation import layout, problem
-        from ..local import quadratic_model, schedule
-        from ..privacy import dp_rounds, secure_aggregation, secure_rounds
-
-        from ..base import FederatedLinearModel
-        from ..preprocessing import FedOneHotEncoder, FedSimpleImputer, FedStandardScaler
-        from ..preprocessing._column_encoder import ColumnEncoder
-        from ..preprocessing._column_imputer import ColumnImputer
-        from ..preprocessing._feature_scaler import FeatureScaler
-
-        from ..linear_model._inference import Family
-
-        classes = [ColumnEncoder, ColumnImputer, Family, FedOneHotEncoder, FedSimpleImputer,
-                   FedStandardScaler, FeatureScaler,
-                   Targets,
-                   layout.Layout, problem.FederatedProblem,
-                   schedule.LocalSchedule, quadratic_model.DenseModel,
-                   quadratic_model.CompactModel, secure_rounds.SecureAggregation,
-                   dp_rounds.DifferentialPrivacy, secure_aggregation.FixedPoint,
-                   secure_aggregation.MaskedMessage]
-        for module in (datafits, penalties, solvers):
-            classes += [c for c in vars(module).values() if isinstance(c, type)]
-        classes += list(solvers.SOLVERS.values())
-        # the estimators (the local-only baseline names the model to fit at a site)
-        for base in (datafits.Datafit, penalties.Penalty, solvers.FederatedSolver,
-                     FederatedLinearModel):
-            stack = [base]
-            while stack:  # every subclass defined by skfed itself
-                cls = stack.pop()
-                stack.extend(cls.__subclasses__())
-                if cls.__module__.startswith("skfed."):
-                    classes.append(cls)
-        _ALLOWED = {f"{c.__module__}.{c.__qualname__}": c for c in classes
-                    if c.__module__.startswith("skfed.")}
-        # the scikit-learn transformers skfed's own transformers hold when fitted
-        from sklearn.impute import SimpleImputer
-        from sklearn.preprocessing import OneHotEncoder, StandardScaler
-
-        _ALLOWED.update({f"{c.__module__}.{c.__qualname__}": c
-                         for c in (OneHotEncoder, SimpleImputer, StandardScaler)})
-    return _ALLOWED
-
-
-_FUNCTIONS = None
+    """``{qualified name: class}`` of the objects a message may carry: the classes
+    registered for the wire where they are defined (:mod:`skfed.federation.wire`:
+    skfed's solvers, losses, penalties, layouts, estimators and transformers, and the
+    scikit-learn parts a fitted transformer holds). A class not registered can never
+    be named by a message."""
+    return wire_classes()
 
 
 def allowed_functions():
-    """``{qualified name: function}`` a message may name: the per-site summary
-    functions of skfed's federated preprocessing and the row checks they run
-    after (nothing else; a name is looked up, never imported)."""
-    global _FUNCTIONS
-    if _FUNCTIONS is None:
-        from ..preprocessing import _encoder, _imputer, _scaler, _summaries
-
-        from .operations import registry
-
-        functions = [_scaler._checked_rows, _imputer._checked_rows, _encoder._checked_rows]
-        functions += [f for name, f in vars(_summaries).items()
-                      if name.endswith("_summary") and callable(f)]
-        functions += list(registry()[1])  # the declared row steps
-        from .operations import masked_passes
-
-        # the passes a masked "sums" step names (skfed.sites.guard checks them)
-        functions += list(masked_passes())
-        _FUNCTIONS = {f"{f.__module__}.{f.__qualname__}": f for f in functions}
-    return _FUNCTIONS
+    """``{qualified name: function}`` a message may name: the functions registered for
+    the wire (the per-site summaries of skfed's federated preprocessing and their row
+    checks) and the site functions of the declared operations (a masked pass names
+    one: the site then checks it is a maskable operation's)."""
+    functions = dict(wire_functions())
+    functions.update((qualified_name(op.function), op.function)
+                     for op in operations().values() if op.function is not None)
+    return functions
 
 
 def _function_names():
@@ -163,8 +88,8 @@ def wire_attributes(cls):
     ``parameters`` are its constructor's named parameters (what it is rebuilt
     from); ``derived`` the attributes the analyst's side computes for it that
     the site needs, as the classes of its hierarchy declare them in their own
-    ``_wire_attributes`` (each class the ones its own code sets; the
-    scikit-learn transformers' are listed here). Nothing else travels, and a
+    ``_wire_attributes`` (each class the ones its own code sets; another library's
+    class, where it was registered). Nothing else travels, and a
     message naming anything else is refused.
 
     Parameters
@@ -185,7 +110,7 @@ def wire_attributes(cls):
                            if p.kind in named)
     declared = [name for klass in reversed(cls.__mro__)
                 for name in vars(klass).get("_wire_attributes", ())]
-    declared += _FOREIGN_WIRE_ATTRIBUTES.get(f"{cls.__module__}.{cls.__qualname__}", ())
+    declared += foreign_attributes(cls)
     derived = tuple(name for name in dict.fromkeys(declared) if name not in parameters)
     return parameters, derived
 

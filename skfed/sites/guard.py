@@ -15,8 +15,14 @@ against; a site service therefore does not take the server's word for it:
   ``weighted``: the site's share of the participants' weights, by samples or
   uniform; under differential privacy: 1), so the server cannot weigh one
   site by 1 and the others by 0;
-- **no small rounds**: a round must list the site and at least
-  ``max(2, min_sites)`` verified parties, and a pending reply is masked
+- **one party set per dataset**: where the site names a *consortium* for the
+  dataset (required where it requires secure aggregation), the key list must be
+  exactly the consortium's sites and every masked round, monitor and sums pass
+  must be over all of them: masked sums over different subsets of sites would give
+  one site's sums by difference (``(ab + ac - bc) / 2``), so a lost site ends the
+  fit, with the reason, and no reply is masked again for fewer sites;
+- **no small rounds** (without a consortium): a round must list the site and at
+  least ``max(2, min_sites)`` verified parties, and a pending reply is masked
   again (dropout recovery) at most once, for fewer parties;
 - **no replays**: the exchange numbers of a session's masked messages must
   increase (a replayed exchange would use its one-time masks twice);
@@ -39,7 +45,13 @@ from numbers import Integral
 
 import numpy as np
 
-from .policy import Refused
+from ..federation.operations import Refused as _Refused
+
+
+def Refused(rule, detail):  # noqa: N802 (raised as the class is)
+    """A refusal of a protocol message: its detail comes from the message (keys,
+    coefficients, parties, exchanges), never from rows, so the analyst reads it."""
+    return _Refused(rule, detail, public=True)
 
 _DOMAIN = b"skfed secure aggregation key v1"
 
@@ -95,12 +107,15 @@ class SecureAggregationGuard:
         The federation's CA certificate (PEM).
     min_sites : int
         The policy's smallest number of participating sites.
+    consortium : sequence of str, optional
+        The sites every masked sum must be over, all of them (see the module).
     """
 
-    def __init__(self, site, certificate, private_key, ca, min_sites):
+    def __init__(self, site, certificate, private_key, ca, min_sites, consortium=None):
         self.site, self.certificate, self.ca = site, certificate, ca
         self._key = private_key
         self.min_sites = max(2, int(min_sites))
+        self.consortium = None if consortium is None else frozenset(consortium)
         self.session = self.party = None
         self.weights = None  # party -> signed weight sum, once the key list is verified
         self.last_exchange = None  # the last masked exchange answered (they must increase)
@@ -143,6 +158,9 @@ class SecureAggregationGuard:
             weights[int(party)] = float(proof["weight_sum"])
         if len(names) != len(keys):
             raise Refused("require", "one site appears twice in the key list")
+        if self.consortium is not None and names != self.consortium:
+            raise Refused("consortium", f"the key list's sites {sorted(names)} are not this "
+                                        f"dataset's consortium {sorted(self.consortium)}")
         if bytes(keys.get(self.party, b"")) != bytes(own_key):
             raise Refused("require", "the key list does not hold this site's own key")
         if len(keys) < self.min_sites:
@@ -179,6 +197,10 @@ class SecureAggregationGuard:
             raise Refused("min_sites", f"a round of {len(parties)} sites; this site requires "
                                        f"at least {self.min_sites}")
         kind = message.get("kind")
+        if self.consortium is not None and (set(parties) != set(self.weights) or
+                                            kind == "remask"):
+            raise Refused("consortium", "a masked pass over fewer than every site of the "
+                                        "consortium (a lost site ends the fit)")
         exchange = self._next_exchange(message)
         model = self._check_recovery(message, kind, parties, differentially_private, noisy)
         # a public scale of the sites' sums (a shared Cox baseline): one for every site
@@ -188,9 +210,10 @@ class SecureAggregationGuard:
         if any(not np.isclose(float(s), total, rtol=1e-9, atol=0) for s in scales):
             raise Refused("require", "the scale of the sums is not the public one (the "
                                      "inverse of the signed total weight)")
-        if kind == "monitor":
-            expected = {"value": self._share("weighted", list(self.weights)),
-                        "grad": self._share("weighted", list(self.weights))}
+        if kind == "monitor":  # under differential privacy unweighted, as a round
+            share = 1.0 if differentially_private else self._share("weighted",
+                                                                   list(self.weights))
+            expected = {"value": share, "grad": share}
             given = {"value": message.get("weight"), "grad": message.get("weight")}
         else:
             kinds = message.get("kinds") or {}
@@ -254,16 +277,6 @@ class SecureAggregationGuard:
                                      "different sites would reveal each site's reply)")
         return None
 
-    def check_sums(self, message):
-        """A masked inference pass: one of skfed's inference functions, every verified site
-        taking part, and the public scale (the inverse of the signed total weight)."""
-        from .operations import masked_passes
-
-        if message.get("fn") not in masked_passes():
-            raise Refused("message", "a masked pass of a function that is not an inference "
-                                     "pass")
-        self.check_pass(message)
-
     def check_pass(self, message, coefficient=None):
         """A masked pass of sums (an inference pass, or an analysis's sums): every verified
         site taking part, the public coefficient (``coefficient``, else the inverse of
@@ -318,25 +331,43 @@ def _model_digest(inner):
 
 
 class PrivateRounds:
-    """One session's differentially private rounds at a site: its noise, its charge."""
+    """One session's differentially private releases at a site: its noise, its charge.
+
+    Every noisy release of the session (a round, a monitoring pass) is one Gaussian
+    mechanism of the fit's composition: the site charges its ledger once, before the
+    first, for every release the fit planned (its rounds and monitoring passes,
+    listed by kind), and refuses any release beyond them, or of another kind (an
+    inference or smoothness pass would carry no noise).
+    """
+
+    #: the kinds of step a noisy session answers
+    KINDS = ("round", "monitor")
 
     def __init__(self):
-        self.charged = None  # (noise multiplier, rounds, epsilon) once charged
-        self.rounds_used = 0
+        self.charged = None  # (noise multiplier, planned releases, epsilon) once charged
+        self.used = dict.fromkeys(self.KINDS, 0)
 
     def prepare(self, solver, message, parties, *, policy, charge):
-        """The message with the site's own noise; charges the fit on its first round.
+        """The message with the site's own noise; charges the fit on its first release.
 
-        ``charge(epsilon, delta, rounds)`` returns ``False`` when the ledger
-        refuses; the epsilon comes from the site's own accountant.
+        ``charge(epsilon, delta, releases)`` (``releases``: ``{kind: number}``) returns
+        ``False`` when the ledger refuses; the epsilon comes from the site's own
+        accountant.
         """
         from ..privacy.accounting import GaussianAccountant, distributed_noise_std
 
+        kind = message.get("kind")
+        if kind not in self.KINDS:
+            raise Refused("differential_privacy", f"a {str(kind)[:16]!r} pass in a "
+                          "differentially private session (only rounds and monitoring "
+                          "passes, each clipped and noised by the site, are answered)")
         config = solver.config
         if getattr(config, "noise", None) != "distributed":
             raise Refused("differential_privacy", "only noise added at the sites "
                                                   "(noise='distributed') can be checked here")
-        sigma, rounds = float(solver.noise_multiplier_), int(solver.rounds_)
+        sigma = float(solver.noise_multiplier_)
+        planned = {"round": int(solver.rounds_),
+                   "monitor": int(getattr(solver, "monitor_passes_", 0) or 0)}
         delta, clip = float(config.delta), float(message.get("clip", np.inf))
         if not (np.isfinite(clip) and clip > 0):
             raise Refused("differential_privacy", "the round has no finite clipping bound")
@@ -347,17 +378,19 @@ class PrivateRounds:
             raise Refused("min_noise_multiplier", f"noise multiplier {sigma:g} is below this "
                                                   f"site's {policy.min_noise_multiplier:g}")
         if self.charged is None:
-            epsilon = (GaussianAccountant(sigma, 1.0, delta).epsilon_after(rounds)
-                       if sigma > 0 else float("inf"))
-            if not charge(epsilon, delta, rounds):
+            epsilon = (GaussianAccountant(sigma, 1.0, delta).epsilon_after(
+                sum(planned.values())) if sigma > 0 else float("inf"))
+            if not charge(epsilon, delta, planned):
                 raise Refused("epsilon_budget", f"this fit's epsilon {epsilon:.3g} would pass "
                                                 "the dataset's privacy budget at this site")
-            self.charged = (sigma, rounds, epsilon)
-        elif self.charged[:2] != (sigma, rounds):
-            raise Refused("epsilon_budget", "the noise or the rounds changed after the charge")
-        self.rounds_used += 1
-        if self.rounds_used > rounds:
-            raise Refused("epsilon_budget", f"more than the {rounds} rounds charged")
+            self.charged = (sigma, planned, epsilon)
+        elif self.charged[:2] != (sigma, planned):
+            raise Refused("epsilon_budget", "the noise or the planned releases changed after "
+                                            "the charge")
+        self.used[kind] += 1
+        if self.used[kind] > planned[kind]:
+            raise Refused("epsilon_budget", f"more {kind} releases than the {planned[kind]} "
+                                            "charged")
         m = len(parties) if config.min_honest is None else min(len(parties), config.min_honest)
         # the site's noise: its standard deviation computed here, its randomness the OS's
         return dict(message, noise_seed=None,

@@ -42,7 +42,10 @@ class PrivacyLedger:
         return entry.get("epsilon", 0.0), entry.get("delta", 0.0)
 
     def charge(self, dataset, epsilon, delta, *, analyst, rounds):
-        """Charge a fit; ``False`` (nothing written) when it would pass the budget."""
+        """Charge a fit; ``False`` (nothing written) when it would pass the budget.
+
+        ``rounds`` is the number of noisy releases charged, or ``{kind: number}`` (a
+        fit's rounds and monitoring passes): the entry lists every kind it charged."""
         with self._lock:
             spent, spent_delta = self.spent(dataset)
             if spent + epsilon > self.epsilon_budget * (1 + 1e-12):
@@ -55,7 +58,8 @@ class PrivacyLedger:
                 "time": datetime.datetime.now(datetime.timezone.utc).isoformat(
                     timespec="seconds"),
                 "analyst": analyst, "epsilon": float(epsilon), "delta": float(delta),
-                "rounds": int(rounds)})
+                "rounds": ({k: int(v) for k, v in rounds.items()} if isinstance(rounds, dict)
+                           else int(rounds))})
             self._write()
             return True
 

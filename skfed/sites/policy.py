@@ -12,6 +12,10 @@ The site's administrator writes one TOML file (paths relative to it)::
     [datasets.visits]
     path = "data/visits.csv"
     columns = ["age", "bmi", "ward", "readmitted"]   # optional: the usable columns
+    weights = ["survey_weight"]                      # optional: the weight columns
+    population = "complete"                          # optional: one analysis population
+    [datasets.visits.domains]                        # optional: each column's range
+    bmi = [10, 80]
     [policy]
     min_rows = 10
     [audit]
@@ -39,49 +43,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..deploy.certificates import check_site_name
+from ..federation.operations import Refused, default_operations, operations
 
-#: operations a site serves unless its policy lists fewer
-DEFAULT_OPERATIONS = ("dataset.describe", "data.summary", "fit.open", "fit.client_summary",
-                      "fit.monitor", "fit.curvature", "fit.feature_mean", "fit.step",
-                      "fit.close", "evaluate.score", "preprocess.schema", "preprocess.summary",
-                      "data.check", "evaluate.local_baseline", "stats.describe",
-                      "stats.count_below", "stats.crosstab", "stats.event_table",
-                      "fit.inference", "fit.inference_null", "fit.inference_dispersion",
-                      "data.check_target", "data.inspect", "evaluate.response_sums",
-                      "evaluate.deviances", "survival.event_times", "fit.risk_sets",
-                      "fit.cox_inference", "fit.cox_baseline", "fit.cox_residuals",
-                      "evaluate.concordance", "survival.strata_levels", "formula.levels",
-                      "formula.extremes", "mixed.totals", "mixed.group_blocks",
-                      "mixed.site_fit", "mixed.glmm_groups", "mixed.glmm_totals",
-                      "mixed.glmm_terms", "mixed.glmm_modes", "survival.schoenfeld_sums",
-                      "survival.schoenfeld_moments", "boosting.schema", "boosting.totals",
-                      "boosting.bin_counts", "boosting.residual_counts",
-                      "boosting.histograms", "boosting.loss", "boosting.score",
-                      "boosting.sketch",
-                      "sums.open", "sums.key_list", "sums.masked", "sums.close")
+__all__ = ["Refused", "Policy", "SiteConfig", "DatasetConfig", "PolicyError", "check_config",
+           "load_config", "parse_policy", "served_by_default"]
+
 #: DataSHIELD's default for its GLM saturation filter (nfilter.glm): at most one
 #: parameter per three rows
 DEFAULT_MAX_PARAMETERS_PER_ROW = 0.33
 REQUIREMENTS = ("secure_aggregation", "differential_privacy")
+#: the operations whose finer sums a site serves in the clear unless its policy says
+#: otherwise: the per-time sums of a Cox model under the event-time rule
+DEFAULT_FINER_SUMS = ("fit.cox_baseline", "fit.risk_sets", "survival.schoenfeld_sums")
+#: how much of the formula language a site serves (skfed.formula)
+FORMULA_LEVELS = ("none", "declared", "closed")
+#: the analysis population a dataset may declare
+POPULATIONS = ("all", "complete")
 #: the keys of [policy] (:class:`Policy`)
 POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_level_count",
                "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
                "min_noise_multiplier", "allow_exact_quantiles", "allow_event_times",
-               "max_local_iterations", "max_request_seconds")
+               "max_local_iterations", "max_request_seconds", "dominance", "consortium",
+               "finer_sums", "formulas")
 #: every table of a site's configuration and the keys it takes ([datasets] and [access]:
 #: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
 TABLES = {"site": ("name", "listen"), "tls": ("ca", "cert", "key"),
-          "datasets": ("path", "columns"), "policy": POLICY_KEYS, "audit": ("path",),
+          "datasets": ("path", "columns", "weights", "domains", "population", "transforms",
+                       "consortium"),
+          "policy": POLICY_KEYS, "audit": ("path", "officer_log"),
           "privacy": ("ledger",), "access": ("datasets", "operations")}
 
 
-class Refused(Exception):
-    """Raised inside the site when a request breaks a rule; ``rule`` names it (the
-    host turns it into a :class:`PolicyError` reply and an audit line)."""
-
-    def __init__(self, rule, detail):
-        super().__init__(detail)
-        self.rule, self.detail = rule, detail
+def served_by_default():
+    """The operations a site serves unless its policy lists fewer: every declared
+    operation (the registry, :func:`skfed.federation.operations.default_operations`)."""
+    return default_operations()
 
 
 class PolicyError(PermissionError):
@@ -94,11 +90,38 @@ class PolicyError(PermissionError):
 
 @dataclass
 class DatasetConfig:
-    """One dataset a site declares: where its file is and which columns may be used."""
+    """One dataset a site declares: where its file is, which columns may be used, and
+    what the officer declares of them.
+
+    Attributes
+    ----------
+    name : str
+    path : Path
+    columns : tuple of str or None
+        The usable columns (``None``: every column of the file).
+    weights : tuple of str
+        The columns that may weigh rows (a request's sample weights, a formula's
+        weights): no other column, and no transform, is a weight.
+    domains : dict
+        ``{column: (low, high)}``: each column's range, from which a transform is
+        judged finite before it runs (a column without one ranges over the reals).
+    population : {"all", "complete"}
+        ``"complete"``: the dataset's rows are its complete cases over its usable
+        columns, once, so that analyses with different columns share one row set.
+    transforms : tuple of str or None
+        Under ``formulas = "declared"``: the formula terms the site serves.
+    consortium : tuple of str or None
+        The sites this dataset's masked sums are over (else the policy's).
+    """
 
     name: str
     path: Path
-    columns: tuple = None  # None: every column of the file
+    columns: tuple = None
+    weights: tuple = ()
+    domains: dict = field(default_factory=dict)
+    population: str = "all"
+    transforms: tuple = None
+    consortium: tuple = None
 
 
 @dataclass
@@ -113,8 +136,8 @@ class Policy:
     analysts : tuple of str or None
         Certificate identities (common names) allowed to use the site;
         ``None``: every analyst certificate the federation's CA signed.
-    operations : tuple of str
-        The named operations served.
+    operations : tuple of str or None
+        The named operations served (``None``: every declared operation).
     solvers : tuple of str or None
         Solver names allowed in a fit (``None``: all of skfed's).
     losses : tuple of str or None
@@ -123,7 +146,8 @@ class Policy:
         ``"SquaredHinge"``, ``"Poisson"``, ``"Gamma"``, ``"Tweedie"``);
         ``None``: all.
     min_rows : int
-        No reply is computed from fewer rows (rows with positive weight).
+        No number is released that depends on fewer rows (rows with positive weight
+        and a non-zero contribution), after every row step.
     min_level_count : int
         No category level (class of a target, level of a column) is
         reported with fewer rows.
@@ -149,11 +173,26 @@ class Policy:
         threshold, single rows' values.
     max_local_iterations : int
         The most iterations of any loop (rounds of a local fit, local steps,
-        inner iterations) an analyst's request may ask of the site
+        inner iterations, trees) an analyst's request may ask of the site
         (:func:`skfed.sites.host.check_work`); refused before any work.
     max_request_seconds : float
-        The longest a request may run; the answer of one that ran longer is
-        not released.
+        The longest a request may run: the site functions' loops check the time as
+        they go and stop past it (nothing is released).
+    dominance : float
+        The dominance rule: the largest ``min_rows - 1`` contributions to a sum
+        released in the clear may make up at most this share of its absolute total
+        (:mod:`skfed.federation.dominance`).
+    consortium : tuple of str or None
+        The sites a masked sum over this site's datasets must be over, all of them
+        (required with ``require = ["secure_aggregation"]``).
+    finer_sums : tuple of str
+        The operations whose finer sums by design (boosting's node histograms, a Cox
+        model's per-time sums) the site serves in the clear; the others only inside
+        masked sums.
+    formulas : {"none", "declared", "closed"}
+        How much of the formula language the site serves: none, the transforms each
+        dataset declares, or the closed vocabulary (no operator that makes a row
+        indicator from an analyst's constant).
     allow_event_times : bool
         Whether exact event times may leave the site (a Cox model whose
         baseline hazard is shared across sites, without a time grid): the
@@ -168,7 +207,7 @@ class Policy:
     """
 
     analysts: tuple = None
-    operations: tuple = DEFAULT_OPERATIONS
+    operations: tuple = None
     solvers: tuple = None
     losses: tuple = None
     min_rows: int = 10
@@ -181,11 +220,21 @@ class Policy:
     min_noise_multiplier: float = 0.0
     allow_exact_quantiles: bool = False
     allow_event_times: bool = False
-    #: analyst-chosen work (host.py reads these); the defaults admit skfed's own defaults
-    max_local_iterations: int = 100_000
-    max_request_seconds: float = 600.0
+    #: analyst-chosen work: the defaults admit skfed's own defaults (10,000 rounds of a
+    #: local-only fit), and a request stops at its time whatever it asked
+    max_local_iterations: int = 10_000
+    max_request_seconds: float = 120.0
+    dominance: float = 0.95
+    consortium: tuple = None
+    finer_sums: tuple = DEFAULT_FINER_SUMS
+    formulas: str = "closed"
     #: per analyst: {"datasets": (...), "operations": (...)} narrowing the rest
     access: dict = field(default_factory=dict)
+
+    def serves(self, operation):
+        """Whether the policy serves ``operation`` (every declared one by default)."""
+        return operation in (served_by_default() if self.operations is None
+                             else self.operations)
 
 
 @dataclass
@@ -202,6 +251,7 @@ class SiteConfig:
     audit: Path = None
     data_dir: Path = None
     ledger: Path = None
+    officer_log: Path = None
 
 
 class _Problems(list):
@@ -270,37 +320,61 @@ _NUMBERS = {"min_rows": (True, 1), "min_level_count": (True, 1),
             "max_parameters_per_row": (False, 0), "min_sites": (True, 1),
             "epsilon_budget": (False, 0), "max_delta": (False, 0),
             "min_noise_multiplier": (False, 0), "max_local_iterations": (True, 1),
-            "max_request_seconds": (False, 1)}
+            "max_request_seconds": (False, 1), "dominance": (False, 0.5)}
 
 
 def _policy_names(raw, problems):
-    """The name lists of ``[policy]``: who, which operations, solvers, losses, protection."""
-    from .. import datafits
+    """The name lists of ``[policy]``: who, which operations, solvers, losses, protection,
+    consortium and finer sums."""
+    from ..federation.wire import role_of_class as _role, wire_classes
     from ..solvers import SOLVERS
-    from .operations import OPERATIONS
 
-    losses = [n for n, c in vars(datafits).items() if isinstance(c, type)
-              and issubclass(c, datafits.Datafit) and c is not datafits.Datafit]
+    declared = operations()
+    losses = sorted({c.__name__ for c in wire_classes().values()
+                     if _role(c) == "datafit" and not getattr(c, "__abstractmethods__", None)})
+    solvers = sorted(SOLVERS)
+    finer = [n for n, op in declared.items() if op.finer is not None]
     take = problems.take
     names = {
         "analysts": take(_strings, raw.get("analysts"), "[policy] analysts"),
         # on a bad name: every operation, so that [access] is checked against something
-        "operations": take(_names, raw, "operations", OPERATIONS, ", which is not a site "
-                           "operation; the operations are", default=DEFAULT_OPERATIONS),
-        "solvers": take(_names, raw, "solvers", SOLVERS, "; skfed's solvers are"),
+        "operations": take(_names, raw, "operations", declared, ", which is not a site "
+                           "operation; the operations are", default=served_by_default()),
+        "solvers": take(_names, raw, "solvers", solvers, "; skfed's solvers are"),
         "losses": take(_names, raw, "losses", losses, "; skfed's losses are"),
-        "require": take(_names, raw, "require", REQUIREMENTS, "; use", default=()) or ()}
+        "require": take(_names, raw, "require", REQUIREMENTS, "; use", default=()) or (),
+        "consortium": take(_site_names, raw.get("consortium"), "[policy] consortium"),
+        "finer_sums": take(_names, raw, "finer_sums", finer, ", which releases no finer "
+                           "sums; the operations that do are", default=DEFAULT_FINER_SUMS)}
+    if names["finer_sums"] is None:
+        names["finer_sums"] = DEFAULT_FINER_SUMS
     # a site that answers nothing, or no one, is a mistake: refused rather than served
     if names["operations"] == ():
         problems.append("[policy] operations = [] serves no operation: the site would answer "
                         "nothing (leave the key out to serve every operation).")
-    elif names["operations"] is None:
-        names["operations"] = DEFAULT_OPERATIONS
     if names["analysts"] == ():
         problems.append("[policy] analysts = [] allows no analyst: the site would answer no "
                         "one (leave the key out to allow every analyst certificate of the "
                         "federation's CA).")
     return names
+
+
+def _site_names(value, what):
+    names = _strings(value, what)
+    if names is not None:
+        for name in names:
+            check_site_name(name)
+        if len(set(names)) != len(names):
+            raise ValueError(f"{what} names a site twice.")
+    return names
+
+
+def _formulas(raw):
+    value = raw.get("formulas", "closed")
+    if value not in FORMULA_LEVELS:
+        raise ValueError(f"[policy] formulas must be one of {list(FORMULA_LEVELS)}; got "
+                         f"{value!r}.")
+    return value
 
 
 def parse_policy(raw, problems=None):
@@ -332,7 +406,11 @@ def parse_policy(raw, problems=None):
                for key, (integer, minimum) in _NUMBERS.items()}
     flags = {key: found.take(_boolean, raw, key, False, default=False)
              for key in ("allow_exact_quantiles", "allow_event_times")}
-    policy = Policy(**_policy_names(raw, found), **numbers, **flags)
+    if isinstance(numbers["dominance"], float) and numbers["dominance"] >= 1:
+        found.append(f"[policy] dominance must be below 1 (the share of a sum the largest "
+                     f"min_rows - 1 rows may hold); got {numbers['dominance']!r}.")
+    policy = Policy(**_policy_names(raw, found), **numbers, **flags,
+                    formulas=found.take(_formulas, raw, default="closed"))
     if problems is None and found:
         raise ValueError("\n".join(found))
     return policy
@@ -355,7 +433,7 @@ def _parse_access(raw, datasets, policy, problems=None):
         found.unknown(what, rules, TABLES["access"])
         entry = {}
         # operations = [] is already a problem: not one more per [access] table
-        served = policy.operations or DEFAULT_OPERATIONS
+        served = policy.operations or served_by_default()
         for key, known in (("datasets", datasets), ("operations", served)):
             values = found.take(_names, rules, key, known, ", which the site does not serve; "
                                 "it serves", what)
@@ -365,6 +443,48 @@ def _parse_access(raw, datasets, policy, problems=None):
     if problems is None and found:
         raise ValueError("\n".join(found))
     return access
+
+
+def _domains(value, what):
+    """``{column: [low, high]}``: finite numbers, low below high."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is a table of column = [low, high].")
+    out = {}
+    for column, bounds in value.items():
+        if not (isinstance(bounds, list) and len(bounds) == 2 and all(
+                isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
+                for b in bounds) and bounds[0] < bounds[1]):
+            raise ValueError(f"{what} {column}: a range is [low, high] with finite numbers, "
+                             f"low < high; got {bounds!r}.")
+        out[str(column)] = (float(bounds[0]), float(bounds[1]))
+    return out
+
+
+def _population(value, what):
+    if value not in POPULATIONS:
+        raise ValueError(f"{what} population must be one of {list(POPULATIONS)}; got "
+                         f"{value!r}.")
+    return value
+
+
+def _dataset(name, conf, base, problems):
+    """One ``[datasets.<name>]`` table, its keys checked."""
+    what = f"[datasets.{name}]"
+    take = problems.take
+    columns = take(_strings, conf.get("columns"), f"{what} columns")
+    weights = take(_strings, conf.get("weights"), f"{what} weights") or ()
+    for column in weights:
+        if columns is not None and column not in columns:
+            problems.append(f"{what} weights names {column!r}, which is not one of its "
+                            "columns.")
+    return DatasetConfig(
+        name, (base / conf["path"]).resolve(), columns, tuple(weights),
+        take(_domains, conf.get("domains"), f"[datasets.{name}.domains]", default={}),
+        take(_population, conf.get("population", "all"), what, default="all"),
+        take(_strings, conf.get("transforms"), f"{what} transforms"),
+        take(_site_names, conf.get("consortium"), f"{what} consortium"))
 
 
 def _parse_datasets(raw, base, problems):
@@ -379,9 +499,8 @@ def _parse_datasets(raw, base, problems):
             if not isinstance(conf, dict):
                 continue
         problems.unknown(what, conf, TABLES["datasets"])
-        columns = problems.take(_strings, conf.get("columns"), f"{what} columns")
         if isinstance(conf.get("path"), str) and conf["path"]:
-            datasets[name] = DatasetConfig(name, (base / conf["path"]).resolve(), columns)
+            datasets[name] = _dataset(name, conf, base, problems)
     if not raw:
         problems.append("[datasets] declares no dataset: the site would serve nothing.")
     elif datasets and all(d.columns == () for d in datasets.values()):
@@ -469,15 +588,40 @@ def check_config(path):
     ca, cert, key = ((take(_path, tls, "tls", k, base) for k in TABLES["tls"])
                      if "tls" in raw else (None, None, None))
     audit = take(_path, tables["audit"], "audit", "path", base, "audit.jsonl")
+    officer = take(_path, tables["audit"], "audit", "officer_log", base, "officer-log.jsonl")
     ledger = take(_path, tables["privacy"], "privacy", "ledger", base, "privacy-ledger.json")
     datasets = _parse_datasets(tables["datasets"], base, problems)
     policy = parse_policy(tables["policy"], problems)
     policy.access = _parse_access(tables["access"], list(tables["datasets"]), policy,
                                   problems)
+    _check_consortium(name, policy, datasets, problems)
     if problems:
         return None, list(problems)
     return SiteConfig(name=name, listen=listen, ca=ca, cert=cert, key=key, datasets=datasets,
-                      policy=policy, audit=audit, data_dir=base, ledger=ledger), []
+                      policy=policy, audit=audit, data_dir=base, ledger=ledger,
+                      officer_log=officer), []
+
+
+def _check_consortium(name, policy, datasets, problems):
+    """A site requiring secure aggregation names the sites its masked sums are over (one
+    party set per dataset: sums over different subsets of sites would single it out),
+    itself among them and at least two."""
+    for dataset in datasets.values():
+        consortium = dataset.consortium or policy.consortium
+        where = f"[datasets.{dataset.name}] consortium" if dataset.consortium else \
+            "[policy] consortium"
+        if consortium is None:
+            if "secure_aggregation" in policy.require:
+                problems.append(f"[policy] require = [\"secure_aggregation\"] needs a "
+                                f"consortium = [...] (the sites dataset {dataset.name!r}'s "
+                                "masked sums are over, all of them): masked sums over "
+                                "different subsets of sites would give this site's own sums "
+                                "by difference.")
+            continue
+        if name is not None and name not in consortium:
+            problems.append(f"{where} must name this site ({name!r}).")
+        if len(consortium) < 2:
+            problems.append(f"{where} needs at least two sites.")
 
 
 def load_config(path):

@@ -4,10 +4,10 @@
 connects to each site's service; every estimator then runs on it as on any
 other dataset. Where the in-process and Dask paths call a site function
 (``dataset.map(site_summary, ...)``, ``executor.map(client_monitor, ...)``, a
-solver's ``client_update``), this backend calls the site operation of the
-same name (:data:`skfed.sites.operations.BY_FUNCTION`) with typed arguments.
-A function that is not a site operation is refused here, before anything is
-sent: no closure or callable ever reaches a site service.
+solver's ``client_update``), this backend calls the site operation declared
+beside that function (:func:`skfed.federation.operations.operation_for`) with
+its typed arguments. A function that is not a site operation is refused here,
+before anything is sent: no closure or callable ever reaches a site service.
 """
 
 import hashlib
@@ -17,25 +17,28 @@ import numpy as np
 
 from ..exceptions import ClientFailure, ClientFailureError
 from ..executors.base import Executor
+from ..federation.operations import operation_for, step_for
 from .codec import encode
-from .operations import OPERATIONS, registry
 
 
 def _operation(fn):
-    op = registry()[0].get(fn)
+    op = operation_for(fn)
     if op is None:
         name = getattr(fn, "__qualname__", repr(fn))
         raise ValueError(
             f"{name!r} is not one of the site operations a site service runs (it runs only "
-            "skfed's named operations: see skfed.sites.operations.OPERATIONS); custom code "
-            "reaches rows only in the trusted Dask mode (FederatedDataset.from_sources).")
-    return op
+            "skfed's declared operations: skfed.federation.operations.operations()); custom "
+            "code reaches rows only in the trusted Dask mode "
+            "(FederatedDataset.from_sources).")
+    return op.name
 
 
 def _arguments(op, args):
-    """A site function's positional arguments as the operation's named ones (the
-    operation table's packing, :meth:`skfed.sites.operations.Operation.pack`)."""
-    return OPERATIONS[op].pack(args)
+    """A site function's positional arguments as the operation's named ones (its
+    declaration's packing, :meth:`skfed.federation.operations.Operation.pack`)."""
+    from ..federation.operations import operations
+
+    return operations()[op].pack(args)
 
 
 def _template(schema):
@@ -88,12 +91,14 @@ class SiteServices:
     def apply(self, fn, args):
         """A dataset whose reference asks each site to apply ``fn(site, *args)`` to its rows
         (one of skfed's declared row steps; nothing but its name and arguments travels)."""
-        if fn not in registry()[1]:
+        step = step_for(fn)
+        if step is None:
             raise ValueError(
                 f"transforming rows at a site with {getattr(fn, '__qualname__', fn)!r} is not "
                 "an operation of the site service (it applies only skfed's declared row "
                 "steps: holdout, column selection, scaling, one-hot encoding).")
-        steps = [*self.dataset.get("steps", ()), {"fn": fn, "args": list(args)}]
+        named = {a.name: v for a, v in zip(step.arguments, args)}
+        steps = [*self.dataset.get("steps", ()), {"step": step.name, "args": named}]
         return SiteServices(self.connections, dict(self.dataset, steps=steps), owns=False)
 
     def subset(self, positions):

@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator
 
 from .._messages import show
 from ..federation.session import add_fields
+from ..federation.wire import register_subclasses
 
 
 class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
@@ -80,6 +81,24 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     #: (:mod:`skfed.sites.codec`; each subclass declares the attributes its own
     #: ``setup`` sets)
     _wire_attributes = ("problem_",)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register_subclasses(FederatedSolver, "solver")(cls)  # a site message may carry it
+
+    def check_at_site(self, client, rules):
+        """A site service's rule on what this solver's rounds release beyond the
+        dominance rule (a shared Cox baseline's risk sets); raises
+        :class:`~skfed.federation.operations.Refused`. None by default."""
+
+    @property
+    def site_protection(self):
+        """What the site adds to each reply, by this solver's class (never by what a
+        message says): ``"masked"`` (secure aggregation), ``"noised"`` (differential
+        privacy, masked too) or ``None``."""
+        if self.differentially_private:
+            return "noised"
+        return "masked" if self.masked else None
 
     def monitor_sums_in_replies(self, replies, weights):
         """``(sum_j a_j f_j, sum_j a_j grad f_j)`` at the broadcast model from a

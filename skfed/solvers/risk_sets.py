@@ -19,10 +19,70 @@ sum covers several rows.
 import numpy as np
 
 from ..datafits.cox import cox_terms, risk_set_sums
+from ..federation.operations import SUMS, Arg, Refused, site_operation
 from ..federation.session import add_fields
 from .newton import FedNewton, pack_upper
 
+#: the most times a public grid of event times may hold
+MAX_GRID = 1 << 16
 
+
+def grid_problem(grid):
+    """The form of a public grid of event times: ``{stratum code: increasing times}``."""
+    if not isinstance(grid, dict) or len(grid) > 4096:
+        return "a grid of event times is {stratum: times} (at most 4,096 strata)"
+    total = 0
+    for code, times in grid.items():
+        times = np.asarray(times) if isinstance(times, (list, tuple, np.ndarray)) else None
+        if not isinstance(code, (int, float)) or isinstance(code, bool) or times is None or \
+                times.ndim != 1 or times.dtype.kind not in "iuf" or not np.all(
+                    np.isfinite(times)) or np.any(np.diff(times) <= 0):
+            return "a stratum's grid times are finite and increasing"
+        total += times.size
+    return None if total <= MAX_GRID else f"a grid of at most {MAX_GRID} times"
+
+
+def check_risk_sets(Y, grid, rules):
+    """Without ``allow_event_times``: every grid time's events at this site, and the rows
+    leaving its risk set after it, number 0 or at least ``min_level_count`` (differences
+    of the risk-set sums are sums over those rows), else refused (rule
+    ``min_level_count``)."""
+    if rules.allow_event_times:
+        return
+    floor = rules.min_level_count
+    time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
+    for code, times in grid.items():
+        times = np.asarray(times, dtype=float)
+        rows = stratum == float(code)
+        k = np.searchsorted(times, time[rows], side="right") - 1
+        inside = k >= 0
+        leaving = np.bincount(k[inside], minlength=times.size)
+        events = np.bincount(k[inside & event[rows] & (time[rows] == times[np.maximum(k, 0)])],
+                             minlength=times.size)
+        for what, counts in (("events", events), ("rows leaving the risk set", leaving)):
+            if np.any((counts > 0) & (counts < floor)):
+                raise Refused("min_level_count", f"a time of the grid has fewer than "
+                              f"{floor} {what} here; use a coarser time_grid")
+
+
+def _risk_set_rule(client, values, rules):
+    check_risk_sets(client.Y, values["grid"], rules)
+
+
+@site_operation(
+    "fit.risk_sets", releases=SUMS, target="fit", maskable=True,
+    finer="per-time sums at each time or interval of a public grid: a time holding 0 or "
+          ">= min_level_count of the site's events and of its rows leaving the risk set, "
+          "unless allow_event_times",
+    describes="at each broadcast event time (a shared Cox baseline): the sums of "
+              "w exp(x'b), w exp(x'b) x and w exp(x'b) x x' over the site's rows at risk "
+              "and over its events there, and its event count and weight; without "
+              "allow_event_times only where each time holds 0 or >= min_level_count "
+              "events and rows leaving the risk set",
+    arguments=(Arg("theta", "floats", most=1 << 20), Arg("grid", "value", check=grid_problem),
+               Arg("order", "int", low=0, high=2),
+               Arg("scale", "float", low=0, optional=True, default=1.0)),
+    checks=(_risk_set_rule,))
 def client_risk_set_sums(client, theta, grid, order, scale=1.0):
     """At a site: its risk-set sums at the broadcast event times (see module), times
     the public ``scale`` (the inverse of the total weight: it keeps the sums within
@@ -56,6 +116,10 @@ class RiskSetNewton(FedNewton):
 
     name = "newton-risk-sets"
     _wire_attributes = ("scale_",)  # see FederatedSolver
+
+    def check_at_site(self, client, rules):
+        """A site's rule on the sums each round carries: the risk-set rule at the grid."""
+        check_risk_sets(client.Y, self.grid, rules)
 
     def __init__(self, grid=None, *, subproblem_tol="auto", max_subproblem_iter=10000):
         self.grid = grid

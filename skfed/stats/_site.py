@@ -4,7 +4,8 @@ Every function takes one site's :class:`~skfed.data.SiteData` (its ``X`` a
 DataFrame with named columns) plus small arguments sent by the server, and
 returns a small summary: counts, sums, a site's own moments, per-time counts
 of events. None returns a row. They are written so that they can be
-registered as named site operations (:mod:`skfed.sites.operations`).
+declared as site operations beside them (:mod:`skfed.federation.operations`): a
+site service runs them under its rules, with the checks declared here.
 """
 
 import numpy as np
@@ -12,9 +13,58 @@ import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
+from ..federation import dominance
+from ..federation.operations import COUNTS, SUMS, Arg, Refused, site_operation
 from ..preprocessing._summaries import moments_summary
 from ._levels import MISSING
 from ._suppress import hide_crosstab, hide_summary
+
+#: the most columns and quantiles one request may ask for
+MAX_COLUMNS, MAX_QUANTILES = 1024, 64
+
+
+def _quantile_list(values):
+    """Quantile probabilities: a list of numbers in [0, 1]."""
+    if not isinstance(values, (list, tuple, np.ndarray)) or len(values) > MAX_QUANTILES or \
+            not all(isinstance(q, (int, float, np.floating)) and not isinstance(q, bool)
+                    and 0 <= q <= 1 for q in values):
+        return f"quantiles are at most {MAX_QUANTILES} numbers in [0, 1]"
+    return None
+
+
+def check_level_names(site, columns, rules):
+    """A level's name is released when its count is (a table has its row): refuse a
+    column tabulated by level whose rows are mostly in levels held by fewer than
+    ``min_level_count`` rows (an identifier, a continuous measurement)."""
+    k = rules.min_level_count
+    for name in columns:
+        counts = _column(site, name).value_counts(dropna=True).to_numpy()
+        rare = int(counts[counts < k].sum())
+        if rare and 2 * rare > counts.sum():  # the refusal says no count
+            raise Refused("min_level_count", f"column {str(name)[:64]!r}: most of its values "
+                          f"here are levels held by fewer than {k} rows (an identifier-like "
+                          "column); their names are not released", columns=[name], public=True)
+
+
+def _describe_levels(site, values, rules):
+    columns, by = values["columns"], values["by"]
+    check_level_names(site, [c for c in columns if not is_numeric(_column(site, c))]
+                      + ([by] if by is not None else []), rules)
+
+
+def _describe_reply(site, values, out, rules):
+    """Without ``allow_exact_quantiles`` the site's own quantiles and extremes are
+    single rows' values: blanked."""
+    if not rules.allow_exact_quantiles:
+        for cell in out["cells"].values():
+            if "quantiles" in cell:
+                cell.update(min=np.nan, max=np.nan,
+                            quantiles=np.full(len(cell["quantiles"]), np.nan))
+    return out
+
+
+def _crosstab_levels(site, values, rules):
+    check_level_names(site, [values["row"], values["col"]], rules)
 
 
 def _table(site):
@@ -61,6 +111,20 @@ def _levels(values):
     return out, int(missing.sum())
 
 
+@site_operation(
+    "stats.describe", releases=SUMS,
+    describes="per column and stratum: row counts, counts, missing counts, mean and sum "
+              "of squares; level counts and names; every count from 1 to min_level_count "
+              "- 1 blanked, with the complementary counts that would give it back through "
+              "a total (and the statistics of a blanked count), each listed with the "
+              "reason; a column's moments blanked at every stratum where one of them is "
+              "dominated by a few rows; the site's quantiles and extremes only with "
+              "allow_exact_quantiles; a column tabulated by level whose values are mostly "
+              "in small levels refused",
+    arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
+               Arg("quantiles", "value", check=_quantile_list, convert=list),
+               Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count")),
+    checks=(_describe_levels,), reply=_describe_reply)
 def site_describe(site, columns, by, quantiles, min_count=1):
     """A site's summary of each column, per stratum of ``by``, its small counts hidden.
 
@@ -107,7 +171,8 @@ def site_describe(site, columns, by, quantiles, min_count=1):
                     raise SiteError(site.site, f"column {show(c)} contains infinity.")
                 present = v[~np.isnan(v)]
                 n = present.size
-                moments = moments_summary(present[:, None])
+                with dominance.suspended():  # audited once released (_audit_moments)
+                    moments = moments_summary(present[:, None])
                 cells[stratum, c] = {
                     "count": int(n), "missing": int(v.size - n),
                     "mean": float(moments["mean"][0]) if n else np.nan,
@@ -120,9 +185,56 @@ def site_describe(site, columns, by, quantiles, min_count=1):
                 levels, missing = _levels(values)
                 cells[stratum, c] = {"levels": levels, "missing": missing}
     summary = {"n": int(site.n_samples), "kinds": kinds, "sizes": sizes, "cells": cells}
-    return hide_summary(summary, by, int(min_count), site.site)
+    return _audit_moments(site, X, by, hide_summary(summary, by, int(min_count), site.site))
 
 
+def _audit_moments(site, X, by, summary):
+    """The dominance rule on each released mean and sum of squares (at a site service):
+    a column whose moments one stratum's few rows dominate has its moments blanked in
+    every stratum (one stratum's alone would follow from the others and the total)."""
+    if dominance.active() is None:
+        return summary
+    strata = _strata(site, by)
+    for c, kind in summary["kinds"].items():
+        if kind != "numeric":
+            continue
+        try:
+            for stratum, mask in strata.items():
+                cell = summary["cells"].get((stratum, c))
+                if cell is None or cell.get("count") is None or not cell["count"]:
+                    continue
+                v = X.loc[mask, c].to_numpy(dtype=np.float64, na_value=np.nan)
+                v = v[~np.isnan(v)]
+                dominance.check_rows(v[:, None], f"the mean of {c!r}")
+                dominance.check_rows((v - cell["mean"])[:, None] ** 2, f"the spread of {c!r}")
+        except Refused:
+            for (stratum, column), cell in summary["cells"].items():
+                if column == c:
+                    cell.update(mean=np.nan, mean_lo=np.nan, m2=np.nan, min=np.nan,
+                                max=np.nan, quantiles=np.full(len(cell["quantiles"]), np.nan))
+            summary["suppressed"].append({"stratum": None, "column": c, "cell": "moments",
+                                          "reason": f"dominated by fewer than "
+                                                    f"{dominance.active().min_rows} rows at "
+                                                    f"site {site.site!r}"})
+    return summary
+
+
+def _queries(value):
+    if not isinstance(value, (list, tuple)) or len(value) > 1 << 16 or not all(
+            isinstance(q, (list, tuple)) and len(q) == 2 and isinstance(q[1], str)
+            for q in value):
+        return "queries are at most 65,536 (stratum, column) pairs"
+    return None
+
+
+@site_operation(
+    "stats.count_below", releases=SUMS,
+    requires="allow_exact_quantiles: exact quantiles release single rows' values (the "
+             "values next to each threshold)",
+    describes="one step of the exact quantiles' bisection: a count and the site's values "
+              "next to the threshold (single rows' values: only with allow_exact_quantiles)",
+    arguments=(Arg("by", "name", nullable=True), Arg("queries", "value", check=_queries),
+               Arg("thresholds", "floats", most=1 << 16, finite=False)))
 def site_count_below(site, by, queries, thresholds):
     """One step of the federated bisection for order statistics, for many queries at once.
 
@@ -164,6 +276,15 @@ def site_count_below(site, by, queries, thresholds):
     return {"count": count, "below": below, "above": above}
 
 
+@site_operation(
+    "stats.crosstab", releases=COUNTS,
+    describes="the count of every pair of levels (missing values as a level) and the "
+              "margins; counts from 1 to min_level_count - 1 blanked with their "
+              "complementary cells along their row and column, each listed with the "
+              "reason; a column mostly in such levels refused",
+    arguments=(Arg("row", "name"), Arg("col", "name"),
+               Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count")),
+    checks=(_crosstab_levels,))
 def site_crosstab(site, row, col, min_count=1):
     """A site's counts of every (row level, column level) pair, missing values as a level,
     its small cells hidden.
@@ -215,6 +336,16 @@ def _coarsen(times, total, min_count):
     return ends
 
 
+@site_operation(
+    "stats.event_table", releases=COUNTS,
+    describes="per time the numbers of events and censorings, the site's times coarsened "
+              "until every bin holds >= min_level_count rows, each bin reported at its "
+              "last time (a row's time: Kaplan-Meier, Nelson-Aalen, log-rank)",
+    counts=lambda reply: [a for _, events, censored in reply.values()
+                          for a in (events, censored)],
+    arguments=(Arg("time", "name"), Arg("event", "name"), Arg("group", "name", nullable=True),
+               Arg("min_count", "int", low=1, high=1 << 30, nullable=True,
+                   floor="min_level_count")))
 def site_event_table(site, time, event, group=None, min_count=None):
     """A site's number of events and of censorings at each distinct time, per group.
 

@@ -2,8 +2,13 @@
 
 On a site's rows (:class:`~skfed.data.SiteData`, its target ``(event, time[,
 stratum code])``) or on the client objective a fit session keeps there. Each
-returns counts or sums, never a row; each is a named site operation
-(:mod:`skfed.sites.operations`).
+returns counts or sums, never a row; each is declared as a site operation, with
+the rules a site service applies to it (:mod:`skfed.federation.operations`).
+
+Without ``allow_event_times`` a site releases nothing at a time (or an interval
+of a time grid) that holds 1 to ``min_level_count - 1`` of its events, or of its
+rows leaving the risk set after it (:func:`check_risk_sets`): differences of
+risk-set sums are sums over those rows.
 """
 
 import numpy as np
@@ -11,12 +16,92 @@ import numpy as np
 from ..data.site import SiteError, Targets, survival_array
 from ..datafits.cox import (_expand, baseline_increments, cox_terms, event_grid,
                             risk_set_sums, score_residuals)
+from ..federation import dominance
+from ..federation.operations import COUNTS, SUMS, Arg, Refused, row_step, site_operation
 from ..solvers.newton import pack_upper
+from ..solvers.risk_sets import check_risk_sets, grid_problem
 from ..stats._site import _coarsen
-from ._grid import passing_cut_points
+from ._grid import intervals_pass, passing_cut_points
 from ._pairs import concordance_counts
 
+#: what per-time sums reveal, for the declarations that release them
+PER_TIME = ("per-time sums at each time or interval of a public grid: a time holding 0 "
+            "or >= min_level_count of the site's events and of its rows leaving the risk "
+            "set, unless allow_event_times")
 
+
+def _cut_points(value):
+    """A time grid's cut points: finite and increasing (an unsorted grid would place the
+    small-count rule's intervals elsewhere than the times it releases)."""
+    values = np.asarray(value, dtype=np.float64) if isinstance(value, (list, tuple,
+                                                                        np.ndarray)) else None
+    if values is None or values.ndim != 1 or values.size > 1 << 16 or not np.all(
+            np.isfinite(values)) or np.any(np.diff(values) <= 0):
+        return "a time grid's cut points are at most 65,536 finite, increasing numbers"
+    return None
+
+
+def check_cut_points(Y, cuts, rules):
+    """The analyst's cut points: every interval holds 0 or ``min_level_count`` events and
+    rows in each stratum here, else refused (rule ``min_level_count``)."""
+    floor = rules.min_level_count
+    if not all(intervals_pass(Y[Y[:, 2] == code, 0], Y[Y[:, 2] == code, 1] > 0, cuts, floor)
+               for code in np.unique(Y[:, 2])):
+        raise Refused("min_level_count", "an interval of the time grid holds fewer than "
+                                         f"{floor} events or rows here")
+
+
+def _event_times_rules(site, values, rules):
+    """Without ``allow_event_times``: a time grid, or the site's coarsening (its floor)."""
+    if rules.allow_event_times:
+        return
+    if values["time_grid"] is None and values["min_count"] is None:
+        raise Refused("allow_event_times", "a Cox baseline shared across sites at exact "
+                      "event times makes the sites' event times public; fit on a time grid "
+                      "(time_grid=) or with strata='site'", public=True)
+    if values["min_count"] is not None:
+        values["min_count"] = max(int(values["min_count"]), rules.min_level_count)
+
+
+def _event_times_reply(site, values, out, rules):
+    if not rules.allow_event_times and np.any(out["events"] < rules.min_level_count):
+        if values["time_grid"] is not None:
+            Y, _ = Targets("survival").encode(site.y, site.weights())
+            check_cut_points(Y, values["time_grid"], rules)
+        raise Refused("min_level_count", "an interval of the time grid holds fewer than "
+                      f"{rules.min_level_count} events here")
+    return out
+
+
+def _grid_of_events(client, values, rules):
+    """A shared baseline's rounds carry risk-set sums at a public grid: its rule."""
+    check_risk_sets(client.Y, values["grid"], rules)
+
+
+def _cox_audit(client, theta, meat=None):
+    """The dominance rule on a site's own partial likelihood (its strata's): the rows'
+    terms of its value, gradient and the diagonal part of its information, and the
+    sandwich's per-row scores."""
+    if dominance.active() is None:
+        return
+    Z = client.raw(theta)
+    client._audit(client.X, Z, client.Y, client.sample_weight, None, True,
+                  client.datafit.audited_hessian(Z, client.Y, client.sample_weight))
+    if meat is not None:
+        dominance.check_products(meat, meat, what="a sandwich's meat")
+
+
+@site_operation(
+    "survival.event_times", releases=COUNTS,
+    describes="per stratum, the distinct event times (or the time grid's interval "
+              "indices) with the number of events at each; without allow_event_times "
+              "each must hold >= min_level_count events (times coarsened so for the "
+              "quantiles of time_grid=k: each bin reported at its last time)",
+    arguments=(Arg("time_grid", "value", nullable=True, check=_cut_points,
+                   convert=lambda c: np.asarray(c, dtype=np.float64)),
+               Arg("min_count", "int", low=1, high=1 << 30, nullable=True)),
+    checks=(_event_times_rules,), reply=_event_times_reply,
+    counts=lambda out: [out["events"]])
 def site_event_times(site, time_grid, min_count):
     """The site's distinct event times per stratum, with their numbers of events.
 
@@ -51,6 +136,13 @@ def _merge(times, counts, min_count):
     return ends, np.bincount(index, weights=counts)
 
 
+@site_operation(
+    "fit.cox_inference", releases=SUMS, target="fit", maskable=True,
+    describes="at the fitted Cox model (each site its own stratum): the p x p information, "
+              "the log partial likelihoods at the fit and at zero, and the sandwich's p x p "
+              "meat, under the dominance rule",
+    arguments=(Arg("theta", "floats", most=1 << 20),
+               Arg("cov_type", "choice", choices=("nonrobust", "robust", "cluster"))))
 def client_cox_inference(client, theta, cov_type):
     """At a site whose rows are their own strata (``strata="site"``): its
     information, log partial likelihoods (at ``theta`` and at zero) and the
@@ -67,11 +159,57 @@ def client_cox_inference(client, theta, cov_type):
     if cov_type != "nonrobust":
         h, xbar = baseline_increments(sums)
         r = score_residuals(X, eta, Y, sw, grid, h, xbar)
+        _cox_audit(client, theta, r)
         s = r.sum(axis=0)
         out["meat"] = pack_upper(np.outer(s, s) if cov_type == "cluster" else r.T @ r)
+    else:
+        _cox_audit(client, theta)
     return out
 
 
+def _baseline_rules(client, values, rules):
+    """The site's own event times only with ``allow_event_times``; else at the analyst's
+    cut points (each interval 0 or ``min_level_count`` events and rows) or at cut points
+    the site chooses so."""
+    if rules.allow_event_times:
+        return
+    Y, floor = client.Y, rules.min_level_count
+    if values["cuts"] is None:
+        values["min_count"] = max(int(values["min_count"] or 0), floor)
+        for code in np.unique(Y[Y[:, 1] > 0, 2]):
+            rows = Y[:, 2] == code
+            if passing_cut_points(Y[rows, 0], Y[rows, 1] > 0, values["min_count"]) is None:
+                raise Refused("min_level_count", "no time grid here has each interval "
+                              f"holding 0 or at least {floor} events and rows")
+    else:
+        check_cut_points(Y, values["cuts"], rules)
+
+
+def _baseline_reply(client, values, out, rules):
+    """Whatever chose the cut points, every interval of each stratum's grid in the reply
+    holds 0 or ``min_level_count`` events and rows here."""
+    if not rules.allow_event_times:
+        Y = client.Y
+        for code in np.unique(out["strata"]):
+            rows = Y[:, 2] == code
+            if not intervals_pass(Y[rows, 0], Y[rows, 1] > 0, out["times"][out["strata"] == code],
+                                  rules.min_level_count):
+                raise Refused("min_level_count", "an interval of the baseline's time grid "
+                                                 "holds too few events or rows here")
+    return out
+
+
+@site_operation(
+    "fit.cox_baseline", releases=SUMS, target="fit", finer=PER_TIME,
+    describes="Breslow's cumulative baseline hazard per stratum (each site its own "
+              "stratum): at the site's event times only with allow_event_times; else at "
+              "the analyst's cut points or at cut points the site chooses (released with "
+              "it), every interval holding 0 or >= min_level_count events and rows",
+    arguments=(Arg("theta", "floats", most=1 << 20),
+               Arg("cuts", "value", nullable=True, check=_cut_points,
+                   convert=lambda c: np.asarray(c, dtype=np.float64)),
+               Arg("min_count", "int", low=1, high=1 << 30, nullable=True, optional=True)),
+    checks=(_baseline_rules,), reply=_baseline_reply)
 def client_cox_baseline(client, theta, cuts, min_count=None):
     """At a site whose rows are their own strata: Breslow's cumulative baseline
     hazard per stratum, at its own event times (``cuts=None``), only at the
@@ -109,6 +247,14 @@ def client_cox_baseline(client, theta, cuts, min_count=None):
             "cumhaz": np.asarray(cumhaz, dtype=float)}
 
 
+@site_operation(
+    "fit.cox_residuals", releases=SUMS, target="fit", maskable=True,
+    describes="the sandwich's p x p meat from the site's score residuals at a broadcast "
+              "baseline, under the dominance rule",
+    arguments=(Arg("theta", "floats", most=1 << 20), Arg("grid", "value", check=grid_problem),
+               Arg("h", "floats", most=1 << 24), Arg("xbar", "array", most=1 << 24),
+               Arg("cov_type", "choice", choices=("nonrobust", "robust", "cluster"))),
+    checks=(_grid_of_events,))
 def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
     """At a site, under a shared baseline: the sandwich's meat from its rows'
     score residuals at the broadcast baseline increments ``h`` and risk-set
@@ -117,6 +263,7 @@ def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
     eta = client.raw(theta)[:, 0]
     r = score_residuals(client.X, eta, client.Y, client.sample_weight, grid, np.asarray(h),
                         np.asarray(xbar))
+    dominance.check_products(r, r, what="a sandwich's meat")
     s = r.sum(axis=0)
     return {"meat": pack_upper(np.outer(s, s) if cov_type == "cluster" else r.T @ r)}
 
@@ -158,6 +305,40 @@ def _event_covariate_sums(X, Y, grid):
     return sums["d"], sums["t1"]
 
 
+def _coefficients(value):
+    value = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    if value is None or value.ndim != 1 or value.size > 1 << 16 or value.dtype.kind not in \
+            "iuf" or not np.all(np.isfinite(value)):
+        return "coefficients are a finite vector"
+    return None
+
+
+_COEF = Arg("coef", "value", check=_coefficients,
+            convert=lambda c: np.asarray(c, dtype=np.float64))
+
+
+def _schoenfeld_rules(site, values, rules):
+    """The fit's risk-set rule, by stratum and with the strata merged (the Kaplan-Meier at
+    the union of the grid's times)."""
+    grid = values["grid"]
+    Y, _ = Targets("survival", time_grid=values["time_grid"]).encode(site.y, site.weights())
+    check_risk_sets(Y, grid, rules)
+    union = np.unique(np.concatenate([np.asarray(t, dtype=float) for t in grid.values()]
+                                     or [np.zeros(0)]))
+    check_risk_sets(np.column_stack([Y[:, :2], np.zeros(len(Y))]), {0.0: union}, rules)
+
+
+@site_operation(
+    "survival.schoenfeld_sums", releases=SUMS, finer=PER_TIME,
+    describes="a proportional-hazards test's sums at the fitted Cox model, at each public "
+              "grid time: the risk-set sums of order 1, the event counts and weights and "
+              "the events' covariate sums, and the pooled Kaplan-Meier's events and rows at "
+              "risk; without allow_event_times only where each time holds 0 or >= "
+              "min_level_count events and rows leaving the risk set",
+    arguments=(_COEF, Arg("grid", "value", check=grid_problem),
+               Arg("time_grid", "value", nullable=True, check=_cut_points,
+                   convert=lambda c: np.asarray(c, dtype=np.float64))),
+    checks=(_schoenfeld_rules,))
 def site_schoenfeld_sums(site, coef, grid, time_grid):
     """The sums a proportional-hazards test needs from a site, under a baseline shared
     across sites (see :func:`~skfed.survival.proportional_hazard_test`).
@@ -183,6 +364,21 @@ def site_schoenfeld_sums(site, coef, grid, time_grid):
     return out
 
 
+def _enough_events(site, values, rules):
+    Y, _ = Targets("survival").encode(site.y, site.weights())
+    if np.sum(Y[:, 1] > 0) < rules.min_level_count:
+        raise Refused("min_level_count", f"fewer than {rules.min_level_count} events here "
+                      "(the moments of the event times would describe single rows)")
+
+
+@site_operation(
+    "survival.schoenfeld_moments", releases=SUMS,
+    describes="a proportional-hazards test's sums at the fitted Cox model (each site its "
+              "own stratum): the event count, the summed Schoenfeld residuals, times t and "
+              "times log t, and the sums and sums of squares of the event times and their "
+              "logs, under the dominance rule; only with >= min_level_count events",
+    arguments=(_COEF, Arg("ties", "choice", choices=("efron", "breslow"))),
+    checks=(_enough_events,))
 def site_schoenfeld_moments(site, coef, ties):
     """The sums a proportional-hazards test needs from a site that is its own
     stratum (``strata="site"``): its Schoenfeld residuals at its own event
@@ -195,6 +391,13 @@ def site_schoenfeld_moments(site, coef, ties):
     d, event_x = _event_covariate_sums(X, Y, grid)
     resid = event_x - d[:, None] * risk_set_means(sums, ties)
     times = np.concatenate([grid[code] for code in sorted(grid)]) if grid else np.zeros(0)
+    if dominance.active() is not None:  # per event time: its residuals and moments
+        with np.errstate(divide="ignore"):
+            logs = np.log(times)
+        dominance.check_rows(np.column_stack([resid, times[:, None] * resid,
+                                              logs[:, None] * resid, d * times,
+                                              d * times ** 2, d * logs, d * logs ** 2]),
+                             "a proportional-hazards test's sum")
     out = {"n_events": float(d.sum()), "resid": resid.sum(axis=0)}
     with np.errstate(divide="ignore"):
         for name, g in (("identity", times), ("log", np.log(times))):
@@ -204,6 +407,38 @@ def site_schoenfeld_moments(site, coef, ties):
     return out
 
 
+def _edges(value):
+    if not isinstance(value, dict) or set(value) != {"time", "risk"} or any(
+            _coefficients(v) or len(v) > 4096 for v in value.values()):
+        return "bin edges are {'time': [...], 'risk': [...]} (at most 4,096 each)"
+    return None
+
+
+def _concordance_class(site, args):
+    """The first pass releases the risk scores' and times' moments (sums); the second,
+    histograms of rows (counts)."""
+    return SUMS if args.get("edges") is None else COUNTS
+
+
+def _concordance_reply(site, values, out, rules):
+    """A histogram cell of 1 to ``min_level_count - 1`` rows places those rows' times and
+    risk scores in a small box: without ``allow_event_times`` the histograms are left
+    out then (the pairs across sites are not counted)."""
+    if "rows" in out and not rules.allow_event_times:
+        floor = rules.min_level_count
+        if any(np.any((h > 0) & (h < floor)) for h in (out["rows"], out["events"])):
+            del out["rows"], out["events"]
+    return out
+
+
+@site_operation(
+    "evaluate.concordance", releases=_concordance_class,
+    describes="Harrell's concordance: four counts of pairs of the site's rows and the sums "
+              "and sums of squares of its risk scores and log times (under the dominance "
+              "rule); with public bin edges, histograms of its rows and events (left out "
+              "where a cell holds 1 to min_level_count - 1 rows)",
+    arguments=(_COEF, Arg("edges", "value", nullable=True, check=_edges)),
+    reply=_concordance_reply)
 def site_concordance(site, coef, edges=None):
     """Harrell's concordance counts of the risk scores ``X @ coef`` on the site's rows.
 
@@ -226,6 +461,8 @@ def site_concordance(site, coef, edges=None):
     risk = np.asarray(X @ coef).ravel()
     lt = np.log1p(time)
     if edges is None:  # the first pass: the site's own pairs and the pooled moments' parts
+        dominance.check_rows(np.column_stack([risk, risk * risk, lt, lt * lt]),
+                             "the moments of risk scores and times")
         out = {k: float(v) for k, v in concordance_counts(event, time, risk).items()}
         out.update(n=float(len(risk)), risk_sum=float(risk.sum()), risk_sq=float(risk @ risk),
                    time_sum=float(lt.sum()), time_sq=float(lt @ lt))
@@ -251,12 +488,29 @@ def _strata_column(site, column):
     return values.astype(str).to_numpy()
 
 
+def _strata_reply(site, values, out, rules):
+    if np.any(out["counts"] < rules.min_level_count):
+        raise Refused("min_level_count", f"a level of strata column {values['column']!r} is "
+                      f"held by fewer than {rules.min_level_count} rows here",
+                      columns=[values["column"]])
+    return out
+
+
+@site_operation(
+    "survival.strata_levels", releases=COUNTS,
+    describes="the levels of a Cox model's strata column with their row counts (each "
+              ">= min_level_count)",
+    arguments=(Arg("column", "name"),), reply=_strata_reply,
+    counts=lambda out: [out["counts"]])
 def site_stratum_levels(site, column):
     """The levels of the strata column at the site, with their row counts."""
     levels, counts = np.unique(_strata_column(site, column), return_counts=True)
     return {"levels": levels.astype(str), "counts": counts.astype(float)}
 
 
+@row_step("strata_to_target", arguments=(Arg("column", "name"),
+                                         Arg("levels", "names", most=4096)),
+          reads=lambda column, levels: [column])
 def move_strata_to_target(site, column, levels):
     """A row step: the strata column leaves the covariates, and each row's level (its
     index in the public, sorted ``levels``) becomes the target's third column."""

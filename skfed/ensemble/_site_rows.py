@@ -1,0 +1,420 @@
+"""A boosting fit's rows at a site, and the cache that keeps them between requests.
+
+The site's features in the model's order and binned, its encoded target, the
+raw predictions of a model (trees applied once, then only the new ones), the
+gradients, and the rows of the tree nodes a request names. A small cache, keyed
+by a digest of the fit's context and by the trees themselves (compared bit for
+bit), never changes an answer: a request that differs is computed afresh
+(:mod:`skfed.ensemble._site`).
+"""
+
+import functools
+import hashlib
+import weakref
+
+import numpy as np
+
+from .._messages import show
+from ..data.site import SiteError
+from ._losses import gradients, make_loss
+from ._tree import in_bitset, split_rows, unpack_trees
+
+#: per-site caches, dropped with the site's data
+_CACHES = {}
+
+
+# -- the site's rows, as the model sees them ---------------------------------
+def _column(site, j):
+    X = site.X
+    return X.iloc[:, j] if hasattr(X, "iloc") else np.asarray(X)[:, j]
+
+
+def _is_category_dtype(values):
+    return str(getattr(values, "dtype", "")) == "category"
+
+
+def _present_levels(values):
+    """The distinct non-missing values of a categorical column (sorted)."""
+    values = np.asarray(values, dtype=object if _is_category_dtype(values) else None)
+    if values.dtype.kind == "f":
+        return np.unique(values[~np.isnan(values)])
+    if values.dtype.kind in "iub":
+        return np.unique(values)
+    kept = [v for v in values.tolist() if not _missing(v)]
+    return np.asarray(sorted(set(kept)), dtype=object)
+
+
+def _missing(value):
+    return value is None or (isinstance(value, float) and value != value) or \
+        type(value).__name__ in ("NAType", "NaTType")
+
+
+def _numeric(site, j):
+    values = _column(site, j)
+    try:
+        if hasattr(values, "to_numpy"):
+            return values.to_numpy(dtype=np.float64, na_value=np.nan)
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        names = site.columns()
+        name = repr(names[j]) if names else f"{j}"
+        raise SiteError(site.site, f"column {name} is not numeric; declare it in "
+                                   "categorical_features (or encode it).") from None
+
+
+def _codes(values, categories):
+    """Category codes (positions in ``categories``); NaN for missing and unknown."""
+    categories = np.asarray(categories)
+    values = np.asarray(values, dtype=object if _is_category_dtype(values) else None)
+    if categories.dtype.kind in "fiub" and values.dtype.kind in "fiub":
+        x = values.astype(np.float64)
+        if len(categories) == 0:
+            return np.full(len(x), np.nan)
+        at = np.clip(np.searchsorted(categories, x), 0, len(categories) - 1)
+        return np.where(categories[at] == x, at, np.nan).astype(np.float64)
+    lookup = {c: float(i) for i, c in enumerate(categories.tolist())}
+    return np.array([np.nan if _missing(v) else lookup.get(v, np.nan)
+                     for v in values.tolist()], dtype=np.float64)
+
+
+def model_features(site, context):
+    """The site's features in the model's order (categorical first, as codes), float64
+    (column-major: every later pass reads a column)."""
+    order, categorical = context["order"], context["categorical"]
+    out = np.empty((site.n_samples, len(order)), dtype=np.float64, order="F")
+    for j, (col, is_cat) in enumerate(zip(order, categorical)):
+        out[:, j] = (_codes(_column(site, int(col)), context["categories"][j]) if is_cat
+                     else _numeric(site, int(col)))
+    return out
+
+
+def bin_features(X, thresholds, missing_bin):
+    """scikit-learn's bin of each value: ``i`` iff ``t[i-1] < x <= t[i]``; NaN (and
+    a negative categorical code) to ``missing_bin``. Column-major (splits and
+    scikit-learn's histogram kernel read a column)."""
+    binned = np.empty(X.shape, dtype=np.uint8, order="F")
+    for j, t in enumerate(thresholds):
+        x = X[:, j]
+        missing = np.isnan(x)
+        binned[:, j] = np.where(missing, missing_bin,
+                                np.searchsorted(t, np.where(missing, 0.0, x), side="left"))
+    return binned
+
+
+def encoded_target(site, context):
+    """``(y, sample_weight)`` as the loss takes them (class codes; class weights applied)."""
+    y = np.asarray(site.y)
+    sw = site.weights() if context["weighted"] else None
+    if context["classes"] is None:
+        return y.astype(np.float64), sw
+    classes = np.asarray(context["classes"])
+    at = np.clip(np.searchsorted(classes, y), 0, len(classes) - 1)
+    unknown = classes[at] != y
+    if unknown.any():
+        raise SiteError(site.site, f"class {show(y[unknown][0])} is not among the classes of "
+                                   "the training rows (it appears only in held-out rows).")
+    if context["class_weight"] is not None:
+        cw = np.asarray(context["class_weight"])[at]
+        sw = cw if sw is None else sw * cw
+    return at.astype(np.float64), sw
+
+
+# -- the cache (never visible in a result) -----------------------------------
+def _digest(obj, h=None):
+    top = h is None
+    h = hashlib.sha256() if top else h  # hardware-accelerated on most CPUs
+    if isinstance(obj, np.ndarray):
+        h.update(f"{obj.dtype.str}{obj.shape}".encode())
+        h.update(repr(obj.tolist()).encode() if obj.dtype.kind == "O"
+                 else np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, dict):
+        for key in sorted(obj, key=str):
+            h.update(str(key).encode())
+            _digest(obj[key], h)
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"[{len(obj)}".encode())
+        if all(isinstance(item, np.ndarray) and item.dtype.kind != "O" for item in obj):
+            # the common case (bin thresholds, categories): one header, then the bytes
+            h.update(repr([(item.dtype.str, item.shape) for item in obj]).encode())
+            for item in obj:
+                h.update(np.ascontiguousarray(item).tobytes())
+            return h.hexdigest() if top else None
+        for item in obj:
+            if isinstance(item, np.ndarray) and item.dtype.kind != "O":  # the common case
+                h.update(item.dtype.str.encode() + str(item.shape).encode())
+                h.update(np.ascontiguousarray(item).tobytes())
+            else:
+                _digest(item, h)
+    else:
+        h.update(repr(obj).encode())
+    return h.hexdigest() if top else None
+
+
+def _cache(site):
+    """The site's cache, dropped with its data (no cache where that cannot be tracked)."""
+    key = id(site)
+    if key not in _CACHES:
+        try:
+            weakref.finalize(site, _CACHES.pop, key, None)
+        except TypeError:  # not weakly referable: compute every request afresh
+            return {}
+        _CACHES[key] = {}
+    return _CACHES[key]
+
+
+class _Prepared:
+    """A site's rows for one fit context: binned features, target, weights."""
+
+    def __init__(self, site, context):
+        self.binned = bin_features(model_features(site, context), context["thresholds"],
+                                   context["max_bins"])
+        self.n_bins = context["max_bins"] + 1
+        # which features have a row in the missing bin here (where they have none, the
+        # missing-value direction of a split moves no row: node keys ignore it)
+        self.has_missing = (self.binned == context["max_bins"]).any(axis=0)
+        self.y, self.sw = encoded_target(site, context)
+        self.loss = make_loss(context["loss"], n_classes=len(context["classes"])
+                              if context["classes"] is not None else None,
+                              quantile=context["quantile"], weighted=context["weighted"])
+        self._root_counts = self._all_rows = None
+        self.ones = {}  # the shared vectors of ones this site's products use (_ones)
+
+    @functools.cached_property
+    def cells(self):
+        """Each row's histogram cell per feature (feature-major blocks of bins), int32:
+        the column indices of the one-hot matrix of the product (:func:`_histogram_sums`)."""
+        return _cells(self.binned, np.arange(self.binned.shape[1]), self.n_bins)
+
+    def all_rows(self):
+        """Every row's index, as uint32 (scikit-learn's sample indices)."""
+        if self._all_rows is None:
+            self._all_rows = np.arange(self.binned.shape[0], dtype=np.uint32)
+        return self._all_rows
+
+    def root_counts(self, n_cells):
+        """The rows in each cell (float64), computed once: the root's counts."""
+        if self._root_counts is None:
+            self._root_counts = np.bincount(self.cells.ravel(),
+                                            minlength=n_cells).astype(np.float64)
+        return self._root_counts
+
+
+def prepared(site, context):
+    """The site's rows for ``context`` (cached by the context's digest)."""
+    cache = _cache(site)
+    digest = _digest(context)
+    if cache.get("context") != digest:
+        cache.clear()
+        cache["context"], cache["prepared"] = digest, _Prepared(site, context)
+    return cache["prepared"]
+
+
+#: the arrays of a packed model (:func:`~._tree.pack_trees`) after its baseline
+_TREE_FIELDS = ("start", "feature", "bin", "flags", "right", "value", "bitsets")
+
+
+def _model_arrays(model):
+    """The model's arrays, the baseline first (flat float64), as they arrived."""
+    return [np.asarray(model["baseline"], dtype=np.float64).reshape(-1)] + \
+        [np.ascontiguousarray(model["trees"][name]) for name in _TREE_FIELDS]
+
+
+def _same_bytes(a, b):
+    """Whether two arrays are the same, bit for bit (dtype and shape too)."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _trees_held(held, arrays):
+    """How many trees of the model whose raw predictions are held (``held``, its
+    arrays) begin the model ``arrays`` (same baseline, then the same trees, bit for
+    bit); 0 when the held model is not a beginning of it."""
+    if held is None or not _same_bytes(held[0], arrays[0]):
+        return 0
+    for old, new in zip(held[1:], arrays[1:]):  # tree starts, node fields, bitsets
+        if len(new) < len(old) or not _same_bytes(old, new[:len(old)]):
+            return 0
+    return len(held[1]) - 1
+
+
+def raw_predictions(site, context, model):
+    """The raw predictions of the site's rows, shape (n, n_trees_per_iteration).
+
+    Equal to scikit-learn's during fit: the baseline plus each tree's leaf
+    value, added tree by tree in float64.
+    """
+    return _raw_predictions(_cache(site), prepared(site, context), context, model)
+
+
+def _raw_predictions(cache, prep, context, model):
+    """:func:`raw_predictions` from the site's cache and prepared rows: the trees
+    already applied for the previous model are not applied again."""
+    arrays = _model_arrays(model)
+    held = cache.get("model")
+    if held is not None and all(_same_bytes(a, b) for a, b in zip(held, arrays)):
+        return cache["raw"]
+    baseline, first = arrays[0], _trees_held(held, arrays)
+    raw = cache["raw"] if first else None
+    if raw is None:
+        raw = np.zeros((prep.binned.shape[0], len(baseline)), order="F")
+        raw += baseline.reshape(1, -1)
+    known = cache.get("rows", {})
+    for t, tree in enumerate(unpack_trees(model["trees"], first=first), start=first):
+        _add_leaf_values(raw[:, t % len(baseline)], tree, prep, context["max_bins"], known)
+    cache["raw"], cache["model"] = raw, [a.copy() for a in arrays]
+    cache["model_version"] = cache.get("model_version", 0) + 1
+    cache.pop("rows", None)  # a new iteration: the row sets of its nodes start afresh
+    cache.pop("rows_held", None)
+    return raw
+
+
+def _add_leaf_values(column, tree, prep, missing_bin, known):
+    """Adds to ``column`` each row's leaf value of an unpacked ``tree`` (one float64
+    addition per row, as :func:`~._tree.packed_leaf_values`). The rows of a node whose path
+    the histogram requests of the tree's iteration met are taken from ``known``."""
+    (is_leaf, feature, threshold, missing_left, categorical, bitset_row, bitsets, left, right,
+     value) = tree
+    stack = [(0, None, ())]  # (node, its rows (None: every row), its key in ``known``)
+    while stack:
+        node, rows, key = stack.pop()
+        if is_leaf[node]:
+            if rows is None:
+                column += value[node]
+            else:
+                column[rows] += value[node]
+            continue
+        bitset = bitsets[bitset_row[node]] if categorical[node] else None
+        step = _step_key(prep, (feature[node], threshold[node], missing_left[node],
+                                categorical[node], bitset))
+        left_key, right_key = key + (step + (True,),), key + (step + (False,),)
+        if left_key in known and right_key in known:
+            left_rows, right_rows = known[left_key], known[right_key]
+        else:
+            left_rows, right_rows = split_rows(prep.binned, missing_bin, feature[node],
+                                               threshold[node], missing_left[node],
+                                               categorical[node], bitset, rows)
+        stack += [(right[node], right_rows, right_key), (left[node], left_rows, left_key)]
+
+
+def _step_key(prep, split):
+    """A split's part of a node key: ``(feature, bin, missing left, categorical, bitset
+    bytes)``, the missing-value direction only where a row here is missing."""
+    feature, threshold, missing_left, categorical, bitset = split
+    feature = int(feature)
+    return (feature, int(threshold), bool(missing_left) and bool(prep.has_missing[feature]),
+            bool(categorical), None if bitset is None else bitset.tobytes())
+
+
+def _gradients(cache, prep, raw):
+    """The gradients and hessians at ``raw``, the raw predictions just computed by
+    :func:`_raw_predictions` with ``cache``."""
+    version = cache["model_version"]
+    if cache.get("gradients", (None,))[0] != version:  # a new model: new gradients
+        cache["gradients"] = (version, gradients(prep.loss, prep.y, raw, prep.sw))
+    return cache["gradients"][1]
+
+def _cells(binned, features, n_bins):
+    """Each row's histogram cell of each of ``features`` (position-major blocks of
+    ``n_bins``), as a C-ordered int32 array (rows flatten without a copy)."""
+    cells = np.empty((binned.shape[0], len(features)), dtype=np.int32)
+    np.add(binned[:, features], np.arange(len(features), dtype=np.int32) * np.int32(n_bins),
+           out=cells)
+    return cells
+
+
+#: the node rows a site keeps, at most this many times its rows (a tree's nodes hold
+#: about its depth times the rows)
+_MAX_HELD_ROWS = 32
+
+
+def _cached_rows(cache, prep, steps, missing_bin):
+    """The indices (ascending) of a node's rows, None for the root (every row), from
+    the rows of its longest known ancestor: a node costs its parent's rows, not all.
+    A split's two sides are kept together (the larger one is often split next)."""
+    known = cache.setdefault("rows", {})
+    keys = [_step_key(prep, s[:5]) + (s[5],) for s in steps]
+    depth = len(steps)
+    while depth and tuple(keys[:depth]) not in known:
+        depth -= 1
+    rows = known[tuple(keys[:depth])] if depth else None
+    n = prep.binned.shape[0]
+    for d in range(depth, len(steps)):
+        if cache.get("rows_held", 0) > _MAX_HELD_ROWS * n:  # a bound, whatever is asked
+            known.clear()
+            cache["rows_held"] = 0
+        left, right = _step_rows(prep.binned, steps[d], missing_bin, rows)
+        parent = tuple(keys[:d])
+        known[parent + (keys[d][:5] + (True,),)] = left
+        known[parent + (keys[d][:5] + (False,),)] = right
+        cache["rows_held"] = cache.get("rows_held", 0) + len(left) + len(right)
+        rows = left if keys[d][5] else right
+    return rows
+
+
+def _step_rows(binned, step, missing_bin, rows):
+    """The indices of those ``rows`` (all when None) that go left, and right, at the
+    split of a path's ``step`` (:func:`node_rows`'s rule; the fitted tree's rule,
+    :func:`~._tree.split_rows`, moves the same training rows: the two differ only on
+    missing values of a feature that had none in training)."""
+    feature, threshold, missing_left, categorical, bitset, _ = step
+    col = binned[:, feature] if rows is None else np.take(binned[:, feature], rows)
+    if categorical:
+        left = in_bitset(bitset[None, :], np.zeros(len(col), dtype=np.intp), col)
+    else:
+        left = col <= threshold
+        if missing_left:
+            left |= col == missing_bin
+    if rows is None:
+        return np.flatnonzero(left), np.flatnonzero(~left)
+    return np.compress(left, rows), np.compress(~left, rows)  # faster than rows[left]
+
+
+def node_rows(binned, steps, missing_bin, rows=None):
+    """The rows of a node: those (of ``rows``, all by default) that follow every
+    split of its path."""
+    rows = np.ones(binned.shape[0], dtype=bool) if rows is None else rows.copy()
+    for feature, threshold, missing_left, categorical, bitset, goes_left in steps:
+        col = binned[:, feature]
+        if categorical:
+            left = in_bitset(bitset[None, :], np.zeros(len(col), dtype=np.intp), col)
+        else:
+            left = (col <= threshold) | (missing_left & (col == missing_bin))
+        rows &= left if goes_left else ~left
+    return rows
+
+
+def pack_nodes(nodes, n_features):
+    """The node requests ``[(tree, key, allowed)]`` as flat arrays (what travels)."""
+    steps = [s for _, key, _ in nodes for s in key]
+    bitsets = [s[4] for s in steps if s[3]]
+    step_start = np.zeros(len(nodes) + 1, dtype=np.int32)
+    step_start[1:] = np.cumsum([len(key) for _, key, _ in nodes])
+    features = [np.arange(n_features) if allowed is None else np.asarray(allowed)
+                for _, _, allowed in nodes]
+    feature_start = np.zeros(len(nodes) + 1, dtype=np.int32)
+    feature_start[1:] = np.cumsum([len(f) for f in features])
+    flags = np.array([s[2] * 1 + s[3] * 2 + s[5] * 4 for s in steps], dtype=np.uint8)
+    return {"tree": np.array([k for k, _, _ in nodes], dtype=np.int32),
+            "step_start": step_start, "step_feature": np.array([s[0] for s in steps],
+                                                                dtype=np.int32),
+            "step_bin": np.array([s[1] for s in steps], dtype=np.uint8), "step_flags": flags,
+            "step_bitsets": (np.stack([np.frombuffer(b, dtype=np.uint32) for b in bitsets])
+                             if bitsets else np.zeros((0, 8), dtype=np.uint32)),
+            "feature_start": feature_start,
+            "features": np.concatenate(features).astype(np.int32)}
+
+
+def unpack_nodes(request):
+    """``(tree, steps, features)`` per requested node (the inverse of :func:`pack_nodes`)."""
+    flags = request["step_flags"]
+    categorical = (flags & 2).astype(bool)
+    bitset_of_step = np.cumsum(categorical) - 1
+    out = []
+    for j, k in enumerate(request["tree"]):
+        a, b = request["step_start"][j], request["step_start"][j + 1]
+        steps = [(int(request["step_feature"][s]), int(request["step_bin"][s]),
+                  bool(flags[s] & 1), bool(categorical[s]),
+                  request["step_bitsets"][bitset_of_step[s]] if categorical[s] else None,
+                  bool(flags[s] & 4)) for s in range(a, b)]
+        fa, fb = request["feature_start"][j], request["feature_start"][j + 1]
+        out.append((int(k), steps, request["features"][fa:fb].astype(np.intp)))
+    return out

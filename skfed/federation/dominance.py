@@ -1,0 +1,150 @@
+"""The dominance rule: no sum a site releases in the clear is dominated by a few rows.
+
+Statistical agencies publish a table cell only if no few respondents make up most
+of it (the *(n, k) dominance rule*). A site service applies the same rule to every
+coordinate of every sum it releases in the clear: the largest ``min_rows - 1``
+absolute contributions to a released number may not make up more than ``share``
+(the policy's ``dominance``, for example 0.95) of the sum of its absolute
+contributions. So a number depends on at least ``min_rows`` rows that matter, and
+an analyst's constants or model parameters that make near-indicators no syntax rule
+sees (``I(age == a) * sbp + 1e-300``, a logistic step at ``beta = k (age - c)``
+whose weights are about ``e**-50`` on every row but one) are refused: one row's
+value then *is* the sum.
+
+The rule is checked where the sums are formed, by the functions that form them
+(:func:`check_rows`, :func:`check_products`), while an audit is active: the site's
+gate opens one (:func:`audit`) around an operation whose reply is sums in the clear.
+Elsewhere (in process, on Dask, inside a masked sum) the checks do nothing and cost
+nothing, so the numbers are the same in every home.
+
+:func:`check_products` audits the coordinates of ``A' diag(w) B`` (a Gram, a
+gradient, a Hessian block) without forming every contribution: by the
+rearrangement inequality the largest ``k`` of the products ``|a_ij| |w_i| |b_il|``
+sum to at most the sum of the products of the ``k`` largest of each factor, sorted
+separately, and their total is one product of absolute values; only coordinates
+where that bound fails are checked exactly.
+"""
+
+import contextvars
+
+import numpy as np
+import scipy.sparse as sp
+
+from .operations import Refused
+
+_ACTIVE = contextvars.ContextVar("skfed_dominance_audit", default=None)
+
+#: the most entries of a factor densified for an audit (a larger sparse design is
+#: refused rather than audited in pieces)
+MAX_AUDIT_ENTRIES = 1 << 27
+
+
+class Audit:
+    """One request's dominance audit: ``min_rows`` and the largest ``share`` the
+    ``min_rows - 1`` largest contributions may hold; ``checks`` counts the sums seen."""
+
+    def __init__(self, min_rows, share):
+        self.k = max(int(min_rows) - 1, 0)
+        self.min_rows, self.share = int(min_rows), float(share)
+        self.checks = 0
+
+    def __enter__(self):
+        self._token = _ACTIVE.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        _ACTIVE.reset(self._token)
+        return False
+
+    def refuse(self, what):
+        raise Refused("dominance", f"{what}: a released number is dominated by fewer than "
+                                   f"{self.min_rows} rows (more than {self.share:g} of its "
+                                   "absolute total)")
+
+
+def audit(min_rows, share):
+    """``with audit(min_rows, share):`` — check every sum formed inside."""
+    return Audit(min_rows, share)
+
+
+def active():
+    """The audit of the current request, or ``None`` (no check: in process, on Dask, in
+    a masked sum)."""
+    return _ACTIVE.get()
+
+
+class suspended:
+    """``with suspended():`` — no audit inside (a sum that leaves only masked, or a
+    site-internal computation that releases nothing)."""
+
+    def __enter__(self):
+        self._token = _ACTIVE.set(None)
+        return self
+
+    def __exit__(self, *exc):
+        _ACTIVE.reset(self._token)
+        return False
+
+
+def _dense_abs(A):
+    if sp.issparse(A):
+        if A.shape[0] * A.shape[1] > MAX_AUDIT_ENTRIES:
+            raise Refused("dominance", "a design too large to audit at this site")
+        A = A.toarray()
+    A = np.abs(np.asarray(A, dtype=np.float64))
+    return A.reshape(A.shape[0], -1)
+
+
+def _top(A, k):
+    """The ``k`` largest values of each column of ``A`` (``n x q``), largest first
+    (zeros where a column has fewer than ``k`` rows)."""
+    n = A.shape[0]
+    if n == 0 or k == 0:
+        return np.zeros((k, A.shape[1]))
+    if n > k:
+        A = np.partition(A, n - k, axis=0)[n - k:]
+    out = -np.sort(-A, axis=0)
+    if out.shape[0] < k:
+        out = np.vstack([out, np.zeros((k - out.shape[0], A.shape[1]))])
+    return out
+
+
+def _dominated(top, total, share):
+    """Coordinates whose ``top`` contributions pass ``share`` of their ``total`` (a
+    coordinate with no contribution is an exact zero, and released)."""
+    return (total > 0) & (top > share * total * (1 + 1e-12))
+
+
+def check_rows(contributions, what="a sum"):
+    """Audit released sums from their per-row contributions (``(n,)`` or ``(n, q)``:
+    the ``q`` numbers released are the column sums)."""
+    current = _ACTIVE.get()
+    if current is None:
+        return
+    current.checks += 1
+    C = _dense_abs(contributions)
+    top = _top(C, current.k).sum(axis=0)
+    if np.any(_dominated(top, C.sum(axis=0), current.share)):
+        current.refuse(what)
+
+
+def check_products(A, B, weights=None, what="a sum of products"):
+    """Audit the coordinates of ``A' diag(weights) B`` (``A``: ``n x p``, ``B``: ``n x
+    q``; ``weights`` ``(n,)``, ones if ``None``), each coordinate's contributions being
+    ``a_ij w_i b_il``."""
+    current = _ACTIVE.get()
+    if current is None:
+        return
+    current.checks += 1
+    absA, absB = _dense_abs(A), _dense_abs(B)
+    w = np.ones(absA.shape[0]) if weights is None else np.abs(
+        np.asarray(weights, dtype=np.float64)).ravel()
+    total = absA.T @ (absB * w[:, None])
+    k = current.k
+    bound = (_top(absA, k) * _top(w[:, None], k)).T @ _top(absB, k)
+    suspects = _dominated(bound, total, current.share)
+    for j in np.flatnonzero(suspects.any(axis=1)):  # exact, one row of coordinates at once
+        cols = np.flatnonzero(suspects[j])
+        exact = absA[:, j, None] * w[:, None] * absB[:, cols]
+        if np.any(_dominated(_top(exact, k).sum(axis=0), total[j, cols], current.share)):
+            current.refuse(what)
