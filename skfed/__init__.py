@@ -21,6 +21,7 @@ from . import formula
 # registers the whole operation table (skfed.federation.operations), which a site
 # service serves
 from . import mixed, model_selection, preprocessing, stats  # noqa: F401
+from .sites import service_operations  # noqa: F401  (the service's own sessions)
 from .svm import FedLinearSVC, FedSVM
 
 __version__ = "0.1.0.dev0"

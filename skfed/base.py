@@ -280,7 +280,7 @@ class FederatedLinearModel(BaseEstimator):
                 solver=solver, problem=problem, session=session, theta0=theta0,
                 max_rounds=rounds, tol=self.tol, participation=self.participation,
                 entropy=entropy, verbose=self.verbose, resume=resume,
-                monitor_every=self.monitor_every)
+                monitor_every=solver.loop_monitor_every(self.monitor_every))
             self._final_pass(session, problem, solver, result.theta)
         finally:
             session.close_clients()
@@ -380,8 +380,9 @@ class FederatedLinearModel(BaseEstimator):
                 warnings.warn(
                     f"{type(self).__name__} did not reach tol={self.tol} in "
                     f"{count(result.n_iter, 'round')}: under differential privacy there is no "
-                    f"monitor (it would release the loss without noise), so what is measured "
-                    f"is the last round's noisy update: it moved the model by "
+                    f"stationarity (no smoothness constants leave the sites; the monitor's "
+                    f"objective is noisy), so what is measured is the last round's noisy "
+                    f"update: it moved the model by "
                     f"{noise['final_step']:.3g} of its norm (tol={self.tol}). The noise "
                     f"keeps the model moving; a larger epsilon or more sites make the steps "
                     f"smaller; evaluate the model on data you may see.", ConvergenceWarning)

@@ -47,9 +47,9 @@ def test_default_solver_is_dp_fedavg_and_recorded(cancer):
     assert not any(w.category is PrivacyNoiseWarning for w in caught)
     noise = privacy["noise_report"]
     assert noise["fit_ratio"] < 1 and noise["rounds"] == 100
-    # no monitor under DP: the ConvergenceWarning reports the last noisy step, and says so
+    # no stationarity under DP: the ConvergenceWarning reports the last noisy step
     conv = [str(w.message) for w in caught if w.category is ConvergenceWarning]
-    assert len(conv) == 1 and "under differential privacy there is no monitor" in conv[0]
+    assert len(conv) == 1 and "under differential privacy there is no stationarity" in conv[0]
     assert f"moved the model by {noise['final_step']:.3g} of its norm" in conv[0]
 
 

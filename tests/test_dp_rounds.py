@@ -54,15 +54,42 @@ def test_noise_and_epsilon_are_dp_accountings(cancer):
         2.0, delta=DELTA, clip_norm=0.5, random_state=0)), X, y, clients=sites)
     record = est.history_.privacy
     sigma = record["noise_multiplier"]
-    assert _independent_epsilon(sigma, 30) == pytest.approx(2.0, rel=1e-3)
-    assert _independent_epsilon(sigma, 30) <= 2.0
-    np.testing.assert_allclose(est.history_["epsilon"][1:],
-                               [_independent_epsilon(sigma, t) for t in range(1, 31)],
-                               rtol=1e-9)
-    assert est.history_["epsilon"][0] == 0.0
-    # the objective is not monitored: it would be released without noise
-    assert np.all(np.isnan(est.history_["objective"]))
+    # the budget is planned over the rounds and the noised monitoring passes (at the
+    # start and after the last round)
+    releases = 30 + record["monitor_passes_allowed"]
+    assert record["monitor_passes_allowed"] == 2 and record["monitor_passes"] == 2
+    assert _independent_epsilon(sigma, releases) == pytest.approx(2.0, rel=1e-3)
+    assert _independent_epsilon(sigma, releases) <= 2.0
+    # after round t: its t rounds and the monitoring passes so far (round 0's, and the
+    # last round's after it)
+    np.testing.assert_allclose(est.history_["epsilon"],
+                               [_independent_epsilon(sigma, t + 1 + (t == 30))
+                                for t in range(31)], rtol=1e-9)
+    # the objective is monitored with noise at the ends (no stationarity: no constants)
+    objective = est.history_["objective"]
+    assert np.isfinite(objective[0]) and np.isfinite(objective[-1])
+    assert np.all(np.isnan(objective[1:-1])) and np.all(np.isnan(est.history_["stationarity"]))
     assert record["noise"] == "distributed" and record["clip_norm"] == 0.5
+
+
+def test_the_monitor_is_noised_and_charged(cancer):
+    """The noised objective scatters around the exact one; monitor=False spends the
+    whole budget on the rounds (less noise per round) and monitors nothing."""
+    X, y, sites = cancer
+    objectives = [fit_quietly(_model(max_rounds=5, privacy=DifferentialPrivacy(
+        5.0, delta=DELTA, clip_norm=1.0, random_state=seed)), X, y, clients=sites)
+        .history_["objective"][0] for seed in range(20)]
+    exact = fit_quietly(_model(max_rounds=5), X, y, clients=sites).history_["objective"][0]
+    assert np.std(objectives) > 0 and abs(np.mean(objectives) - exact) < 4 * np.std(
+        objectives) / np.sqrt(20) + 1e-9
+    quiet = fit_quietly(_model(max_rounds=5, privacy=DifferentialPrivacy(
+        5.0, delta=DELTA, clip_norm=1.0, monitor=False, random_state=0)), X, y,
+        clients=sites)
+    loud = fit_quietly(_model(max_rounds=5, privacy=DifferentialPrivacy(
+        5.0, delta=DELTA, clip_norm=1.0, random_state=0)), X, y, clients=sites)
+    assert np.all(np.isnan(quiet.history_["objective"]))
+    assert quiet.history_.privacy["noise_multiplier"] < loud.history_.privacy[
+        "noise_multiplier"]
 
 
 def test_every_message_is_clipped(monkeypatch, cancer):
@@ -78,7 +105,7 @@ def test_every_message_is_clipped(monkeypatch, cancer):
     monkeypatch.setattr(dp_rounds, "clip_by_l2_norm", spy)
     fit_quietly(_model(max_rounds=10, privacy=DifferentialPrivacy(
         4.0, clip_norm=0.05, random_state=0)), X, y, clients=sites)
-    assert len(norms) == 10 * 6
+    assert len(norms) == (10 + 2) * 6  # every round and both monitoring passes
     before, after, bound = np.array(norms).T
     assert np.all(after <= bound) and np.any(before > bound)  # the bound binds
 
@@ -124,7 +151,7 @@ def _releases(monkeypatch, X, y, sites, *, rounds, noise_multiplier, clip_norm,
         return sums
 
     monkeypatch.setattr(SecureAggregationSolver, "_sums", spy)
-    privacy = DifferentialPrivacy(np.inf, clip_norm=clip_norm, noise=noise,
+    privacy = DifferentialPrivacy(np.inf, clip_norm=clip_norm, noise=noise, monitor=False,
                                   noise_multiplier=noise_multiplier, random_state=seed)
     fit_quietly(_model(solver=_FrozenFedAvg(client_lr=0.5), max_rounds=rounds,
                        privacy=privacy), X, y, clients=sites)
@@ -180,14 +207,14 @@ def test_removing_one_site_moves_the_release_within_the_guarantee(monkeypatch, c
 
 def test_a_given_noise_stops_the_fit_when_the_budget_is_spent(cancer):
     X, y, sites = cancer
-    sigma = 3.0
-    allowed = max(t for t in range(1, 200) if _independent_epsilon(sigma, t) <= 1.5)
+    sigma = 8.0  # the rounds and their two monitoring passes within 1.5
+    allowed = max(t for t in range(1, 200) if _independent_epsilon(sigma, t + 2) <= 1.5)
     rounds = f"{allowed} round" + ("" if allowed == 1 else "s")
     with pytest.warns(PrivacyBudgetWarning, match=f"allows {rounds} at"):
         est = _model(max_rounds=200, privacy=DifferentialPrivacy(
             1.5, noise_multiplier=sigma, random_state=0)).fit(X, y, clients=sites)
     assert est.n_iter_ == allowed
-    assert est.history_["epsilon"][-1] <= 1.5 < _independent_epsilon(sigma, allowed + 1)
+    assert est.history_["epsilon"][-1] <= 1.5 < _independent_epsilon(sigma, allowed + 3)
 
 
 @pytest.mark.parametrize("privacy,match", [
@@ -234,8 +261,8 @@ def test_partial_participation_and_fedprox_and_the_lasso(cancer):
                                      8.0, clip_norm=5.0, random_state=0)),
                         X, y.astype(float), clients=sites)
     assert np.isfinite(lasso.coef_).all()
-    # no monitor under DP: the ConvergenceWarning measures the last noisy step, and says so
+    # no stationarity under DP: the ConvergenceWarning measures the last noisy step
     with pytest.warns(ConvergenceWarning, match="under differential privacy there is no "
-                      "monitor .* the last round's noisy update: it moved the model by"):
+                      "stationarity .* the last round's noisy update: it moved the model by"):
         _model(max_rounds=5, privacy=DifferentialPrivacy(4.0, random_state=0)).fit(
             X, y, clients=sites)

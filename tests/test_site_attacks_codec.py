@@ -108,8 +108,8 @@ def test_only_the_declared_state_travels():
     wrapper = DifferentialPrivacy(1.0, random_state=0).wrap(FedAvg(client_lr=0.1),
                                                             max_rounds=5).setup(problem)
     sent = _split(encode(wrapper))[0]["state"]
-    assert set(sent) == {"solver", "config", "max_rounds", "problem_", "fixed_point_",
-                         "noise_multiplier_", "rounds_"}
+    assert set(sent) == {"solver", "config", "max_rounds", "monitor_every", "problem_",
+                         "fixed_point_", "noise_multiplier_", "rounds_", "monitor_passes_"}
     # the server's own bookkeeping stays with it: the solver's bytes do not change with
     # the rounds, so it travels once per fit
     before = encode(wrapper)
@@ -175,6 +175,7 @@ def _last_step(folder):
 
 def test_required_protections_cannot_be_claimed(site):
     conn, host, folder = site('require = ["secure_aggregation", "differential_privacy"]\n'
+                              'consortium = ["hospital-a", "hospital-b"]\n'
                               "epsilon_budget = 1.0")
     with pytest.raises(SiteRefusal) as info:  # the reply is a refusal: no X'X in it
         _step(conn, _with_claims(_newton(), **CLAIMS))

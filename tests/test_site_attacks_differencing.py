@@ -65,7 +65,8 @@ def _describe_sum(conn, holdout=None, steps=()):
                "steps": list(steps)}
     if holdout is not None:
         dataset["holdout"] = holdout
-    reply = conn.call("stats.describe", dataset=dataset, args=[["age"], None, [], 1])
+    reply = conn.call("stats.describe", dataset=dataset, columns=["age"], by=None,
+                      quantiles=[], min_count=1)
     cell = reply["cells"][(None, "age")]
     return cell["count"], cell["count"] * (cell["mean"] + cell["mean_lo"])
 
@@ -112,7 +113,7 @@ def test_a_filter_leaving_out_a_few_rows_is_refused(small_sites):
     """A declared row step that drops a few rows (here a held-out part as a step, the
     command line's split) is a part whose rest is too small: refused and audited."""
     conn = small_sites["connections"]["hospital-b"]
-    step = {"fn": _split_site(), "args": [0.05, 3, False]}
+    step = {"step": "split", "args": {"test_size": 0.05, "seed": 3, "held_out": False}}
     n, _ = _describe_sum(conn, steps=[step])
     assert n == MIN_ROWS  # one whole partition held out, never a single row
     audit = read_audit(small_sites["folders"]["hospital-b"] / "audit.jsonl")
@@ -138,8 +139,3 @@ def test_partitions_are_fixed_and_balanced():
     assert np.array_equal(a.of_row, SitePartitions.draw(b"\x02" * 32, 95, 10).of_row)
     assert not np.array_equal(a.of_row, SitePartitions.draw(b"\x03" * 32, 95, 10).of_row)
 
-
-def _split_site():
-    from skfed.data.steps import split_site
-
-    return split_site

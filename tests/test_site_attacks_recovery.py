@@ -32,7 +32,8 @@ from skfed.solvers import FedAvg  # noqa: E402
 
 from ._sites import SITES, site_config, start_site, stop_sites  # noqa: E402
 
-BOTH = 'require = ["secure_aggregation", "differential_privacy"]'
+CONSORTIUM = 'consortium = ["hospital-a", "hospital-b", "hospital-c"]'
+BOTH = f'require = ["secure_aggregation", "differential_privacy"]\n{CONSORTIUM}'
 
 
 def _frames():
@@ -80,15 +81,18 @@ def protected(tmp_path_factory, certs):
         stop_sites(processes)
 
 
-@pytest.fixture
-def masked_only(tmp_path, certs):
+@pytest.fixture(params=["consortium", "voluntary"])
+def masked_only(request, tmp_path, certs):
     """Three site services (in this process, over gRPC and mutual TLS) requiring secure
-    aggregation only."""
-    configs = _write_sites(tmp_path, certs, 'min_rows = 10\nrequire = ["secure_aggregation"]')
+    aggregation over their consortium, or requiring nothing (the analyst masks anyway)."""
+    policy = ('min_rows = 10\nrequire = ["secure_aggregation"]\n' + CONSORTIUM
+              if request.param == "consortium" else "min_rows = 10")
+    configs = _write_sites(tmp_path, certs, policy)
     servers = [SiteServer(load_config(config)).start() for config in configs.values()]
     try:
         yield {"addresses": {n: f"127.0.0.1:{s.port}" for n, s in zip(SITES, servers)},
-               "folders": {n: c.parent for n, c in configs.items()}}
+               "folders": {n: c.parent for n, c in configs.items()},
+               "consortium": request.param == "consortium"}
     finally:
         for server in servers:
             server.stop()
@@ -221,8 +225,8 @@ def test_recovery_of_pairs_does_not_isolate_a_site_exact_update(monkeypatch, pro
     pairs = [(0, 1), (0, 2), (1, 2)]
     refused = [found[p] for p in pairs if isinstance(found[p], SiteRefusal)]
     if refused:  # the recoveries are refused, each with its rule, in the audit log
-        for refusal in refused:
-            assert refusal.rule in ("differential_privacy", "require")
+        for refusal in refused:  # (a consortium site masks over all of it, or not at all)
+            assert refusal.rule in ("consortium", "differential_privacy", "require")
             assert any(line["reason"] in str(refusal)
                        for line in _refusals(protected, refusal.rule))
     else:  # what came back is site a's released vector: its noise is still on it
@@ -238,11 +242,10 @@ def test_a_noised_reply_is_never_masked_again(monkeypatch, protected, certs):
         run(jobs)
         return run(_remask(jobs, (0, 1), max(m["exchange"] for _, m, _ in jobs) + 1))
 
-    with pytest.raises(SiteRefusal, match="masked again") as info:
+    with pytest.raises(SiteRefusal, match="fewer than every site of the consortium") as info:
         _attempt(monkeypatch, protected, certs, recover)
-    assert info.value.rule == "differential_privacy"
-    assert any("masked again" in line["reason"]
-               for line in _refusals(protected, "differential_privacy"))
+    assert info.value.rule == "consortium"
+    assert any("consortium" in line["reason"] for line in _refusals(protected, "consortium"))
 
 
 @pytest.mark.parametrize("renumber", [False, True], ids=["same", "renumbered"])
@@ -312,8 +315,10 @@ def test_in_process_a_recovery_masks_the_released_noised_vector(monkeypatch):
 def test_without_noise_a_repeated_model_is_answered_but_not_recovered(monkeypatch,
                                                                        masked_only, certs):
     """Newton evaluates its point again when its step vanishes: a repeated model is
-    answered; but a model's round is recovered at most once (recoveries of one model for
-    different pairs would give each site's reply), and never for fewer than two sites."""
+    answered. A site requiring secure aggregation masks over its whole consortium only,
+    so it recovers nothing (a lost site ends the fit); a site masking voluntarily
+    recovers a model's round at most once (recoveries of one model for different pairs
+    would give each site's reply), and never for fewer than two sites."""
     found = {}
 
     def attempt(run, solver, jobs):
@@ -334,6 +339,17 @@ def test_without_noise_a_repeated_model_is_answered_but_not_recovered(monkeypatc
         return FedLasso(alpha=0.5, solver="newton", client_weighting="uniform",
                         max_rounds=3, privacy=SecureAggregation())
 
+    if masked_only["consortium"]:  # every recovery is for fewer sites: refused
+        def attempt_all(run, solver, jobs):
+            try:
+                attempt(run, solver, jobs)
+            except SiteRefusal as refusal:
+                found["recovered"] = refusal
+            return found
+
+        _attempt(monkeypatch, masked_only, certs, attempt_all, model=model)
+        assert found["recovered"].rule == "consortium"
+        return
     _attempt(monkeypatch, masked_only, certs, attempt, model=model)
     assert set(found["recovered"]) == {0, 1}  # an honest recovery still works
     assert set(found["again"]) == {0, 1, 2}  # the repeated model is answered

@@ -12,7 +12,7 @@ from sklearn.datasets import load_diabetes  # noqa: E402
 
 from skfed.cli.main import main  # noqa: E402
 from skfed.deploy import make_certificates  # noqa: E402
-from skfed.sites.policy import DEFAULT_OPERATIONS, check_config, load_config  # noqa: E402
+from skfed.sites.policy import check_config, load_config, served_by_default  # noqa: E402
 
 from ._sites import site_config  # noqa: E402
 
@@ -84,7 +84,8 @@ def test_an_unknown_top_level_key_is_refused(write):
 def test_no_operation_is_refused_at_load(write):
     with pytest.raises(ValueError, match=r"operations = \[\] serves no operation"):
         load_config(write(policy="operations = []"))
-    assert load_config(write()).policy.operations == DEFAULT_OPERATIONS  # absent: all
+    policy = load_config(write()).policy  # absent: every declared operation
+    assert policy.operations is None and all(policy.serves(op) for op in served_by_default())
 
 
 def test_no_analyst_is_refused_at_load(write):
@@ -152,7 +153,8 @@ def test_check_lists_every_problem_at_once(write, capsys):
 
 
 def test_check_describes_a_good_configuration(write, capsys):
-    path = write(policy='min_rows = 20\nsolvers = []\nrequire = ["secure_aggregation"]',
+    path = write(policy='min_rows = 20\nsolvers = []\nrequire = ["secure_aggregation"]\n'
+                        'consortium = ["hospital-a", "hospital-b"]',
                  extra='[access.analyst]\noperations = []')
     assert main(["site", "check", str(path)]) == 0
     out = capsys.readouterr().out

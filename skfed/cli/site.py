@@ -55,25 +55,44 @@ def describe_config(config):
     """What a site's configuration allows, in words (``skfed site check``)."""
     p = config.policy
     lines = [f"site {config.name!r} listens on {config.listen}",
-             "datasets: " + ", ".join(f"{d.name} ({_listed(d.columns, 'all columns')})"
-                                      for d in config.datasets.values()),
+             "datasets: " + ", ".join(_dataset(d) for d in config.datasets.values()),
              "analysts: " + _listed(p.analysts, "any analyst certificate of the federation's "
                                                 "CA"),
-             "operations: " + ", ".join(p.operations),
+             "operations: " + _listed(p.operations, "every declared operation"),
              "solvers: " + _listed(p.solvers, "all of skfed's"),
              "losses: " + _listed(p.losses, "all of skfed's"),
              f"min_rows = {p.min_rows}, min_level_count = {p.min_level_count}, "
              f"max_parameters_per_row = {p.max_parameters_per_row}",
+             f"dominance = {p.dominance:g} (the largest min_rows - 1 rows may hold at most "
+             "this share of a sum released in the clear)",
+             "finer sums in the clear: " + _listed(p.finer_sums, "none"),
+             f"formulas: {p.formulas}",
              f"work: max_local_iterations = {p.max_local_iterations}, max_request_seconds = "
              f"{p.max_request_seconds:g}",
              "require: " + (", ".join(p.require) or "nothing"),
+             "consortium: " + _listed(p.consortium, "any verified sites"),
              *(f"analyst {a}: datasets {_listed(r.get('datasets'), 'all')}; operations "
                f"{_listed(r.get('operations'), 'all served')}" for a, r in p.access.items()),
              f"privacy: epsilon_budget = {p.epsilon_budget} per dataset, max_delta = "
              f"{p.max_delta}, min_noise_multiplier = {p.min_noise_multiplier}; ledger "
              f"{config.ledger}",
-             f"audit log: {config.audit}"]
+             f"audit log: {config.audit}; officer log: {config.officer_log}"]
     return "\n".join(lines)
+
+
+def _dataset(conf):
+    """A declared dataset in words: its columns, weights, domains and population."""
+    parts = [_listed(conf.columns, "all columns")]
+    if conf.weights:
+        parts.append("weights " + ", ".join(conf.weights))
+    if conf.domains:
+        parts.append("domains " + ", ".join(f"{c} [{lo:g}, {hi:g}]"
+                                            for c, (lo, hi) in conf.domains.items()))
+    if conf.population != "all":
+        parts.append(f"population {conf.population}")
+    if conf.consortium:
+        parts.append("consortium " + ", ".join(conf.consortium))
+    return f"{conf.name} ({'; '.join(parts)})"
 
 
 def _listed(values, everything):

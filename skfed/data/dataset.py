@@ -465,7 +465,7 @@ class FederatedDataset:
         """A dataset served by site services (``skfed site serve CONFIG`` at each site).
 
         Every computation on the rows is one of the named operations the sites
-        run (:mod:`skfed.sites.operations`), under each site's own policy;
+        run (:mod:`skfed.federation.operations`), under each site's own policy;
         nothing sent is executed or unpickled at a site.
 
         Parameters

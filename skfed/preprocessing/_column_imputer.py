@@ -188,7 +188,7 @@ class ColumnImputer(TransformerMixin, BaseEstimator):
 def _site_columns(site, imputer, names, dtype):
     """At a site: the columns ``names`` of its rows, cleaned as ``imputer`` reads them.
 
-    A declared row step (:mod:`skfed.sites.operations`): what
+    A declared row step (:mod:`skfed.federation.operations`): what
     :meth:`ColumnImputer.fit_sites` summarizes at each site.
 
     Parameters

@@ -28,17 +28,17 @@
   rounds spend exactly ``epsilon``; with ``noise_multiplier`` given, the fit
   stops (with a warning saying so) at the last round the budget allows.
   ``history_["epsilon"]`` is the epsilon spent after each round.
-* **The monitor is noised too.** With ``monitor=True`` (the default) every
-  monitored round (the estimator's ``monitor_every``, the first and the last)
-  releases the pooled loss and gradient at the model the same way: each site
-  clips its unweighted ``[loss, gradient]`` to ``C``, adds its noise share and
-  masks it; the server divides the decoded sum by the public count. Each pass is
-  one more Gaussian mechanism of the fit's composition: the budget is planned
-  over the rounds and the monitoring passes together (``history_.privacy``
-  says how many of each), and ``history_`` reports the noisy objective (no
-  stationarity: there are no smoothness constants, so the fit runs its
-  rounds). ``monitor=False`` spends the whole budget on the rounds and
-  monitors nothing.
+* **The monitor is noised too.** With ``monitor="ends"`` (the default) the model
+  at the start and after the last round, with ``monitor="every"`` every
+  monitored round (the estimator's ``monitor_every``), releases the pooled loss
+  and gradient the same way: each site clips its unweighted ``[loss, gradient]``
+  to ``C``, adds its noise share and masks it; the server divides the decoded sum
+  by the public count. Each pass is one more Gaussian mechanism of the fit's
+  composition: the budget is planned over the rounds and the monitoring passes
+  together (``history_.privacy`` says how many of each), and ``history_``
+  reports the noisy objective (no stationarity: there are no smoothness
+  constants, so the fit runs its rounds). ``monitor=False`` spends the whole
+  budget on the rounds and monitors nothing.
 * **What else the server sees.** Row counts (metadata, needed for
   ``n``); no smoothness constants (the solver must take explicit step sizes:
   FedAvg or FedProx with a numeric ``client_lr``). Evaluate the fitted model
@@ -110,9 +110,12 @@ class DifferentialPrivacy(SecureAggregation):
     random_state : int or None, default=None
         Seeds the noise (for reproducible experiments only; ``None`` draws
         from the operating system, which a deployment must use).
-    monitor : bool, default=True
-        Monitor the fit with noised passes (each charged to the budget, as a
-        round is); ``False``: no monitoring pass, the whole budget for the rounds.
+    monitor : {"ends", "every"} or False, default="ends"
+        Monitor the fit with noised passes, each charged to the budget as a round
+        is: at the start and after the last round (``"ends"``: two passes), or at
+        every monitored round (``"every"``: the estimator's
+        ``monitor_every``); ``False``: no monitoring pass, the whole budget for the
+        rounds.
     bound, fraction_bits
         The fixed-point code, as in :class:`SecureAggregation`.
 
@@ -126,7 +129,7 @@ class DifferentialPrivacy(SecureAggregation):
     """
 
     def __init__(self, epsilon, *, delta=1e-5, clip_norm=1.0, noise="distributed",
-                 noise_multiplier=None, min_honest=None, random_state=None, monitor=True,
+                 noise_multiplier=None, min_honest=None, random_state=None, monitor="ends",
                  bound=2.0 ** 20, fraction_bits="auto"):
         super().__init__(bound=bound, fraction_bits=fraction_bits)
         self.monitor = monitor
@@ -173,6 +176,9 @@ class DifferentialPrivacy(SecureAggregation):
         if self.noise not in ("distributed", "server"):
             raise ValueError(f"DifferentialPrivacy: noise must be 'distributed' or 'server'; "
                              f"got {show(self.noise)}.")
+        if self.monitor not in ("ends", "every", False):
+            raise ValueError(f"DifferentialPrivacy: monitor must be 'ends', 'every' or False; "
+                             f"got {show(self.monitor)}.")
         s = self.noise_multiplier
         if s is not None and (not isinstance(s, Real) or isinstance(s, bool)
                               or not np.isfinite(s) or s < 0):
@@ -183,14 +189,20 @@ class DifferentialPrivacy(SecureAggregation):
             raise ValueError(f"DifferentialPrivacy: min_honest must be None or an integer >= 1;"
                              f" got {show(self.min_honest)}.")
 
+    def monitor_every(self, requested, rounds):
+        """The round loop's monitoring interval under this privacy: the fit's last round
+        only for ``monitor="ends"`` (and without monitoring), else ``requested``."""
+        return requested if self.monitor == "every" else max(1, int(rounds))
+
     def monitor_passes(self, rounds, monitor_every=1):
-        """The monitoring passes of a fit of ``rounds`` rounds: round 0 (and the zero
-        model of a warm start), then every ``monitor_every``-th round and the last
-        (0 without ``monitor``): the noisy releases besides the rounds."""
+        """The monitoring passes of a fit of ``rounds`` rounds: round 0, then every
+        monitored round and the last (0 without ``monitor``): the noisy releases besides
+        the rounds. (A warm start's extra pass at the zero model uses one of them: the
+        fit's last model is then not monitored.)"""
         if not self.monitor:
             return 0
-        every = max(1, int(monitor_every))
-        return 2 + sum(1 for r in range(1, rounds + 1) if r % every == 0 or r == rounds)
+        every = self.monitor_every(monitor_every, rounds)
+        return 1 + sum(1 for r in range(1, rounds + 1) if r % every == 0 or r == rounds)
 
     def plan(self, max_rounds, monitor_every=1):
         """``(noise_multiplier, rounds, monitor passes)``: the noise, and the rounds and
@@ -254,6 +266,9 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         super().__init__(solver, config, max_rounds)
         self.monitor_every = monitor_every
 
+    def loop_monitor_every(self, requested):
+        return self.config.monitor_every(requested, self.rounds_)
+
     def needs_smoothness(self, layout, datafit):
         return False
 
@@ -273,7 +288,7 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         self.n_active_ = N if participation >= 1.0 else max(1, int(round(participation * N)))
         sigma, self.rounds_, self.monitor_passes_ = config.plan(self.max_rounds,
                                                                 self.monitor_every)
-        self.monitors_done_ = 0
+        self.monitors_done_, self.monitor_rounds_ = 0, []
         self.noise_multiplier_ = sigma
         self.accountant_ = GaussianAccountant(sigma, 1.0, config.delta)
         m = config.min_honest if config.min_honest is not None else self.n_active_
@@ -301,8 +316,9 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
 
     def epsilon_after(self, rounds, monitor_passes=None):
         """Epsilon after ``rounds`` rounds and ``monitor_passes`` monitoring passes (by
-        default, those done so far in the fit, at most the planned ones)."""
-        passes = self.monitors_done_ if monitor_passes is None else monitor_passes
+        default, those the fit ran by the end of round ``rounds``)."""
+        passes = (sum(1 for r in self.monitor_rounds_ if r <= rounds)
+                  if monitor_passes is None else monitor_passes)
         return self.accountant_.epsilon_after(rounds + passes)
 
     def noise_report(self):
@@ -402,7 +418,9 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
 
     def monitor_sums(self, session, theta):
         # a noised pass of its own (masked_sum below), or none at all
-        return NotImplemented if self.config.monitor else None
+        if not self.config.monitor or self.monitors_done_ >= self.monitor_passes_:
+            return None
+        return NotImplemented
 
     def masked_sum(self, executor, fn, args, *, coefficients=None, scale=1.0):
         """The noised monitoring pass: each site's unweighted loss and gradient, clipped
@@ -418,6 +436,7 @@ class DifferentiallyPrivateSolver(SecureAggregationSolver):
         if self.monitors_done_ >= self.monitor_passes_:
             raise ValueError("differential privacy: more monitoring passes than planned.")
         self.monitors_done_ += 1
+        self.monitor_rounds_.append(len(self.noisy_energy_))  # after the rounds so far
         N = self.problem_.n_clients
         exchange, parties = self._next_exchange(), tuple(range(N))
         seeds = self.noise_rng_.integers(0, 2 ** 63, size=N) \

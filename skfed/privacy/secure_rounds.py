@@ -430,7 +430,7 @@ class SecureAggregationSolver(FederatedSolver):
         The monitor's pass (``fn`` is :func:`~skfed.federation.rounds.client_monitor`)
         weighs each site's loss and gradient by its public weight ``c_j``; any other
         pass (inference, risk-set and smoothness sums: the functions a site accepts,
-        :func:`skfed.sites.operations.masked_passes`) multiplies every site's reply by
+        the maskable fit operations, :mod:`skfed.federation.operations`) multiplies every site's reply by
         the public ``scale`` (the inverse of the signed total weight), and the decoded
         totals are divided by it. ``fn`` is a module-level function (sent by name)."""
         problem = self.problem_

@@ -4,9 +4,10 @@ A site's administrator runs ``skfed site serve CONFIG``
 (:class:`~skfed.sites.transport.SiteServer`); an analyst connects with
 :meth:`FederatedDataset.from_sites <skfed.data.FederatedDataset.from_sites>`.
 Requests are typed messages (:mod:`skfed.sites.codec`: nothing received is
-executed or unpickled) naming an operation of :mod:`skfed.sites.operations`;
-the site checks its policy (:mod:`skfed.sites.policy`) before any
-computation and writes every request to its audit log
+executed or unpickled) naming an operation declared beside its site function
+(:mod:`skfed.federation.operations`); every release passes the site's gate
+(:mod:`skfed.sites.gate`, :mod:`skfed.sites.host`) under its policy
+(:mod:`skfed.sites.policy`), and every request is written to its audit log
 (:mod:`skfed.sites.audit`). See ``docs/data-officers.md``.
 """
 

@@ -93,17 +93,19 @@ class FitSessions:
         blob, digest = args.get("solver"), args["solver_digest"]
         if blob is not None:
             if hashlib.sha256(blob).hexdigest() != digest:
-                raise Refused("message", "the solver does not match its digest")
+                raise Refused("message", "the solver does not match its digest", public=True)
             try:
                 solver = decode(blob.tobytes())
             except MessageError as exc:
-                raise Refused("message", f"the solver is not a skfed message ({exc})")
+                raise Refused("message", f"the solver is not a skfed message ({exc})",
+                              public=True) from None
             if role_of(solver) != "solver":
-                raise Refused("message", "fit.step needs one of skfed's solvers")
+                raise Refused("message", "fit.step needs one of skfed's solvers", public=True)
             check_work(solver, self.policy.max_local_iterations)  # the gate's bound too
             session.solver = (digest, solver)
         if session.solver is None or session.solver[0] != digest:
-            raise Refused("message", "a step names a solver this session has not received")
+            raise Refused("message", "a step names a solver this session has not received",
+                          public=True)
         return session.solver[1]
 
     def _check_solver(self, solver):

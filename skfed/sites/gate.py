@@ -238,7 +238,8 @@ def check_work(value, most, _seen=None):
             if isinstance(count, (int, float, np.number)) and not isinstance(count, bool) \
                     and count > most:
                 raise Refused("max_local_iterations", f"{type(value).__name__}({name}="
-                               f"{count:g}) asks for more than this site's {most} iterations")
+                              f"{count:g}) asks for more than this site's {most} iterations",
+                              public=True)
         children = list(vars(value).values()) if hasattr(value, "__dict__") else []
     else:
         return

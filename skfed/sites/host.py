@@ -180,7 +180,8 @@ class SiteHost(FitSessions, MaskedSumOperations):
                                  columns=columns, detail=detail)
         self.officer.write(analyst=record["analyst"], operation=record["operation"],
                            rule=exc.rule, detail=exc.detail)
-        record.update(outcome="refused", rule=exc.rule)
+        # the audit line's reason is what the analyst read: never a value of the rows
+        record.update(outcome="refused", rule=exc.rule, reason=message)
         return encode({"error": {"kind": "policy", "rule": exc.rule, "message": message}})
 
     def _failure(self, exc, state, rule):
@@ -190,9 +191,9 @@ class SiteHost(FitSessions, MaskedSumOperations):
         self.officer.write(analyst=record["analyst"], operation=record["operation"],
                            rule=rule, detail=f"{type(exc).__name__}: {detail}",
                            traceback=traceback.format_exc() if rule == "internal" else None)
-        record.update(outcome="error", rule=rule)
         message = public_message(self.name, rule, record["operation"], policy=self.policy,
                                  columns=columns)
+        record.update(outcome="error", rule=rule, reason=message)
         return encode({"error": {"kind": "site" if rule == "data" else "internal",
                                  "rule": rule, "message": message}})
 

@@ -86,6 +86,12 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         super().__init_subclass__(**kwargs)
         register_subclasses(FederatedSolver, "solver")(cls)  # a site message may carry it
 
+    def loop_monitor_every(self, requested):
+        """How often the round loop monitors this solver's fit (``requested``, the
+        estimator's ``monitor_every``, by default; a differentially private fit monitors
+        at its ends unless asked otherwise, each pass charged to its budget)."""
+        return requested
+
     def check_at_site(self, client, rules):
         """A site service's rule on what this solver's rounds release beyond the
         dominance rule (a shared Cox baseline's risk sets); raises
@@ -94,11 +100,12 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
     @property
     def site_protection(self):
         """What the site adds to each reply, by this solver's class (never by what a
-        message says): ``"masked"`` (secure aggregation), ``"noised"`` (differential
-        privacy, masked too) or ``None``."""
-        if self.differentially_private:
+        message says, nor by an attribute an object was given): ``"masked"`` (secure
+        aggregation), ``"noised"`` (differential privacy, masked too) or ``None``."""
+        cls = type(self)
+        if cls.differentially_private:
             return "noised"
-        return "masked" if self.masked else None
+        return "masked" if cls.masked else None
 
     def monitor_sums_in_replies(self, replies, weights):
         """``(sum_j a_j f_j, sum_j a_j grad f_j)`` at the broadcast model from a

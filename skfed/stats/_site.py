@@ -190,32 +190,36 @@ def site_describe(site, columns, by, quantiles, min_count=1):
 
 def _audit_moments(site, X, by, summary):
     """The dominance rule on each released mean and sum of squares (at a site service):
-    a column whose moments one stratum's few rows dominate has its moments blanked in
-    every stratum (one stratum's alone would follow from the others and the total)."""
-    if dominance.active() is None:
+    a column whose means (or sums of squares) one stratum's few rows dominate has its
+    means (or sums of squares) blanked in every stratum (one stratum's alone would follow
+    from the others and the total)."""
+    audit = dominance.active()
+    if audit is None:
         return summary
     strata = _strata(site, by)
     for c, kind in summary["kinds"].items():
         if kind != "numeric":
             continue
-        try:
-            for stratum, mask in strata.items():
-                cell = summary["cells"].get((stratum, c))
-                if cell is None or cell.get("count") is None or not cell["count"]:
-                    continue
-                v = X.loc[mask, c].to_numpy(dtype=np.float64, na_value=np.nan)
-                v = v[~np.isnan(v)]
-                dominance.check_rows(v[:, None], f"the mean of {c!r}")
-                dominance.check_rows((v - cell["mean"])[:, None] ** 2, f"the spread of {c!r}")
-        except Refused:
-            for (stratum, column), cell in summary["cells"].items():
-                if column == c:
-                    cell.update(mean=np.nan, mean_lo=np.nan, m2=np.nan, min=np.nan,
-                                max=np.nan, quantiles=np.full(len(cell["quantiles"]), np.nan))
-            summary["suppressed"].append({"stratum": None, "column": c, "cell": "moments",
-                                          "reason": f"dominated by fewer than "
-                                                    f"{dominance.active().min_rows} rows at "
-                                                    f"site {site.site!r}"})
+        cells = [(cell, X.loc[mask, c].to_numpy(dtype=np.float64, na_value=np.nan))
+                 for stratum, mask in strata.items()
+                 for cell in [summary["cells"].get((stratum, c))]
+                 if cell is not None and cell.get("count")]
+        for what, fields, terms in (
+                ("means", ("mean", "mean_lo", "m2"), lambda v, cell: v),
+                ("sums of squares", ("m2",), lambda v, cell: (v - cell["mean"]) ** 2)):
+            try:
+                for cell, v in cells:
+                    v = v[~np.isnan(v)]
+                    if np.isfinite(cell[fields[0]]):
+                        dominance.check_rows(terms(v, cell)[:, None], f"the {what} of {c!r}")
+            except Refused:
+                for (_, column), cell in summary["cells"].items():
+                    if column == c:
+                        cell.update(dict.fromkeys(fields, np.nan))
+                summary["suppressed"].append({
+                    "stratum": None, "column": c, "cell": what,
+                    "reason": f"dominated by fewer than {audit.min_rows} rows at site "
+                              f"{site.site!r}"})
     return summary
 
 
