@@ -1,4 +1,5 @@
-"""Errors and warnings about clients that fail during a federated fit."""
+"""Errors and warnings about clients that fail during a federated fit, and about sites
+that refuse or do not answer."""
 
 import traceback
 from dataclasses import dataclass
@@ -43,3 +44,27 @@ class ClientFailure:
         return cls(error=f"{type(exc).__name__}: {exc}",
                    traceback="".join(traceback.format_exception(exc)), worker=worker,
                    diverged=isinstance(exc, FloatingPointError))
+
+
+class SiteRefusal(PermissionError):
+    """A site's policy refused a request; ``rule`` names the rule."""
+
+    def __init__(self, site, rule, message):
+        self.site, self.rule = site, rule
+        super().__init__(message)
+
+
+class SiteServiceError(RuntimeError):
+    """A site could not run an operation (its message names no row value or path)."""
+
+    def __init__(self, site, message):
+        self.site = site
+        super().__init__(f"site {site!r}: {message}")
+
+
+class SiteUnavailable(ConnectionError):
+    """A site service did not answer (down, unreachable, or past the timeout)."""
+
+    def __init__(self, site, detail):
+        self.site = site
+        super().__init__(f"site {site!r} did not answer: {detail}")

@@ -239,7 +239,8 @@ def test_the_masked_fit_is_the_same_in_every_home(tmp_path):
 
     frames = {name: frame.drop(columns="label") for name, frame in zip(SITES, _frames())}
     policy = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
-              'require = ["secure_aggregation"]')
+              'require = ["secure_aggregation"]\n'
+              'consortium = ["hospital-a", "hospital-b", "hospital-c"]')
     with homes(tmp_path, frames, target="y", policy=policy) as data:
         plain = FedHistGradientBoostingRegressor(**PARAMS).fit(data["in-process"])
         for home, dataset in data.items():

@@ -34,7 +34,10 @@ from skfed.sites.audit import read_audit  # noqa: E402
 
 from ._sites import SITES, diabetes_service, services_of, with_site_partitions  # noqa: E402
 
-OPEN = "min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true"
+#: a site that trusts the analyst with single rows' values: exact quantiles, and node
+#: histograms in the clear (finer sums by design, allowed by name)
+OPEN = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
+        'finer_sums = ["boosting.histograms", "fit.risk_sets"]')
 PARAMS = dict(max_iter=4, max_depth=3, min_samples_leaf=45, random_state=0,
               early_stopping=False, categorical_features=["ward"])
 
@@ -145,7 +148,7 @@ def test_a_node_of_fewer_than_min_rows_is_refused(tmp_path):
 
 
 MASKED = 'min_rows = 60\nmin_level_count = 5\nallow_exact_quantiles = true\n' \
-    'require = ["secure_aggregation"]'
+    'require = ["secure_aggregation"]\nconsortium = ["hospital-a", "hospital-b", "hospital-c"]'
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +163,8 @@ def protected(tmp_path_factory):
 
 def test_a_site_requiring_secure_aggregation_refuses_plain_boosting(protected):
     remote, *_, root = protected
-    with pytest.raises(SiteRefusal, match="requires secure aggregation: boosting.totals") \
-            as info:
+    with pytest.raises(SiteRefusal, match="boosting.totals: this site requires secure "
+                                          "aggregation") as info:
         FedHistGradientBoostingRegressor(**PARAMS).fit(remote)
     assert info.value.rule == "require"
     line = read_audit(root / info.value.site / "audit.jsonl")[-1]
@@ -192,8 +195,7 @@ def test_masked_boosting_through_services_equals_the_plain_fit_in_process(protec
     assert through.history_.privacy["masked_sums"] > 0
     # scored at the sites from masked sums (their own score sums would be refused)
     assert through.score(remote) == pytest.approx(here.score(X, y), rel=1e-12)
-    operations = {line["operation"] for line in read_audit(root / "hospital-b" /
-                                                           "audit.jsonl")}
+    operations = {line["kind"] for line in read_audit(root / "hospital-b" / "audit.jsonl")}
     assert {"sums.open", "sums.key_list", "sums.masked:boosting.histograms",
             "sums.masked:boosting.bin_counts", "sums.close"} <= operations
     if loss == "quantile":  # the leaves refitted to pooled quantiles, masked too
@@ -228,8 +230,8 @@ def test_a_site_requiring_differential_privacy_serves_no_boosting(tmp_path):
 
     with services_of(tmp_path, _frames(), target="y", drop=["label"],
                      policy='min_rows = 10\nrequire = ["differential_privacy"]') as remote:
-        with pytest.raises(SiteRefusal, match="differential privacy, which skfed's boosting "
-                                              "does not offer") as info:
+        with pytest.raises(SiteRefusal, match="this site requires differential privacy") \
+                as info:
             FedHistGradientBoostingRegressor(**PARAMS).fit(remote)
         assert info.value.rule == "require"
         with pytest.raises(SiteRefusal, match="masked sums of an analysis carry no noise"):
@@ -238,7 +240,7 @@ def test_a_site_requiring_differential_privacy_serves_no_boosting(tmp_path):
 
 
 # -- bins from the sites' signed sketches, without exact quantiles ---------------------
-SKETCHED = "min_rows = 10\nmin_level_count = 5"
+SKETCHED = 'min_rows = 10\nmin_level_count = 5\nfiner_sums = ["boosting.histograms"]'
 
 
 @pytest.fixture(scope="module")
@@ -287,24 +289,24 @@ def test_a_forged_sketch_or_a_chosen_threshold_is_refused(sketched):
     fitted = FedHistGradientBoostingRegressor(**PARAMS, binning=10).fit(remote)
     message = score_message(fitted)
     conn = remote._backend.connections[0]
-    ok = conn.call("boosting.score", dataset=DATASET_ROWS, args=[message])
+    ok = conn.call("boosting.score", dataset=DATASET_ROWS, estimator=message)
     assert ok["w"] == 200.0
     forged = copy_message(message)
     forged["context"]["sketch"]["sites"][1]["means"][0] = \
         forged["context"]["sketch"]["sites"][1]["means"][0] + 0.5
     with pytest.raises(SiteRefusal, match="a forged sketch") as info:
-        conn.call("boosting.score", dataset=DATASET_ROWS, args=[forged])
+        conn.call("boosting.score", dataset=DATASET_ROWS, estimator=forged)
     assert info.value.rule == "message"
     chosen = copy_message(message)
     j = int(np.flatnonzero(~chosen["context"]["categorical"])[0])
     chosen["context"]["thresholds"][j] = chosen["context"]["thresholds"][j][:-1]
     with pytest.raises(SiteRefusal, match="not the sketches'") as info:
-        conn.call("boosting.score", dataset=DATASET_ROWS, args=[chosen])
+        conn.call("boosting.score", dataset=DATASET_ROWS, estimator=chosen)
     assert info.value.rule == "allow_exact_quantiles"
     alone = copy_message(message)
     alone["context"]["sketch"]["sites"] = alone["context"]["sketch"]["sites"][1:]
     with pytest.raises(SiteRefusal, match="include this site's own"):
-        conn.call("boosting.score", dataset=DATASET_ROWS, args=[alone])
+        conn.call("boosting.score", dataset=DATASET_ROWS, estimator=alone)
 
 
 def test_skfed_fit_binning_through_services_without_exact_quantiles(sketched, capsys):
@@ -347,7 +349,7 @@ def _histogram_request(X, y, labels):
     est = FedHistGradientBoostingRegressor(**PARAMS).fit(X, y, clients=labels)
     message = score_message(est)
     nodes = dict(pack_nodes([(0, (), None)], X.shape[1]), with_loss=False)
-    return {"args": [message["context"], message["model"], nodes]}
+    return {"context": message["context"], "model": message["model"], "request": nodes}
 
 
 def _masked(conn, handle, request, exchange, *, parties=(0, 1, 2), coefficient=1.0,
@@ -381,16 +383,16 @@ def test_masked_sums_refuse_what_would_single_a_site_out(protected):
     with pytest.raises(SiteRefusal, match="every verified site"):
         _masked(conn, handle, request, 2, parties=(0, 1))
     with pytest.raises(SiteRefusal, match="not an operation whose reply a masked sum"):
-        _masked(conn, handle, {"args": [{}]}, 3, operation="boosting.schema")
+        _masked(conn, handle, {"request": {}}, 3, operation="boosting.schema")
     with pytest.raises(SiteRefusal, match="not an operation whose reply a masked sum"):
-        _masked(conn, handle, {"args": []}, 4, operation="stats.describe")
+        _masked(conn, handle, {}, 4, operation="stats.describe")
     reply = _masked(conn, handle, request, 5)
     assert reply["masked"].data.dtype == np.uint64
     with pytest.raises(SiteRefusal, match="replayed exchange") as info:
         _masked(conn, handle, request, 5)
     assert info.value.rule == "require"
     line = read_audit(root / "hospital-a" / "audit.jsonl")[-1]
-    assert (line["operation"], line["rule"]) == ("sums.masked:boosting.histograms", "require")
+    assert (line["kind"], line["rule"]) == ("sums.masked:boosting.histograms", "require")
     for c, h in zip(conns, handles):
         c.call("sums.close", session=h)
     with pytest.raises(SiteRefusal, match="no such session of masked sums"):
@@ -413,7 +415,8 @@ def test_the_decoded_masked_histogram_is_the_exact_pooled_one(protected):
     total = unflatten_total(aggregate_masked([r["masked"] for r in replies], limb_code(3)),
                             [tuple(e) for e in replies[0]["layout"]])
     local = FederatedDataset.from_arrays(X, y.to_numpy(), labels)
-    expected = local.map(site_histograms, *request["args"])
+    expected = local.map(site_histograms, request["context"], request["model"],
+                         request["request"])
     np.testing.assert_array_equal(total["counts"], sum(e["counts"] for e in expected))
     np.testing.assert_array_equal(total["gradients"], sum(e["gradients"] for e in expected))
     one = [unflatten_total(r["masked"].data.view(np.int64).astype(np.float64),
@@ -446,7 +449,8 @@ def _root_nodes(n):
 
 
 def _histograms(conn, context, model, nodes):
-    return conn.call("boosting.histograms", dataset=DATASET, args=[context, model, nodes])
+    return conn.call("boosting.histograms", dataset=DATASET, context=context, model=model,
+                     request=nodes)
 
 
 def test_a_well_formed_request_is_answered(crafted):
@@ -500,7 +504,7 @@ def test_oversized_and_endless_requests_are_refused_unrun(crafted):
               "bitsets": np.zeros((0, 8), np.uint32)}  # 1001 one-leaf trees
     many = {"baseline": model["baseline"], "trees": stumps}
     with pytest.raises(SiteRefusal, match="1001 trees") as info:
-        conn.call("boosting.loss", dataset=DATASET, args=[context, many])
+        conn.call("boosting.loss", dataset=DATASET, context=context, model=many)
     assert info.value.rule == "max_local_iterations"
     assert read_audit(root / "audit.jsonl")[-1]["rule"] == "max_local_iterations"
 
@@ -536,15 +540,20 @@ def test_counts_at_the_analysts_values_need_exact_quantiles(tmp_path, crafted):
     """Under the default policy a histogram at continuous thresholds (counts at values
     the analyst chose) and the bin search are refused; bins of categories only are not."""
     _, _, context, model, _ = crafted
-    with diabetes_service(tmp_path, "min_rows = 10") as conn:
-        with pytest.raises(SiteRefusal, match="exact quantile search") as info:
+    with diabetes_service(tmp_path, "min_rows = 10") as conn:  # the default: no histogram
+        with pytest.raises(SiteRefusal, match="finer sums by design") as info:
+            _histograms(conn, context, model, _root_nodes(1))
+        assert info.value.rule == "finer_sums"
+    with diabetes_service(tmp_path / "b", 'min_rows = 10\nfiner_sums = ["boosting.histograms"]'
+                          ) as conn:
+        with pytest.raises(SiteRefusal, match="thresholds the analyst sends") as info:
             _histograms(conn, context, model, _root_nodes(1))
         assert info.value.rule == "allow_exact_quantiles"
         sampling = {"mode": "all", "features": np.array([1], dtype=np.int32)}
         with pytest.raises(SiteRefusal) as info:
             conn.call("boosting.bin_counts", dataset=DATASET,
-                      args=[dict(context, thresholds=None), sampling,
-                            np.array([0], dtype=np.int64), np.array([0, 1], dtype=np.int64)])
+                      context=dict(context, thresholds=None), sampling=sampling,
+                      probes=np.array([0.0]), starts=np.array([0, 1], dtype=np.int64))
         assert info.value.rule == "allow_exact_quantiles"
         levels_only = dict(context, thresholds=[
             t if c else np.zeros(0) for t, c in zip(context["thresholds"],

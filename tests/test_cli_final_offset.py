@@ -24,9 +24,12 @@ NAMES = {"age": "age", "sex=M": "C(sex)[T.M]", "ward=b": "C(ward)[T.b]",
 
 @pytest.fixture(scope="module")
 def cohort():
+    return _cohort(540)
+
+
+def _cohort(n):
     """Counts over person-years at three hospitals (by age: shifted sites)."""
     rng = np.random.default_rng(3)
-    n = 540
     frame = pd.DataFrame({"age": rng.normal(60, 10, n).round(1),
                           "sex": rng.choice(["F", "M"], n),
                           "ward": rng.choice(["a", "b", "c"], n),
@@ -36,6 +39,18 @@ def cohort():
     frame["events"] = rng.poisson(rate * frame["years"])
     frame["site"] = np.array(SITES)[np.digitize(frame["age"], [55, 65])]
     return frame
+
+
+@pytest.fixture(scope="module")
+def cohort_services(cohort, tmp_path_factory):
+    yield from _services(cohort, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def large_cohort_services(tmp_path_factory):
+    """1,800 rows: each site's held-out counts (most of them zero) pass the sites'
+    dominance rule when scored there."""
+    yield from _services(_cohort(1800), tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +153,7 @@ def test_collinear_columns_are_named_in_the_message(capsys, cohort, tmp_path):
 
 
 # --- through site services -------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cohort_services(cohort, tmp_path_factory):
+def _services(cohort, tmp_path_factory):
     """The cohort at three site services (each hospital its rows; with a twin column)."""
     pytest.importorskip("grpc")
     pytest.importorskip("cryptography")
@@ -198,12 +212,13 @@ def test_final_with_an_offset_through_site_services(capsys, cohort, cohort_servi
     assert code == 2 and "the columns age, age_again are (nearly) collinear" in err
 
 
-def test_held_out_rows_with_an_offset_through_site_services(capsys, cohort, cohort_services,
+def test_held_out_rows_with_an_offset_through_site_services(capsys, large_cohort_services,
                                                             tmp_path):
     from skfed.cli.remote import fit_sites
 
     from ._sites import with_site_partitions
 
+    cohort_services = large_cohort_services
     path = tmp_path / "held.json"
     argv = [*cohort_services["argv"], *POISSON, "--drop", "years", "age_again"]
     code, out, err = _run(capsys, *argv, "--json", str(path))

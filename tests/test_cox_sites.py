@@ -18,7 +18,7 @@ from skfed.sites.policy import load_config  # noqa: E402
 from skfed.sites.transport import SiteServer  # noqa: E402
 from skfed.survival import FedCoxPH, concordance_index, survival_target  # noqa: E402
 
-from ._sites import SITES, site_config, split_frames  # noqa: E402
+from ._sites import ROSSI_POLICY, SITES, site_config, split_frames  # noqa: E402
 
 COVARIATES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
 
@@ -36,7 +36,8 @@ def rossi_sites(tmp_path, certs):
     frame = load_rossi()
     servers = []
 
-    def start(policy=""):
+    def start(policy="", base=ROSSI_POLICY):
+        policy = f"{base}\n{policy}"
         addresses, parts = {}, split_frames(frame, 3, by="age")
         for k, name in enumerate(SITES):
             folder = tmp_path / f"{name}-{len(servers)}"
@@ -152,7 +153,9 @@ def test_secure_shared_baseline_and_a_server_that_rescales_one_site(rossi_sites,
     refused by that site."""
     from skfed.sites.remote import SiteServiceExecutor
 
-    data, pooled, site, _ = rossi_sites('require = ["secure_aggregation"]')
+    data, pooled, site, _ = rossi_sites('require = ["secure_aggregation"]\n'
+                                        'consortium = ["hospital-a", "hospital-b", '
+                                        '"hospital-c"]')
     grid = np.array([26.0])
     with pytest.raises(SiteRefusal) as info:
         FedCoxPH(time_grid=grid).fit(data)

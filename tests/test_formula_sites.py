@@ -15,7 +15,7 @@ pytest.importorskip("grpc")
 
 def _frames():
     rng = np.random.default_rng(4)
-    n = 300
+    n = 900  # 300 rows a site: each sum of the fits' designs passes the dominance rule
     frame = pd.DataFrame({"age": rng.normal(60, 10, n), "sex": rng.choice(["F", "M"], n),
                           "stage": rng.choice(["I", "II", "III"], n),
                           "x": rng.normal(size=n)})

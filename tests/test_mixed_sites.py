@@ -13,9 +13,10 @@ from ._sites import SITES, services_of
 pytest.importorskip("grpc")
 
 
-def _frames(rows_per_patient=12):
+def _frames(rows_per_patient=30):
     """Patients nested in three hospitals of different sizes: a continuous and a binary
-    outcome with a random intercept per patient."""
+    outcome with a random intercept per patient (30 rows each by default: each patient's
+    sums, a random slope's sum of squares among them, pass the sites' dominance rule)."""
     rng = np.random.default_rng(7)
     frames = []
     for k, n_patients in enumerate((6, 9, 12)):
@@ -51,13 +52,17 @@ def test_a_linear_mixed_model_through_services_equals_in_process(federation):
 
 
 def test_groups_smaller_than_the_sites_min_rows_are_refused(tmp_path):
-    from skfed.sites import SiteServiceError
+    from skfed.sites import SiteRefusal
 
     frames = _frames(rows_per_patient=6)
     with services_of(tmp_path, frames, target="y", drop=["event"]) as remote:
-        # the site's min_rows (10) raises the analyst's smallest group (2)
-        with pytest.raises(SiteServiceError, match="6 row.s., fewer than 10"):
+        # the site's min_rows (10) raises the analyst's smallest group (2); the refusal
+        # names the column, never a group's label or its count
+        with pytest.raises(SiteRefusal, match="a group of column 'patient' holds fewer "
+                                              "than 10 rows") as info:
             FedMixedLM().fit(remote, groups="patient")
+        assert info.value.rule == "min_rows"
+        assert "6" not in str(info.value) and "hospital-a-" not in str(info.value)
 
 
 def test_a_glmm_through_services_equals_in_process(tmp_path):

@@ -117,8 +117,10 @@ def site_totals(site, context):
     w = np.ones(len(y)) if sw is None else sw
     out = {"missing": np.isnan(X).sum(axis=0), "n": len(y), "w": float(w.sum())}
     if context["classes"] is not None:
-        out["class_w"] = np.bincount(y.astype(np.intp), weights=w,
-                                     minlength=len(context["classes"]))
+        codes = y.astype(np.intp)
+        dominance.check_rows(np.eye(len(context["classes"]))[codes] * w[:, None],
+                             "a class's weight")
+        out["class_w"] = np.bincount(codes, weights=w, minlength=len(context["classes"]))
         return out
     loss = context["loss"]
     if loss == "gamma" and np.any(y <= 0):
@@ -155,6 +157,33 @@ def _multiplicity(site, context, sampling):
     return np.ones(n, dtype=np.int64), None
 
 
+#: the share of a sketch group's absolute total its ``rows - 1`` largest values may hold
+#: (the dominance rule's default): a group past it is merged with its neighbour
+SKETCH_DOMINANCE = 0.95
+
+
+def _undominated(values, sizes, rows):
+    """Group sizes merged, neighbour into neighbour, until in no group the ``rows - 1``
+    largest absolute values hold more than :data:`SKETCH_DOMINANCE` of its absolute
+    total (a mean of nine zeros and a five would give that five); ``[]`` if even all the
+    values together are dominated."""
+    sizes, i = list(sizes), 0
+    while i < len(sizes):
+        start = sum(sizes[:i])
+        group = np.sort(np.abs(values[start:start + sizes[i]]))[::-1]
+        total = group.sum()
+        if total > 0 and group[:rows - 1].sum() > SKETCH_DOMINANCE * total:
+            if len(sizes) == 1:
+                return []
+            j = i + 1 if i + 1 < len(sizes) else i - 1
+            sizes[min(i, j)] += sizes[max(i, j)]
+            del sizes[max(i, j)]
+            i = min(i, j)
+            continue
+        i += 1
+    return sizes
+
+
 @site_operation(
     "boosting.sketch", releases=SUMS, keeps_rows=True,
     describes="per continuous feature the means and row counts of consecutive groups of "
@@ -167,7 +196,8 @@ def site_sketch(site, context, rows):
     """The site's sketch: per continuous feature (model order), the means and counts of
     consecutive groups of at least ``rows`` of its non-missing values, at most
     ``max_bins`` groups (zero-weight rows left out, as scikit-learn leaves them out of
-    its bins)."""
+    its bins), a group that a few values dominate merged with its neighbour
+    (:func:`_undominated`)."""
     X = model_features(site, context)
     _, sw = encoded_target(site, context)
     means, counts = [], []
@@ -182,14 +212,19 @@ def site_sketch(site, context, rows):
             continue
         sizes = np.full(groups, len(values) // groups, dtype=np.int64)
         sizes[:len(values) % groups] += 1  # numpy's array_split: the first groups larger
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        means.append(np.add.reduceat(values, starts) / sizes)
+        sizes = np.asarray(_undominated(values, sizes, int(rows)), dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        for a, n in zip(starts, sizes):  # each group's mean, under the site's own rule
+            dominance.check_rows(values[a:a + n], "a sketch's group")
+        means.append(np.add.reduceat(values, starts) / sizes if sizes.size else np.empty(0))
         counts.append(sizes)
+    if dominance.active() is not None and not means:
+        dominance.check_rows(np.zeros(0), "a sketch")  # no continuous feature: nothing
     return {"rows": int(rows), "means": means, "counts": counts}
 
 
 @site_operation(
-    "boosting.bin_counts", releases=SUMS, maskable=True, keeps_rows=True, finer=FINER,
+    "boosting.bin_counts", releases=SUMS, maskable=True, keeps_rows=True,
     requires="allow_exact_quantiles: the exact bin thresholds are the pooled quantiles or "
              "distinct values of each feature, found from counts at values the analyst "
              "sends (binning=min_rows bins at the sites' sketches instead)",
@@ -231,7 +266,7 @@ def _sorted_features(site, context, sampling):
 
 
 @site_operation(
-    "boosting.residual_counts", releases=SUMS, maskable=True, keeps_rows=True, finer=FINER,
+    "boosting.residual_counts", releases=SUMS, maskable=True, keeps_rows=True,
     requires="allow_exact_quantiles: a leaf's quantile of the residuals y - raw is found "
              "from counts at values the analyst sends",
     describes="the same counts and sums for the residuals y - raw of each requested leaf "

@@ -42,7 +42,8 @@ def wire(check, *values):
     try:
         return check(*values)
     except WireError as exc:
-        raise Refused("message", f"a malformed boosting request: {exc}") from None
+        raise Refused("message", f"a malformed boosting request: {exc}",
+                      public=True) from None
 
 
 def check_levels(site, columns, rules):
@@ -60,7 +61,7 @@ def check_levels(site, columns, rules):
             where = repr(str(names[j])[:64]) if names else f"{j}"
             raise Refused("min_level_count", f"a level of categorical column {where} is "
                           f"held by fewer than {floor} rows here",
-                          columns=[names[j]] if names else ())
+                          columns=[names[j]] if names else (), public=True)
 
 
 def _exact_quantiles(rules, why):
@@ -109,7 +110,8 @@ def _check_sketch(context, rules):
                          sketch_payload(entry["site"], entry["dataset"], entry), entry["site"])
         except (ValueError, TypeError, KeyError) as exc:
             raise Refused("message", f"a sketch that its site did not sign "
-                                     f"({type(exc).__name__}): a forged sketch") from None
+                                     f"({type(exc).__name__}): a forged sketch",
+                          public=True) from None
     problem = check_sketch_thresholds(context)
     if problem is not None:
         raise Refused("allow_exact_quantiles", f"{problem}: the analyst chose them",
@@ -124,7 +126,7 @@ def checked_model(model, context, rules):
     n_trees = wire(check_model, model, context)
     if n_trees > rules.max_local_iterations:
         raise Refused("max_local_iterations", f"a model of {n_trees} trees asks for more "
-                      f"than this site's {rules.max_local_iterations} iterations")
+                      f"than this site's {rules.max_local_iterations} iterations", public=True)
     return model
 
 
@@ -144,10 +146,11 @@ def check_node_rows(site, context, nodes, rules):
         node = node_rows(binned, steps[-1:], missing_bin, parent)
         for rows in (node, parent & ~node):
             if rows.any() and np.count_nonzero(rows & positive) < floor:
+                # the count itself is not said: a refusal is one bit, not a number
                 raise Refused("min_rows", "a node of the tree, or its sibling, would be "
                               f"computed from fewer than {floor} rows here (a deeper tree "
                               "than this site's rows allow; raise min_samples_leaf or lower "
-                              "max_depth)")
+                              "max_depth)", public=True)
 
 
 # -- each operation's checks: (rows, arguments, the site's rules) ----------------------
@@ -167,7 +170,7 @@ def schema_reply(site, values, out, rules):
     counts = out.get("class_counts")
     if counts is not None and np.min(counts) < rules.min_level_count:
         raise Refused("min_level_count", "a class of the target has fewer than "
-                                         f"{rules.min_level_count} rows here")
+                                         f"{rules.min_level_count} rows here", public=True)
     return out
 
 
@@ -181,7 +184,7 @@ def sketch_rules(site, values, rules):
     if rows != rules.min_rows:  # one group size only: two would give values by difference
         raise Refused("min_rows", f"this site sketches its values in groups of its "
                                   f"min_rows = {rules.min_rows} rows: fit with "
-                                  f"binning={rules.min_rows}")
+                                  f"binning={rules.min_rows}", public=True)
 
 
 def sketch_reply(site, values, sketch, rules):

@@ -183,6 +183,8 @@ class Arg:
         if kind == "str":
             return isinstance(value, str) and len(value) <= self.most
         if kind == "names":
+            if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "UO":
+                value = value.tolist()
             return isinstance(value, (list, tuple)) and len(value) <= self.most and all(
                 isinstance(v, str) and 0 < len(v) <= MAX_NAME for v in value)
         if kind in ("floats", "ints"):

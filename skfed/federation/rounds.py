@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._messages import count
-from ..exceptions import ClientDroppedWarning, ClientFailureError
+from ..exceptions import ClientDroppedWarning, ClientFailureError, SiteRefusal
 from ..history import ConvergenceHistory
 from .operations import COUNTS, SUMS, Arg, site_operation
 from .smoothness import masked_smoothness
@@ -447,9 +447,16 @@ class _RoundLoop:
         # one seed per client and round, whoever runs it
         seeds = np.random.SeedSequence(self.entropy, spawn_key=(1, rnd)).generate_state(N)
         messages = solver.personalize_round(self.server, message, active)
-        by_client, failures = self.executor.run_round(
-            solver, rnd + 1, [(j, m, seeds[j]) for j, m in zip(active, messages)],
-            retry=solver.requires_full_participation)
+        try:
+            by_client, failures = self.executor.run_round(
+                solver, rnd + 1, [(j, m, seeds[j]) for j, m in zip(active, messages)],
+                retry=solver.requires_full_participation)
+        except SiteRefusal as refusal:  # a site would not answer at this model
+            withheld = (solver.withheld_trial(self.server) if refusal.rule == "dominance"
+                        else None)
+            if withheld is None:
+                raise
+            return self._withheld_round(withheld, len(active))
         if failures:
             _handle_failures(solver, self.executor, self.history, rnd + 1, failures,
                              len(active))
@@ -477,6 +484,22 @@ class _RoundLoop:
             n_dropped=len(failures), wall_time=time.perf_counter() - self.started,
         )
         self._record_round(fields)
+        return False
+
+    def _withheld_round(self, server, n_active):
+        """A round whose trial model a site refused under the dominance rule, and the
+        solver treats as rejected: recorded with no objective, the step halved."""
+        if self.pending is not None:  # that trial's model was never answered at
+            fields, self.pending = self.pending, None
+            self.record(np.nan, np.nan, 0, fields)
+        self.server = server
+        self.theta = self.solver.server_model(server)
+        self.rnd += 1
+        nnz, rank = _model_stats(self.layout, self.theta)
+        self.history.append(round=self.rnd, objective=np.nan, stationarity=np.nan, nnz=nnz,
+                            rank=rank, consensus=np.nan, bytes_up=0, bytes_down=0,
+                            monitor_bytes=0, n_participants=n_active, n_dropped=0,
+                            wall_time=time.perf_counter() - self.started)
         return False
 
     def _monitor_pending(self, replies, active):

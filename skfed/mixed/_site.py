@@ -54,8 +54,14 @@ def design_rules(site, values, rules):
         if column is not None and raw is not None and column not in raw:
             raise Refused("columns", f"the {key} column {column!r} is not one of the "
                                      "dataset's own columns", columns=[column])
-    values["design"] = dict(design, min_group_rows=max(int(design.get("min_group_rows", 0)),
-                                                       rules.min_rows))
+    floor = max(int(design.get("min_group_rows", 0)), rules.min_rows)
+    values["design"] = dict(design, min_group_rows=floor)
+    if design.get("groups") is not None and design["groups"] in getattr(site.X, "columns", ()):
+        codes, _ = _group_labels(site, design["groups"])
+        if np.any(np.bincount(codes) < floor):  # a refusal says no label and no count
+            raise Refused("min_rows", f"a group of column {design['groups']!r} holds fewer "
+                          f"than {floor} rows here (a group's sums would disclose its rows)",
+                          columns=[design["groups"]], public=True)
 
 
 _DESIGN = Arg("design", "value", check=design_problem)

@@ -104,7 +104,9 @@ def local_only_score(site, estimator, test_size, seed, classifier, scale=False, 
             if not isinstance(estimator, FedCoxPH):
                 raise
             return np.nan  # e.g. no event among the site's training rows: no local model
-    if dominance.active() is not None and not isinstance(estimator, FedCoxPH):
+    if isinstance(estimator, FedCoxPH):  # a concordance: pairs of the held-out rows
+        dominance.check_rows(np.ones(test.n_samples), "a concordance")
+    elif dominance.active() is not None:
         site_score_terms(test.replace(X=numeric_matrix(test)), local)  # the score's terms
     with dominance.suspended():
         return float(local.score(numeric_matrix(test), test.y))

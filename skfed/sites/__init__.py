@@ -12,28 +12,6 @@ executed or unpickled) naming an operation declared beside its site function
 """
 
 
-class SiteRefusal(PermissionError):
-    """A site's policy refused a request; ``rule`` names the rule."""
-
-    def __init__(self, site, rule, message):
-        self.site, self.rule = site, rule
-        super().__init__(message)
-
-
-class SiteServiceError(RuntimeError):
-    """A site could not run an operation (its message names no row value or path)."""
-
-    def __init__(self, site, message):
-        self.site = site
-        super().__init__(f"site {site!r}: {message}")
-
-
-class SiteUnavailable(ConnectionError):
-    """A site service did not answer (down, unreachable, or past the timeout)."""
-
-    def __init__(self, site, detail):
-        self.site = site
-        super().__init__(f"site {site!r} did not answer: {detail}")
-
+from ..exceptions import SiteRefusal, SiteServiceError, SiteUnavailable
 
 __all__ = ["SiteRefusal", "SiteServiceError", "SiteUnavailable"]

@@ -21,7 +21,7 @@ from ..federation.wire import role_of
 from ..solvers.base import message_nbytes
 from . import service_operations  # noqa: F401  (fit.close, sums.*: the service's own)
 from .codec import MessageError, decode
-from .gate import check_work
+from .gate import check_work, release_rule
 from .guard import PrivateRounds, SecureAggregationGuard
 
 
@@ -39,7 +39,7 @@ class FitSessions:
         handle = args.get("session")
         session = self._sessions.get(handle) if isinstance(handle, str) else None
         if session is None or session.owner != analyst:  # another's session looks absent
-            raise Refused("sessions", "no such fit session for this analyst")
+            raise Refused("sessions", "no such fit session for this analyst", public=True)
         state.record.update(dataset=session.dataset, rows=session.n_rows,
                             columns=session.columns)
         state.read_rows = True
@@ -65,7 +65,7 @@ class FitSessions:
                 session.states[client] = args["state"]
             step_state = session.states.get(client)
             if protection is None:  # plain: its sums are audited as they are formed
-                result = self._plain_step(session, solver, step_state, message, seed)
+                result = self._plain_step(session, solver, inner, step_state, message, seed)
             else:
                 message = self._guard(session, solver, message, step_state, analyst, state)
                 with dominance.suspended():  # masked: the consortium rule instead
@@ -80,7 +80,17 @@ class FitSessions:
                                                                              dict) else 0
         return reply
 
-    def _plain_step(self, session, solver, step_state, message, seed):
+    def _plain_step(self, session, solver, inner, step_state, message, seed):
+        """A plain step: its sums audited by the dominance rule as they are formed, or, for
+        a solver whose replies are a declared operation's finer sums (risk sets), that
+        operation's rule (its checks ran: ``check_at_site``) where the policy allows it."""
+        finer = inner.replies_as
+        if finer is not None:
+            operation = operations()[finer]
+            release_rule(operation, "sums", self.policy)
+            with dominance.suspended():
+                return _failed(client_round(session.objective, solver, step_state, message,
+                                            seed), self.name)
         with dominance.audit(self.policy.min_rows, self.policy.dominance) as audit:
             result = _failed(client_round(session.objective, solver, step_state, message,
                                           seed), self.name)

@@ -262,7 +262,10 @@ class SiteHost(FitSessions, MaskedSumOperations):
         for check in operation.checks:
             check(target, values, rules)
         state.record["columns"] = _columns_read(operation, target, values)
-        exact = operation.requires is not None or rules.exact is not None
+        # single rows' values by design (a flag), or finer sums the policy allows by name:
+        # the rules of the declaration, not the dominance rule
+        exact = operation.requires is not None or rules.exact is not None or \
+            operation.finer is not None
         out = self._call(operation, target, values, release, masked or exact)
         if operation.reply is not None:
             out = operation.reply(target, values, out, rules)

@@ -59,7 +59,7 @@ class MaskedSumOperations:
         handle = args.get("session")
         session = self._sum_sessions.get(handle) if isinstance(handle, str) else None
         if session is None or session.owner != analyst:  # another's session looks absent
-            raise Refused("sessions", "no such session of masked sums for this analyst")
+            raise Refused("sessions", "no such session of masked sums for this analyst", public=True)
         state.record.update(dataset=session.dataset, rows=session.rows)
         state.read_rows = True
         return session
@@ -70,7 +70,7 @@ class MaskedSumOperations:
 
         if "differential_privacy" in self.policy.require:
             raise Refused("require", "this site requires differential privacy: masked sums "
-                                     "of an analysis carry no noise")
+                                     "of an analysis carry no noise", public=True)
         operation = operations()["sums.open"]
         conf, site = self.request_rows(operation, analyst, args["dataset"], state)
         config = self.config
@@ -80,7 +80,7 @@ class MaskedSumOperations:
                                        consortium=self.consortium(conf.name))
         if site.sample_weight is not None and self.policy.require:
             raise Refused("require", "a session of masked sums over weighted rows would "
-                                     "release this site's weight sum (a sum of its rows)")
+                                     "release this site's weight sum (a sum of its rows)", public=True)
         key_session = bytes(args["key_session"])
         party = SecureAggregationParty(int(args["party"]), session=key_session)
         reply = guard.sign_key({"session": key_session, "party": int(args["party"])},
@@ -113,7 +113,7 @@ class MaskedSumOperations:
         operation = operations().get(op)
         if operation is None or not operation.maskable or operation.target != "rows":
             raise Refused("message", f"{str(op)[:64]!r} is not an operation whose reply a "
-                                     "masked sum carries")
+                                     "masked sum carries", public=True)
         self._check_analyst(analyst, op)
         inner = dict(args["args"], dataset=session.reference)  # the session's rows only
         problem = operation.problem(inner)
@@ -124,7 +124,7 @@ class MaskedSumOperations:
                    "coefficient": args["coefficient"]}
         with session.lock:
             if session.keys is None:
-                raise Refused("require", "a masked sum before a verified key list")
+                raise Refused("require", "a masked sum before a verified key list", public=True)
             session.guard.check_pass(message, coefficient=1.0)  # every verified site, a sum
             conf, site = self.request_rows(operation, analyst, session.reference, state)
             reply = self.run(operation, site, inner, state, dataset=conf.name, conf=conf,

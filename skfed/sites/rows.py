@@ -177,11 +177,12 @@ class SiteRows:
         name = step.get("step") if isinstance(step, dict) else None
         declared = steps.get(name) if isinstance(name, str) else None
         if declared is None:
-            raise Refused("message", "a row step that is not one of skfed's declared steps")
+            raise Refused("message", "a row step that is not one of skfed's declared steps",
+                          public=True)
         args = step.get("args")
         problem = declared.problem(args)
-        if problem is not None:
-            raise Refused("message", problem)
+        if problem is not None:  # the request's form: its own words
+            raise Refused("message", problem, public=True)
         values = {a.name: args.get(a.name, a.default) for a in declared.arguments}
         for check in declared.checks:
             check(site, values, rules)
@@ -201,9 +202,9 @@ class SiteRows:
             test_size, seed, part = float(holdout["test_size"]), int(holdout["seed"]), \
                 holdout["part"]
         except (KeyError, TypeError, ValueError):
-            raise Refused("message", "a malformed holdout") from None
+            raise Refused("message", "a malformed holdout", public=True) from None
         if part not in ("train", "test") or not 0 < test_size < 1:
-            raise Refused("message", "a malformed holdout")
+            raise Refused("message", "a malformed holdout", public=True)
         return holdout_rows(site, test_size, seed, part == "test")
 
     # -- across requests --------------------------------------------------------

@@ -92,6 +92,18 @@ class FederatedSolver(BaseEstimator, metaclass=ABCMeta):
         at its ends unless asked otherwise, each pass charged to its budget)."""
         return requested
 
+    #: the declared site operation whose release this solver's replies are, where they are
+    #: finer sums by design (a shared Cox baseline's risk-set sums: ``"fit.risk_sets"``):
+    #: a site applies that operation's rule to its rounds instead of the dominance rule
+    replies_as = None
+
+    def withheld_trial(self, server):
+        """The server state after a site refused to answer the round at its broadcast
+        model under the dominance rule (a few rows would dominate its sums there): a
+        line search's trial point is then treated as rejected (its step halved);
+        ``None`` (the default): the fit stops with the refusal."""
+        return None
+
     def check_at_site(self, client, rules):
         """A site service's rule on what this solver's rounds release beyond the
         dominance rule (a shared Cox baseline's risk sets); raises

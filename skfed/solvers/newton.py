@@ -300,6 +300,12 @@ class FedNewton(FederatedSolver):
                 "decrease": decrease, "step": 1.0, "halvings": 0, "grad": g, "pairs": pairs,
                 "rejected": False}
 
+    def withheld_trial(self, server):
+        """A trial point a site would not answer (a few rows would dominate its sums
+        there, as where ``exp`` overflows for one row): rejected like one that fails the
+        Armijo test. The first point has no step to halve: the fit stops."""
+        return None if server["theta"] is None else self._backtrack(server)
+
     def rejected_trial(self, server):
         """The last aggregate halved the step (or gave the direction up): the
         evaluated trial failed the Armijo test."""

@@ -116,6 +116,7 @@ class RiskSetNewton(FedNewton):
 
     name = "newton-risk-sets"
     _wire_attributes = ("scale_",)  # see FederatedSolver
+    replies_as = "fit.risk_sets"  # per-time sums under the event-time rule
 
     def check_at_site(self, client, rules):
         """A site's rule on the sums each round carries: the risk-set rule at the grid."""

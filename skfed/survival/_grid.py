@@ -5,13 +5,11 @@ A site that does not release exact event times (a site service without
 ``c_1 < ... < c_m`` whose every interval ``(c_{k-1}, c_k]`` (the first from
 minus infinity, the last, after ``c_m``, to infinity) holds 0 or at least
 ``min_count`` of its events and 0 or at least ``min_count`` of its rows: the
-rule of :meth:`skfed.sites.host.SiteHost` for ``fit.cox_baseline`` and
-``fit.risk_sets``. The functions here run at the site, on its own rows:
+rule a site service applies to ``fit.cox_baseline`` and ``fit.risk_sets``
+(:mod:`skfed.survival._site`). The functions here run at the site, on its own rows:
 
 - :func:`passing_cut_points` chooses the site's own cut points (each interval
-  closed as soon as it holds ``min_count`` events and rows), or the largest
-  subset of an analyst's cut points the site can accept (merging the
-  intervals that hold too few);
+  closed as soon as it holds ``min_count`` events and rows);
 - :func:`intervals_pass` is the check itself.
 
 What a grid chosen here discloses: each cut point lies between the last time
@@ -197,23 +195,3 @@ def intervals_pass(time, event, cuts, min_count):
         if np.any((counts > 0) & (counts < min_count)):
             return False
     return True
-
-
-def cut_points_passing_here(Y, cuts, min_count):
-    """The largest subset of the analyst's ``cuts`` (found greedily) that passes in every
-    stratum of the encoded targets ``Y`` (time, event, stratum code): the intersection
-    of each stratum's subset (a subset of a passing grid passes). ``None``: none does."""
-    keep = set(np.asarray(cuts, dtype=float).tolist())
-    for code in np.unique(Y[:, 2]):
-        rows = Y[:, 2] == code
-        subset = passing_cut_points(Y[rows, 0], Y[rows, 1] > 0, min_count, cuts)
-        if subset is None:
-            return None
-        keep &= set(subset.tolist())
-    return np.asarray(sorted(keep), dtype=float)
-
-
-def show_grid(cuts):
-    """Cut points as the analyst types them back: ``[13, 26.5]`` (each number's shortest
-    exact form, so that the same grid comes back)."""
-    return "[" + ", ".join(np.format_float_positional(float(c), trim="-") for c in cuts) + "]"
