@@ -23,9 +23,11 @@ SITES = ("hospital-a", "hospital-b", "hospital-c")
 ROSSI_POLICY = "min_rows = 3"
 
 
-def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0", extra=""):
+def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0", extra="",
+                declare=""):
     """Write ``folder/site.toml`` for site ``name``; ``datasets``: {name: (file, columns)};
-    ``extra``: more TOML (``[access.<analyst>]`` tables)."""
+    ``extra``: more TOML (``[access.<analyst>]`` tables); ``declare``: TOML lines every
+    dataset's table holds (``domains = { age = [18, 110] }``, ``weights = ["w"]``)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["[site]", f'name = "{name}"', f'listen = "{listen}"', "[tls]",
@@ -35,6 +37,7 @@ def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0
         lines += [f"[datasets.{dname}]", f'path = "{path}"']
         if columns is not None:
             lines.append("columns = [" + ", ".join(f'"{c}"' for c in columns) + "]")
+        lines.append(declare)
     lines += ["[policy]", policy, "[audit]", 'path = "audit.jsonl"', extra]
     path = folder / "site.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -123,10 +126,12 @@ def diabetes_service(root, policy):
 
 
 @contextmanager
-def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", **options):
+def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", declare="",
+                **options):
     """Three services in this process (gRPC over mutual TLS), site ``k`` serving
-    ``frames[k]`` as ``dataset`` under ``policy``; yields ``FederatedDataset.from_sites``
-    of them with ``options`` (``target=``...), closed with the services on exit."""
+    ``frames[k]`` as ``dataset`` under ``policy`` (and the dataset's declarations
+    ``declare``); yields ``FederatedDataset.from_sites`` of them with ``options``
+    (``target=``...), closed with the services on exit."""
     from skfed import FederatedDataset
     from skfed.deploy import make_certificates
     from skfed.sites.policy import load_config
@@ -141,7 +146,8 @@ def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", **optio
             folder.mkdir()
             frame.to_csv(folder / f"{dataset}.csv", index=False)
             path = site_config(folder, name, certs=certs,
-                               datasets={dataset: (f"{dataset}.csv", None)}, policy=policy)
+                               datasets={dataset: (f"{dataset}.csv", None)}, policy=policy,
+                               declare=declare)
             servers.append(SiteServer(load_config(path)).start())
             addresses[name] = f"127.0.0.1:{servers[-1].port}"
         data = FederatedDataset.from_sites(addresses, dataset=dataset, ca_file=certs.ca.cert,

@@ -168,8 +168,10 @@ def test_glm_formula_through_site_services(patients, tmp_path, capsys):
             path = tmp_path / f"{name}.csv"
             frame[frame["hospital"] == name].drop(columns=["hospital"]).to_csv(path,
                                                                                index=False)
+            # the officer declares BMI's range: log(bmi) is finite on it
             config = site_config(tmp_path / name, name, certs=certs,
-                                 datasets={"patients": (str(path), None)})
+                                 datasets={"patients": (str(path), None)},
+                                 declare="domains = { bmi = [10, 80] }")
             servers.append(SiteServer(load_config(config)).start())
             addresses[name] = f"127.0.0.1:{servers[-1].port}"
         argv = ["fit", "--dataset", "patients", "--formula", FORMULA, "--family", "binomial",

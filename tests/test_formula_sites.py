@@ -43,7 +43,12 @@ def federation(tmp_path_factory):
     labels = np.repeat(list(SITES), [len(f) for f in frames])
     policy = ("min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n"
               "allow_event_times = true")
-    with services_of(tmp_path_factory.mktemp("formula"), frames, policy=policy) as remote:
+    # the sites declare age's range: log(age) is finite on it, and the spline's bounds
+    # (the pooled extremes) hold it
+    declare = "domains = { age = [%r, %r] }" % (float(pooled["age"].min()),
+                                                   float(pooled["age"].max()))
+    with services_of(tmp_path_factory.mktemp("formula"), frames, policy=policy,
+                     declare=declare) as remote:
         yield remote, pooled, labels
 
 

@@ -209,8 +209,9 @@ def site_rows(site, mask):
     """The site's rows where ``mask`` is true (their original row numbers kept along)."""
     take = (lambda m: site.X.iloc[m]) if hasattr(site.X, "iloc") else (lambda m: site.X[m])
     meta = dict(site.meta)
-    if "row_ids" in meta:
-        meta["row_ids"] = np.asarray(meta["row_ids"])[mask]
+    for key in ("row_ids", "supports"):  # per-row facts follow their rows
+        if key in meta:
+            meta[key] = np.asarray(meta[key])[mask]
     return site.replace(X=take(mask), y=None if site.y is None else site.y[mask],
                         sample_weight=None if site.sample_weight is None
                         else site.sample_weight[mask], meta=meta,
@@ -404,7 +405,7 @@ def _fit_rules(site, values, rules):
 
 
 @site_operation(
-    "fit.open", releases=NOTHING, opens="fit",
+    "fit.open", releases=NOTHING, opens="fit", reads_design=True,
     describes="nothing (the site builds its client objective and keeps it in a session "
               "only its analyst can use)",
     arguments=(Arg("datafit", "object", role="datafit"), Arg("layout", "object", role="layout"),

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..data.site import SiteError, weighted_rows
 from ..federation import dominance
-from ..federation.operations import SUMS, Arg, site_operation
+from ..federation.operations import SUMS, Arg, check_deadline, site_operation
 from ._histograms import _joined, _node_histograms
 from ._losses import loss_sums
 from ._selection import SortedValues, count_below
@@ -318,6 +318,7 @@ def site_histograms(site, context, model, request):
         groups.setdefault((k, features.tobytes()), []).append((j, rows))
     sums = [None] * len(nodes)
     for (k, _), members in groups.items():
+        check_deadline()
         features = nodes[members[0][0]][2]
         per_node = _node_histograms(cache, prep, [rows for _, rows in members], features,
                                     grad[:, k], None if hess is None else hess[:, k], k,

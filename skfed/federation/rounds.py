@@ -11,7 +11,7 @@ import numpy as np
 from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError, SiteRefusal
 from ..history import ConvergenceHistory
-from .operations import COUNTS, SUMS, Arg, site_operation
+from .operations import COUNTS, SUMS, Arg, check_deadline, site_operation
 from .smoothness import masked_smoothness
 
 
@@ -339,6 +339,7 @@ def run_federation(*, solver, problem, session, theta0, max_rounds, tol, partici
     loop.open(theta0, resume)
     loop.start()
     while not loop.converged and loop.rnd < max_rounds:
+        check_deadline()  # a fit inside a site's request (a local baseline) stops in time
         if loop.one_round():
             break
     return loop.finish()

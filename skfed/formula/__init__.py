@@ -18,5 +18,5 @@ from ._errors import DesignError, FormulaError
 from ._models import coxph, design, glm, mixedlm
 from ._results import CoxResults, FormulaResults, GLMResults
 
-__all__ = ["glm", "coxph", "mixedlm", "design", "FormulaError", "DesignError", "FormulaResults", "GLMResults",
-           "CoxResults"]
+__all__ = ["glm", "coxph", "mixedlm", "design", "FormulaError", "DesignError",
+           "FormulaResults", "GLMResults", "CoxResults"]

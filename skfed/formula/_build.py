@@ -21,7 +21,8 @@ Every exchange with the sites goes through one
 
 from .._messages import closest, did_you_mean, show
 from ..stats._levels import sorted_levels
-from ._design import FORMAT, site_levels, tree_columns
+from ._design import FORMAT, site_levels
+from ._vocabulary import tree_columns
 from ._errors import FormulaError
 from ._parse import read_factor
 

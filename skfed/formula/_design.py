@@ -18,29 +18,24 @@ site receives is evaluated as code.
   columns' names, the response, offsets and weights.
 """
 
-import numbers
-
 import numpy as np
 import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteData, SiteError, site_rows
-from ..federation.operations import COUNTS, SUMS, Arg, Refused, row_step, site_operation
+from ..federation.operations import COUNTS, SUMS, Arg, check_deadline, row_step, site_operation
 from ..stats._levels import sorted_levels
 from ._errors import DesignError
+from ._site_rules import design_rules, matrix_rules
+from ._vocabulary import FUNCTIONS, OPERATIONS, plain_level, tree_columns
 
 #: the formats of a design this module reads
 FORMAT = "skfed.formula/1"
-#: arithmetic a numeric factor may use: name -> (function, number of arguments)
-OPERATIONS = {"add": (np.add, 2), "sub": (np.subtract, 2), "mul": (np.multiply, 2),
-              "div": (np.true_divide, 2), "pow": (np.power, 2), "neg": (np.negative, 1),
-              "pos": (np.positive, 1)}
-#: functions a numeric factor may call (one argument each)
-FUNCTIONS = {"log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
-             "exp": np.exp, "expm1": np.expm1, "sqrt": np.sqrt, "abs": np.abs,
-             "square": np.square}
-#: the deepest expression tree a site evaluates (bounds its work)
+#: the deepest expression tree a site evaluates, and the most factors, design columns,
+#: levels per factor and knots per spline a design may hold (they bound a site's work
+#: before it starts: a B-spline's cost grows with its knots squared)
 MAX_DEPTH = 32
+MAX_FACTORS, MAX_COLUMNS, MAX_LEVELS, MAX_KNOTS = 256, 1024, 1024, 64
 _RESPONSE_KINDS = ("numeric", "binary", "survival")
 
 
@@ -77,17 +72,19 @@ def _check_factor(name, factor):
     elif kind == "categorical":
         levels = factor.get("levels")
         if not isinstance(factor.get("column"), str) or not (levels is None or (
-                isinstance(levels, list) and all(type(v) in (str, int, float, bool)
-                                                 for v in levels))):
-            raise DesignError(f"factor {name!r}: a column and a list of levels.")
+                isinstance(levels, list) and len(levels) <= MAX_LEVELS and all(
+                    type(v) in (str, int, float, bool) for v in levels))):
+            raise DesignError(f"factor {name!r}: a column and a list of at most "
+                              f"{MAX_LEVELS} levels.")
     elif kind == "spline":
         knots = factor.get("knots")
         if factor.get("basis") != "bs" or not isinstance(factor.get("column"), str) or (
                 type(factor.get("degree")) is not int or not 0 <= factor["degree"] <= 10) or (
-                knots is not None and not (isinstance(knots, list) and all(
-                    type(k) in (int, float) and np.isfinite(k) for k in knots))):
+                knots is not None and not (isinstance(knots, list) and len(knots) <= MAX_KNOTS
+                                           and all(type(k) in (int, float) and np.isfinite(k)
+                                                   for k in knots))):
             raise DesignError(f"factor {name!r}: a B-spline of a column, degree 0 to 10, "
-                              "finite knots.")
+                              f"at most {MAX_KNOTS} finite knots.")
     else:
         raise DesignError(f"factor {name!r} has no known kind (numeric, categorical, "
                           "spline).")
@@ -109,12 +106,17 @@ def check_design(design):
     """
     if not isinstance(design, dict) or design.get("format") != FORMAT:
         raise DesignError(f"not a formula design of format {FORMAT!r}.")
-    factors = design.get("factors")
-    if not isinstance(factors, dict):
-        raise DesignError("a design's factors are a dict.")
+    factors, columns = design.get("factors"), design.get("columns", [])
+    if not isinstance(factors, dict) or len(factors) > MAX_FACTORS:
+        raise DesignError(f"a design's factors are a dict of at most {MAX_FACTORS}.")
     for name, factor in factors.items():
         _check_factor(name, factor)
-    for column in design.get("columns", []):
+    if not isinstance(columns, list) or len(columns) > MAX_COLUMNS or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str)
+            and isinstance(c.get("parts"), list) and len(c["parts"]) <= 8 for c in columns):
+        raise DesignError(f"a design's columns are a list of at most {MAX_COLUMNS}, each "
+                          "a name and its parts.")
+    for column in columns:
         for factor, selector in column["parts"]:
             if factor not in factors or not (selector is None or type(selector) is int):
                 raise DesignError(f"column {column['name']!r} refers to an unknown factor.")
@@ -174,18 +176,6 @@ def _categories(site, name):
     return column.astype(object).to_numpy(), missing
 
 
-def _plain_level(value):
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)  # numpy's str_ too: a level travels as a plain string
-    raise TypeError(type(value).__name__)
-
-
 # --- the site functions --------------------------------------------------------------
 def _used_values(site, design):
     """``{what: values}`` for every numeric factor, response, offset and weight, and
@@ -224,13 +214,6 @@ def _design_form(value):
     return None
 
 
-def tree_columns(tree):
-    """The columns an expression tree reads, in order."""
-    if "column" in tree:
-        return [tree["column"]]
-    return [c for arg in tree.get("args", []) for c in tree_columns(arg)]
-
-
 def _design_reads(design):
     """The raw columns a design reads (for the audit line)."""
     columns = set(design.get("keep", []))
@@ -251,7 +234,8 @@ def _design_reads(design):
 _DESIGN = Arg("design", "value", check=_design_form)
 
 
-@row_step("formula_complete_rows", selects=True, arguments=(_DESIGN,), reads=_design_reads)
+@row_step("formula_complete_rows", selects=True, arguments=(_DESIGN,), reads=_design_reads,
+          checks=(design_rules,))
 def complete_rows(site, design):
     """At a site (a row step): the rows with every value the formula uses.
 
@@ -325,13 +309,13 @@ def site_levels(site, columns, min_count):
                                        f"{int(min_count)} rows here (min_level_count); merge "
                                        "it with another level or drop those rows.")
         try:
-            levels = sorted_levels(dict.fromkeys(_plain_level(v) for v in values[~missing]))
+            levels = sorted_levels(dict.fromkeys(plain_level(v) for v in values[~missing]))
         except TypeError as exc:
             raise SiteError(site.site, f"column {name!r} holds values of type {exc}; a "
                                        "categorical column holds text, numbers or "
                                        "booleans.") from None
         dtype = _column(site, name).dtype
-        declared = ([_plain_level(v) for v in dtype.categories]
+        declared = ([plain_level(v) for v in dtype.categories]
                     if isinstance(dtype, pd.CategoricalDtype) else None)
         out[name] = {"levels": levels, "declared": declared}
     return out
@@ -365,6 +349,7 @@ def bspline_basis(x, knots, degree, include_intercept):
     n_bases = len(knots) - (degree + 1)
     basis = np.empty((len(x), n_bases))
     for i in range(n_bases):
+        check_deadline()
         coefs = np.zeros(n_bases)
         coefs[i] = 1.0
         basis[:, i] = splev(x, (knots, coefs, degree))
@@ -385,7 +370,7 @@ def _factor_values(site, name, factor):
                              factor["include_intercept"])
     values, missing = _categories(site, factor["column"])
     index = {level: k for k, level in enumerate(factor["levels"])}
-    codes = np.array([-1 if gone else index.get(_plain_level(v), -1)
+    codes = np.array([-1 if gone else index.get(plain_level(v), -1)
                       for v, gone in zip(values, missing)], dtype=np.intp)
     if np.any(codes < 0):
         raise SiteError(site.site, f"{name}: column {factor['column']!r} has a value that is "
@@ -393,19 +378,36 @@ def _factor_values(site, name, factor):
     return codes
 
 
-def design_matrix(site, design):
-    """The design's columns on the site's rows, as a float table named as statsmodels."""
+def design_matrix(site, design, *, supports=False):
+    """The design's columns on the site's rows, as a float table named as statsmodels
+    (and, with ``supports``, each column's row set: the rows its categorical levels and
+    spline intervals select)."""
     values = {name: _factor_values(site, name, factor)
               for name, factor in design["factors"].items()}
     matrix = np.ones((site.n_samples, len(design["columns"])))
+    selected = np.ones(matrix.shape, dtype=bool)
     for j, column in enumerate(design["columns"]):
         for factor, selector in column["parts"]:
-            v = values[factor]
-            if design["factors"][factor]["kind"] == "categorical":
+            v, spec = values[factor], design["factors"][factor]
+            if spec["kind"] == "categorical":
                 matrix[:, j] *= v == selector
+                selected[:, j] &= v == selector
             else:
                 matrix[:, j] *= v if selector is None else v[:, selector]
-    return pd.DataFrame(matrix, columns=[c["name"] for c in design["columns"]])
+            if spec["kind"] == "spline":
+                selected[:, j] &= _basis_interval(site, spec, selector)
+    table = pd.DataFrame(matrix, columns=[c["name"] for c in design["columns"]])
+    return (table, selected) if supports else table
+
+
+def _basis_interval(site, spline, selector):
+    """The rows in the interval where a spline's basis function ``selector`` may be
+    non-zero (``[t_j, t_{j+degree+1})``, closed at the last knot)."""
+    knots = np.sort(np.asarray(spline["knots"], dtype=np.float64))
+    j = selector + (0 if spline["include_intercept"] else 1)
+    low, high = knots[j], knots[j + spline["degree"] + 1]
+    x = _numbers(site, spline["column"])
+    return (x >= low) & ((x <= high) if high == knots[-1] else (x < high))
 
 
 def _response(site, response):
@@ -419,7 +421,7 @@ def _response(site, response):
     return y
 
 
-@row_step("formula_design", arguments=(_DESIGN,), reads=_design_reads)
+@row_step("formula_design", arguments=(_DESIGN,), reads=_design_reads, checks=(matrix_rules,))
 def design_rows(site, design):
     """At a site (a row step): its rows as the formula's design.
 
@@ -439,7 +441,7 @@ def design_rows(site, design):
         the weights.
     """
     check_design(design)
-    X = design_matrix(site, design)
+    X, supports = design_matrix(site, design, supports=True)
     for name in design.get("keep", []):
         X[name] = _column(site, name).to_numpy()
     offset = site.offset
@@ -460,4 +462,5 @@ def design_rows(site, design):
             raise SiteError(site.site, "the site's rows carry their own weights and the "
                                        "formula names another column; give one.")
         weights = _numbers(site, design["weights"]["column"])
-    return SiteData(site.site, X, y, weights, dict(site.meta), offset=offset)
+    return SiteData(site.site, X, y, weights, dict(site.meta, supports=supports),
+                    offset=offset)

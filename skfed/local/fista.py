@@ -8,6 +8,8 @@ tolerance (DualFL, FedPD, FedADMM, FedDyn, A-FedPD).
 
 import numpy as np
 
+from ..federation.operations import check_deadline
+
 
 def fista(grad_fn, theta0, steps, prox_fn, *, strong_convexity=0.0, tol=1e-10,
           max_iter=1000, reference=None, rtol=0.0):
@@ -53,6 +55,7 @@ def fista(grad_fn, theta0, steps, prox_fn, *, strong_convexity=0.0, tol=1e-10,
     n_iter = 0
     target = None
     for n_iter in range(1, max_iter + 1):
+        check_deadline()  # at a site: a request past its time stops here
         g = grad_fn(y)
         x_new = prox_fn(y - steps * g, steps)
         mapping = np.linalg.norm((y - x_new) / steps)

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh, lstsq
 
 from ..penalties import L1
+from ..federation.operations import check_deadline
 from ..federation.wire import wire_class
 from .fista import fista
 
@@ -252,6 +253,7 @@ def _coordinate_descent(model, g, x, lam, diag, tol, floor, max_iter):
     visit = np.flatnonzero(movable)
     pattern, tried = None, None
     for _ in range(max_iter):
+        check_deadline()
         for j in visit:
             zj = x[j] + d[j]
             u = zj - inv[j] * model.cd_gradient(j)

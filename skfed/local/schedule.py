@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ..federation.operations import check_deadline
 from ..federation.wire import wire_class
 
 
@@ -42,11 +43,13 @@ class LocalSchedule:
         K = self.n_steps(n_rows)
         if self.batch_size is None or self.batch_size >= n_rows:
             for _ in range(K):
+                check_deadline()  # every local step, at a site
                 yield None
             return
         B = self.batch_size
         stream = np.empty(0, dtype=np.intp)
         for _ in range(K):
+            check_deadline()
             while stream.size < B:
                 stream = np.concatenate([stream, rng.permutation(n_rows)])
             rows, stream = stream[:B], stream[B:]

@@ -17,6 +17,8 @@ warm-start across rounds (the box does not depend on the round).
 import numpy as np
 import scipy.sparse as sp
 
+from ..federation.operations import check_deadline
+
 
 def solve_hinge_dual(client, problem, j, D, linear, beta, *, tol, rtol, max_epochs, reference):
     """Minimize the hinge local problem; returns ``(theta, beta, reference)``.
@@ -45,6 +47,7 @@ def solve_hinge_dual(client, problem, j, D, linear, beta, *, tol, rtol, max_epoc
         w = m_inv * (linear[idx] + Xt.T @ (beta[:, k] * y))
         b = beta[:, k]
         for epoch in range(max_epochs):
+            check_deadline()
             worst = 0.0
             for i in range(n):
                 if Q[i] <= 0.0:

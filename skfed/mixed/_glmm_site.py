@@ -19,7 +19,7 @@ from scipy.special import gammaln
 from .._messages import show
 from ..data.site import SiteError, numeric_matrix
 from ..federation import dominance
-from ..federation.operations import COUNTS, SUMS, Arg, site_operation
+from ..federation.operations import COUNTS, SUMS, Arg, check_deadline, site_operation
 from ._site import _DESIGN, _check_group_sizes, _group_labels, design_rules
 
 #: the most quadrature nodes a request may ask for (bounds the site's work)
@@ -143,6 +143,7 @@ class _Groups:
         v = np.zeros(self.n_groups) if v is None else v.copy()
         value = self._h(b, sigma, v)
         for _ in range(max_iter):
+            check_deadline()
             _, d1, w, _ = self.terms(b, sigma, v)
             D = 1.0 + sigma ** 2 * self.sum(w[:, 0])
             step = (sigma * self.sum(d1[:, 0]) - v) / D
@@ -222,7 +223,7 @@ def site_glmm_groups(site, design):
 
 
 @site_operation(
-    "mixed.glmm_totals", releases=SUMS,
+    "mixed.glmm_totals", releases=SUMS, reads_design=True,
     describes="two numbers: the sums of the outcome and of the trials, under the dominance "
               "rule",
     arguments=(_DESIGN,), checks=(design_rules,))
@@ -235,7 +236,7 @@ def site_glmm_totals(site, design):
 
 
 @site_operation(
-    "mixed.glmm_terms", releases=SUMS,
+    "mixed.glmm_terms", releases=SUMS, reads_design=True,
     describes="at the broadcast parameters, the site's groups' marginal log-likelihood, "
               "its gradient and Hessian, summed over its groups (each group of >= "
               "min_rows rows; the rows' conditional terms at their groups' modes under the "
@@ -265,7 +266,7 @@ def site_glmm_terms(site, design, params, n_nodes):
 
 
 @site_operation(
-    "mixed.glmm_modes", releases=SUMS,
+    "mixed.glmm_modes", releases=SUMS, reads_design=True,
     describes="per group of the site (each of >= min_rows rows): the conditional mode and "
               "standard deviation of its random intercept (the rows' conditional terms at "
               "the modes under the dominance rule)",

@@ -143,7 +143,7 @@ def _audit_design(X, y, what):
 
 
 @site_operation(
-    "mixed.totals", releases=SUMS,
+    "mixed.totals", releases=SUMS, reads_design=True,
     describes="a linear mixed model's sums over the site's rows: X'X, X'y, y'y and the row "
               "count, under the dominance rule",
     arguments=(_DESIGN,), checks=(design_rules,), maskable=True)
@@ -155,7 +155,7 @@ def site_totals(site, design):
 
 
 @site_operation(
-    "mixed.group_blocks", releases=SUMS,
+    "mixed.group_blocks", releases=SUMS, reads_design=True,
     describes="per group of the site (each of >= min_rows rows): its label, row count, "
               "Z'Z, Z'X and Z'y, each group's sums under the dominance rule",
     arguments=(_DESIGN,), checks=(design_rules,))
@@ -184,7 +184,7 @@ def site_group_blocks(site, design):
 
 
 @site_operation(
-    "mixed.site_fit", releases=SUMS,
+    "mixed.site_fit", releases=SUMS, reads_design=True,
     describes="the site's own least-squares coefficients, their covariance and residual "
               "degrees of freedom (stage one of a two-stage meta-analysis), from sums under "
               "the dominance rule",

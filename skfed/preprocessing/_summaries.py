@@ -112,7 +112,7 @@ def _same(value, missing):
 
 
 @site_operation(
-    "preprocess.summary", releases=_summary_class,
+    "preprocess.summary", releases=_summary_class, reads_design=True,
     describes="one federated transformer's per-site summary: sums and counts (scaler, "
               "mean imputer) under the dominance rule; levels each held by >= "
               "min_level_count rows (one-hot encoder, most-frequent imputer); with "

@@ -130,7 +130,9 @@ class SiteContext:
     ``name`` is the site's, ``dataset`` the request's dataset name, ``masked`` says
     whether the reply leaves only inside a masked sum; ``sign(payload)`` signs with the
     site's certificate key, ``verify(certificate, signature, payload, site)`` checks a
-    release another site signed, ``memo`` is the service's memory between requests.
+    release another site signed, ``memo`` is the service's memory between requests;
+    ``declared`` is the request's dataset as the site declares it (its weights, domains,
+    transforms).
     """
 
     def __init__(self, policy, *, name, dataset=None, masked=False, signer=None, memo=None):
@@ -138,6 +140,7 @@ class SiteContext:
         self._signer = signer
         self.memo = {} if memo is None else memo
         self.exact = None  # the flag under which a request releases single rows' values
+        self.declared = None  # the request's dataset as the site declares it (DatasetConfig)
 
     def release_exact(self, flag):
         """This request releases single rows' values by design, as the policy's ``flag``

@@ -30,8 +30,6 @@ import secrets
 import threading
 import traceback
 
-import numpy as np
-
 from ..data.site import SiteError
 from ..federation import dominance
 from ..federation.operations import COUNTS, SUMS, Refused, deadline, operations

@@ -59,7 +59,8 @@ class MaskedSumOperations:
         handle = args.get("session")
         session = self._sum_sessions.get(handle) if isinstance(handle, str) else None
         if session is None or session.owner != analyst:  # another's session looks absent
-            raise Refused("sessions", "no such session of masked sums for this analyst", public=True)
+            raise Refused("sessions", "no such session of masked sums for this analyst",
+                          public=True)
         state.record.update(dataset=session.dataset, rows=session.rows)
         state.read_rows = True
         return session
@@ -80,7 +81,8 @@ class MaskedSumOperations:
                                        consortium=self.consortium(conf.name))
         if site.sample_weight is not None and self.policy.require:
             raise Refused("require", "a session of masked sums over weighted rows would "
-                                     "release this site's weight sum (a sum of its rows)", public=True)
+                                     "release this site's weight sum (a sum of its rows)",
+                          public=True)
         key_session = bytes(args["key_session"])
         party = SecureAggregationParty(int(args["party"]), session=key_session)
         reply = guard.sign_key({"session": key_session, "party": int(args["party"])},

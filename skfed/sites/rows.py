@@ -26,6 +26,7 @@ import secrets
 import threading
 
 import numpy as np
+import pandas as pd
 
 from ..data.site import SiteError, SitePartitions, holdout_rows
 from ..data.sources import read_table, split_table
@@ -104,6 +105,7 @@ class SiteRows:
                 table = table.rename(columns=str)
                 if conf.columns is not None:  # the site's allow-list of columns
                     table = table[[c for c in table.columns if c in conf.columns]]
+                table = _within_domains(table, conf.domains)
                 if conf.population == "complete":  # one row set for every analysis
                     table = table[~table.isna().any(axis=1)].reset_index(drop=True)
                 self._tables[conf.name] = table
@@ -137,6 +139,7 @@ class SiteRows:
         columns they were read from (recorded for the audit line)."""
         conf = self.declaration(reference, analyst)
         record["dataset"] = conf.name
+        rules.declared = conf
         table = self.table(conf)
         site = self._split(conf, table, reference)
         site.meta.update(row_ids=np.arange(len(table)), partitions=self.partitions(conf),
@@ -233,6 +236,16 @@ class SiteRows:
         return value
 
 
+def _within_domains(table, domains):
+    """A value outside its column's declared range reads as missing (a transform judged
+    finite on the declared domain is then finite on every value it sees)."""
+    for column, (low, high) in domains.items():
+        if column in table.columns:
+            values = pd.to_numeric(table[column], errors="coerce")
+            table[column] = table[column].where((values >= low) & (values <= high))
+    return table
+
+
 def _mask(row_ids, n):
     mask = np.zeros(n, dtype=bool)
     mask[np.asarray(row_ids, dtype=np.intp)] = True
@@ -240,16 +253,31 @@ def _mask(row_ids, n):
 
 
 def _supports(site):
-    """Each numeric feature column's rows with a non-zero value (its sums are over them)."""
+    """The row sets a reply's per-column sums are over: a design's columns' supports as
+    its categorical levels and spline intervals select them (``meta["supports"]``), else
+    each indicator-like column's rows (one non-zero value: a dummy, a binary column).
+
+    A column whose values vary on its rows weighs them rather than selecting them: its
+    sums are judged number by number by the dominance rule, and an incidental zero (a
+    basis function at its boundary knot) does not make a row set.
+    """
+    if "supports" in site.meta:
+        supports = np.asarray(site.meta["supports"], dtype=bool)
+        return [supports[:, j] for j in range(supports.shape[1])]
     X = site.X
     if hasattr(X, "columns"):
-        columns = [X[c] for c in X.columns if X[c].dtype.kind in "biuf"]
-        values = [np.asarray(c, dtype=np.float64) for c in columns]
+        values = [np.asarray(X[c], dtype=np.float64) for c in X.columns
+                  if X[c].dtype.kind in "biuf"]
     else:
         A = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
         values = [A[:, j].astype(np.float64) for j in range(A.shape[1])] \
             if A.dtype.kind in "biuf" else []
-    return [np.nan_to_num(v, nan=0.0) != 0 for v in values]
+    masks = []
+    for v in values:
+        support = np.nan_to_num(v, nan=0.0) != 0
+        if np.unique(v[support]).size <= 1:
+            masks.append(support)
+    return masks
 
 
 def partition_secret(path, dataset):

@@ -112,7 +112,7 @@ def _levels(values):
 
 
 @site_operation(
-    "stats.describe", releases=SUMS,
+    "stats.describe", releases=SUMS, reads_design=True,
     describes="per column and stratum: row counts, counts, missing counts, mean and sum "
               "of squares; level counts and names; every count from 1 to min_level_count "
               "- 1 blanked, with the complementary counts that would give it back through "

@@ -329,7 +329,7 @@ def _schoenfeld_rules(site, values, rules):
 
 
 @site_operation(
-    "survival.schoenfeld_sums", releases=SUMS, finer=PER_TIME,
+    "survival.schoenfeld_sums", releases=SUMS, finer=PER_TIME, reads_design=True,
     describes="a proportional-hazards test's sums at the fitted Cox model, at each public "
               "grid time: the risk-set sums of order 1, the event counts and weights and "
               "the events' covariate sums, and the pooled Kaplan-Meier's events and rows at "
@@ -372,7 +372,7 @@ def _enough_events(site, values, rules):
 
 
 @site_operation(
-    "survival.schoenfeld_moments", releases=SUMS,
+    "survival.schoenfeld_moments", releases=SUMS, reads_design=True,
     describes="a proportional-hazards test's sums at the fitted Cox model (each site its "
               "own stratum): the event count, the summed Schoenfeld residuals, times t and "
               "times log t, and the sums and sums of squares of the event times and their "
