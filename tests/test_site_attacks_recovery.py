@@ -10,6 +10,7 @@ masks it again under differential privacy, answers a model once, and refuses
 a replayed exchange, each refusal in its audit log with its rule.
 """
 
+import json
 import warnings
 
 import numpy as np
@@ -104,10 +105,10 @@ def _remote(sites, certs):
                                        key_file=certs.client.key)
 
 
-def _dp_model(rounds=10, **params):
+def _dp_model(rounds=10, privacy=None, **params):
+    privacy = privacy or DifferentialPrivacy(1.0, clip_norm=50.0, delta=1e-6)
     return FedLasso(alpha=0.5, solver=FedAvg(client_lr=0.1), client_weighting="uniform",
-                    max_rounds=rounds, tol=0, privacy=DifferentialPrivacy(
-                        1.0, clip_norm=50.0, delta=1e-6), **params)
+                    max_rounds=rounds, tol=0, privacy=privacy, **params)
 
 
 class _Stop(Exception):
@@ -275,12 +276,90 @@ def test_a_replayed_round_is_refused(monkeypatch, protected, certs):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_an_honest_private_fit_passes_every_rule(protected, certs):
+    """Issue 35, finding 2: a DP fit through services runs to its end with its monitor
+    noised; each site's ledger lists every kind of step it charged (the rounds and the
+    planned monitoring passes), and its audit names each step's kind."""
+    charged_before = {n: _charges(protected, n) for n in SITES}
     data = _remote(protected, certs)
     try:
         est = _dp_model(rounds=5).fit(data)
     finally:
         data.close()
     assert est.n_iter_ == 5 and np.all(np.isfinite(est.coef_))
+    # the monitor's objective is the noised one: its stationarity is not measured
+    assert np.all(np.isnan(est.history_["stationarity"]))
+    for name in SITES:
+        new = _charges(protected, name)[len(charged_before[name]):]
+        assert [c["rounds"] for c in new] == [{"round": 5, "monitor": 2}]
+        kinds = {line.get("kind") for line in read_audit(
+            protected["folders"][name] / "audit.jsonl") if line["outcome"] == "ok"}
+        assert {"fit.step:round", "fit.step:monitor"} <= kinds
+
+
+def _charges(sites, name):
+    path = sites["folders"][name] / "privacy-ledger.json"
+    if not path.exists():
+        return []
+    return json.loads(path.read_text()).get("visits", {}).get("charges", [])
+
+
+def _monitor_passes(theta, jobs, exchange):
+    """A relay's own monitoring pass at ``theta`` over the round's sites (unweighted, as
+    under differential privacy), asking the sites for no noise."""
+    return [(j, {"kind": "monitor", "theta": theta, "weight": 1.0, "clip": m["clip"],
+                 "noise_std": 0.0, "noise_seed": 0, "exchange": exchange,
+                 "parties": m["parties"]}, seed) for j, m, seed in jobs]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_relays_monitor_passes_are_noised_and_charged(monkeypatch, protected, certs):
+    """Issue 35, finding 2: a relay's own monitoring passes in a DP session (at a model
+    it chooses, asking for no noise) come back noised by the sites, and past the passes
+    the fit planned and the sites charged they are refused."""
+    def monitor(run, solver, jobs):
+        exchange = max(m["exchange"] for _, m, _ in jobs) + 1
+        theta = np.zeros(solver.problem_.layout.size)
+        found = {"share_std": solver.share_std_, "sums": []}
+        for _ in range(12):
+            exchange += 1
+            try:
+                replies = run(_monitor_passes(theta, jobs, exchange))
+            except SiteRefusal as refusal:
+                found["refusal"] = refusal
+                break
+            sums = solver._sums([replies[j] for j in range(3)])
+            found["sums"].append(np.concatenate([np.ravel(sums[f]) for f in ("value",
+                                                                              "grad")]))
+        return found
+
+    privacy = DifferentialPrivacy(1.0, clip_norm=50.0, delta=1e-6, monitor="every")
+    found = _attempt(monkeypatch, protected, certs, monitor,
+                     model=lambda: _dp_model(rounds=4, privacy=privacy))
+    # planned: 1 + 4 monitoring passes; the fit's own first one is spent: 4 answered
+    assert len(found["sums"]) == 4
+    assert found["refusal"].rule == "epsilon_budget"
+    # the same model each time: the answers differ by the sites' noise (its spread
+    # is the three shares', 11 coordinates: far from 0 but for ~1e-9 of draws)
+    differences = np.diff(np.array(found["sums"]), axis=0)
+    total_std = found["share_std"] * np.sqrt(3)
+    assert np.all(np.linalg.norm(differences, axis=1) > 0.3 * total_std * np.sqrt(11))
+
+
+def test_a_pass_of_sums_in_a_dp_session_is_refused(monkeypatch, protected, certs):
+    """Issue 35, finding 2: a pass of sums (an inference pass) in a DP session would carry
+    no noise: each site refuses it before it reads a row."""
+    from skfed.federation.smoothness import client_curvature_matvec
+
+    def sums(run, solver, jobs):
+        exchange = max(m["exchange"] for _, m, _ in jobs) + 1
+        theta = np.zeros(solver.problem_.layout.size)
+        return run([(j, {"kind": "sums", "fn": client_curvature_matvec, "args": [theta],
+                         "coefficient": 1.0, "exchange": exchange,
+                         "parties": m["parties"]}, seed) for j, m, seed in jobs])
+
+    with pytest.raises(SiteRefusal, match="pass in a differentially private") as info:
+        _attempt(monkeypatch, protected, certs, sums)
+    assert info.value.rule == "differential_privacy"
 
 
 # --- the same code in this process -------------------------------------------------

@@ -27,10 +27,10 @@ def write(tmp_path, certs):
     """Write a configuration for hospital-a (one dataset, ``visits``), then apply
     ``edits``: ``{old: new}`` replacements of its text."""
 
-    def write(policy="", extra="", columns=None, edits=()):
+    def write(policy="", extra="", columns=None, edits=(), declare=""):
         path = site_config(tmp_path, "hospital-a", certs=certs,
                            datasets={"visits": ("visits.csv", columns)}, policy=policy,
-                           extra=extra)
+                           extra=extra, declare=declare)
         text = path.read_text()
         for old, new in dict(edits).items():
             assert old in text
@@ -170,3 +170,50 @@ def test_serve_stops_on_an_unknown_table(write):
     assert done.returncode != 0
     assert "unknown table [polcy]" in done.stderr
     assert "serving" not in done.stdout
+
+
+# --- the keys of issue 35: each refused with its reason when malformed -------------------
+@pytest.mark.parametrize("policy, declare, problem", [
+    ('require = ["secure_aggregation"]', "", "needs a consortium = [...]"),
+    ('require = ["secure_aggregation"]\nconsortium = ["hospital-b", "hospital-c"]', "",
+     "consortium must name this site ('hospital-a')"),
+    ('require = ["secure_aggregation"]\nconsortium = ["hospital-a", "hospital-b"]',
+     'consortium = ["hospital-a"]', "consortium needs at least two sites"),
+    ("dominance = 1.5", "", "dominance must be below 1"),
+    ("dominance = 0.2", "", "dominance must be a number >= 0.5"),
+    ('finer_sums = ["stats.describe"]', "", "which releases no finer sums; the operations "
+                                            "that do are ['boosting.histograms'"),
+    ('formulas = "everything"', "", "formulas must be one of ['none', 'declared', 'closed']"),
+    ("", 'weights = "w"', "weights must be a list of strings"),
+    ("", "domains = { age = [5, 1] }", "age: a range is [low, high] with finite numbers"),
+    ("", 'population = "some"', "population must be one of ['all', 'complete']"),
+    ("", 'transforms = ["np.log(age"]', "transforms: 'np.log(age' is not a formula term"),
+    ("", 'transforms = ["np.abs(age - 50)"]', "abs() makes a row indicator"),
+], ids=["consortium-missing", "consortium-without-self", "dataset-consortium", "dominance-1",
+        "dominance-low", "finer-sums", "formulas", "weights", "domains", "population",
+        "transform-syntax", "transform-indicator"])
+def test_the_release_rules_keys_fail_closed(write, policy, declare, problem):
+    _, problems = check_config(write(policy=policy, declare=declare))
+    assert any(problem in p for p in problems), problems
+
+
+def test_the_release_rules_keys_are_read(write):
+    path = write(policy='require = ["secure_aggregation"]\n'
+                        'consortium = ["hospital-a", "hospital-b", "hospital-c"]\n'
+                        'dominance = 0.8\nfiner_sums = ["fit.risk_sets"]\nformulas = "declared"',
+                 declare='weights = ["w"]\ndomains = { bmi = [10, 60] }\n'
+                         'population = "complete"\ntransforms = ["np.log(bmi)"]')
+    config = load_config(path)
+    policy, visits = config.policy, config.datasets["visits"]
+    assert policy.consortium == ("hospital-a", "hospital-b", "hospital-c")
+    assert policy.dominance == 0.8 and policy.finer_sums == ("fit.risk_sets",)
+    assert policy.formulas == "declared"
+    assert visits.weights == ("w",) and visits.domains == {"bmi": (10.0, 60.0)}
+    assert visits.population == "complete" and visits.transforms == ("np.log(bmi)",)
+    # the defaults: the rule at 0.95, the finer sums of the exact methods, the closed
+    # vocabulary, a local fit bounded in iterations and seconds
+    default = load_config(write()).policy
+    assert default.dominance == 0.95 and default.formulas == "closed"
+    assert set(default.finer_sums) == {"fit.cox_baseline", "fit.risk_sets",
+                                       "survival.schoenfeld_sums"}
+    assert default.max_local_iterations == 10_000 and default.max_request_seconds == 120

@@ -10,6 +10,8 @@ the others release nothing, metadata or integer counts. Every refusal is in the 
 log with its rule, and its text is the rule's fixed text.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,7 @@ from skfed.data.site import Targets  # noqa: E402
 from skfed.datafits import Quadratic  # noqa: E402
 from skfed.federation.layout import Layout  # noqa: E402
 from skfed.federation.operations import (  # noqa: E402
-    RELEASES, SUMS, operations)
+    RELEASES, SUMS, operations, row_steps)
 from skfed.sites import SiteRefusal, SiteServiceError  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 from skfed.sites.gate import RULE_TEXTS  # noqa: E402
@@ -236,3 +238,94 @@ def _no_row_values(value):
 
 
 
+
+
+# --- the property over the whole registry (issue 35, item 8) ------------------------
+_NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+_NEAR_INDICATOR = {"format": "skfed.formula/1", "factors": {"f": {"kind": "numeric", "expr": {
+    "op": "mul", "args": [{"op": "pow", "args": [{"number": 0.0}, {"op": "sub", "args": [
+        {"call": "abs", "args": [{"op": "sub", "args": [{"column": "age"},
+                                                        {"number": 0.0380759}]}]},
+        {"op": "sub", "args": [{"column": "age"}, {"number": 0.0380759}]}]}]},
+        {"column": "bmi"}]}}}}
+
+
+def _adversarial(kind, arg):
+    """Values of an argument a modified client would try: out of range, not finite, of
+    another type, past its cap, crafted (a row indicator as a formula, a model far out)."""
+    big = (arg.most or 16) + 1
+    values = {"float": [np.nan, np.inf, -1e308, 1e308], "int": [-1, 2 ** 62, 3.5],
+              "bool": [2, "yes"], "choice": ["everything", None], "str": ["x" * big, 3],
+              "name": ["no-such-column", ["age"]], "names": [["age"] * big, "age"],
+              "floats": [np.full(11, 1e300), np.full(11, np.nan), np.zeros(big)],
+              "ints": [np.full(2, -5, dtype=np.int64), np.zeros(big, dtype=np.int64)],
+              "array": [np.zeros(big), np.full(3, np.inf)],
+              "bytes": [np.zeros(big, dtype=np.uint8), "key"],
+              "value": [_NEAR_INDICATOR, {"groups": "age", "trials": None,
+                                          "family": "poisson", "fit_intercept": True,
+                                          "min_group_rows": 1}, [[1.0] * big]],
+              "object": [FedLasso(max_rounds=10 ** 9, tol=0.0), {"__class__": "os.system"}]}
+    return values[kind]
+
+
+def _numbers(text):
+    """The numbers of a text, as floats (``65,536`` is one number)."""
+    return {float(n) for n in _NUMBER.findall(re.sub(r"(?<=\d),(?=\d{3})", "", text))}
+
+
+def _declared_numbers():
+    """The numbers the declarations themselves hold (their caps and ranges: public)."""
+    out = set()
+    for op in [*operations().values(), *row_steps().values()]:
+        for arg in op.arguments:
+            out |= {float(v) for v in (arg.most, arg.low, arg.high) if v is not None}
+    return out
+
+
+def _allowed_numbers(policy_texts, args):
+    """The numbers a refusal may hold: the policy's own (its fixed texts), the
+    declarations' caps, and the request's (its arguments, column and operation names)."""
+    allowed = _numbers(" ".join(policy_texts)) | _declared_numbers()
+    allowed |= _numbers(repr(args)) | _numbers(repr(DATASET))
+    allowed |= {float(v) for v in range(7)} | {64.0, 65536.0}  # s1..s6; design caps
+    return allowed
+
+
+def _requests(operation, handle):
+    base = _declared_arguments(operation, handle)
+    for arg in operation.arguments:
+        for value in _adversarial(arg.kind, arg):
+            yield dict(base, **{arg.name: value})
+    yield dict(base, dataset=dict(DATASET, steps=[{"step": "formula_complete_rows",
+                                                   "args": {"design": _NEAR_INDICATOR}}]))
+    yield dict(base, dataset=dict(DATASET, sample_weight="bmi"))
+
+
+@pytest.mark.parametrize("name", sorted(operations()))
+def test_every_operation_under_adversarial_arguments(protected, name):
+    """Every declared operation, called with adversarial arguments under min_rows, both
+    protections and a budget: each answer is a refusal (or an error) whose text holds no
+    number but the policy's and the request's, and whose audit reason is that text; or
+    a reply of its declared class that holds no row's value (sums never leave here)."""
+    from skfed.sites.gate import rule_text
+    from skfed.sites.policy import load_config
+
+    conn, root = protected
+    policy = load_config(root / "site.toml").policy
+    texts = [rule_text(rule, policy) for rule in RULE_TEXTS]
+    operation = operations()[name]
+    handle = _session(conn)
+    for args in _requests(operation, handle):
+        allowed = _allowed_numbers(texts, args)
+        try:
+            reply = conn.call(name, **args)
+        except (SiteRefusal, SiteServiceError) as exc:
+            text = str(exc)
+            stray = _numbers(text) - allowed
+            assert not stray, (name, text, stray)
+            line = read_audit(root / "audit.jsonl")[-1]
+            assert line["reason"] in text and line["operation"] == name[:64]
+            continue
+        assert _release(operation) != SUMS, (name, args)
+        assert _no_row_values(reply) or name in ("sums.key_list", "sums.masked"), (name,
+                                                                                    reply)

@@ -15,6 +15,7 @@ and the site service runs them, from this one place.
 import numpy as np
 
 from ..federation.operations import COUNTS, NOTHING, Arg, row_step, site_operation
+from .levels import check_levels
 from .site import holdout_rows, numeric_matrix, site_rows
 
 #: fewest rows a site needs: some to train on and some to evaluate on
@@ -87,9 +88,17 @@ def select_columns(site, names):
     return site.replace(X=site.X[list(names)])
 
 
+def _one_hot_rules(site, values, rules):
+    """Each level of an encoded column held by ``min_level_count`` rows here: an
+    encoder's categories are the analyst's, and a category of a rare value (one age)
+    would make a row indicator."""
+    names = [c for c in values["categorical"] if c in site.X.columns]
+    check_levels([site.X[c] for c in names], names, rules.min_level_count)
+
+
 @row_step("one_hot", arguments=(Arg("categorical", "names", most=1 << 16),
                                 Arg("encoder", "object", role="transformer"),
-                                Arg("order", "ints", most=1 << 20)))
+                                Arg("order", "ints", most=1 << 20)), checks=(_one_hot_rules,))
 def one_hot_site(site, categorical, encoder, order):
     """At a site: the numeric columns beside the one-hot encoding of ``categorical``.
 

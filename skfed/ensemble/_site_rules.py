@@ -26,6 +26,7 @@ import hashlib
 
 import numpy as np
 
+from ..data.levels import check_levels as held_levels
 from ..data.site import SiteData
 from ..federation.operations import Refused
 from ._site_rows import bin_features, model_features, node_rows, prepared, unpack_nodes
@@ -49,19 +50,10 @@ def wire(check, *values):
 def check_levels(site, columns, rules):
     """Each level of a categorical column binned here is held by at least
     ``min_level_count`` of this site's rows (a bin, and a released level name)."""
-    import pandas as pd
-
-    floor = rules.min_level_count
     names = site.columns()
     X = site.X
-    for j in columns:
-        values = X.iloc[:, j] if hasattr(X, "iloc") else np.asarray(X)[:, j]
-        counts = pd.Series(np.asarray(values, dtype=object)).value_counts(dropna=True)
-        if counts.size and counts.min() < floor:
-            where = repr(str(names[j])[:64]) if names else f"{j}"
-            raise Refused("min_level_count", f"a level of categorical column {where} is "
-                          f"held by fewer than {floor} rows here",
-                          columns=[names[j]] if names else (), public=True)
+    held_levels([X.iloc[:, j] if hasattr(X, "iloc") else np.asarray(X)[:, j] for j in columns],
+                [names[j] if names else f"{j}" for j in columns], rules.min_level_count)
 
 
 def _exact_quantiles(rules, why):

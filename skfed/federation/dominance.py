@@ -111,8 +111,10 @@ def _top(A, k):
 
 def _dominated(top, total, share):
     """Coordinates whose ``top`` contributions pass ``share`` of their ``total`` (a
-    coordinate with no contribution is an exact zero, and released)."""
-    return (total > 0) & (top > share * total * (1 + 1e-12))
+    coordinate with no contribution is an exact zero, and released), or whose total is
+    not finite: an infinity or NaN is decided by the rows that overflow (a model's
+    parameters can choose them), so it is not released either."""
+    return ~np.isfinite(total) | ((total > 0) & (top > share * total * (1 + 1e-12)))
 
 
 def check_rows(contributions, what="a sum"):

@@ -308,21 +308,21 @@ class Operation:
         if target_key is None:
             target_key = TARGET_KEYS[self.target]
         if not isinstance(args, dict):
-            return f"{self.name} takes named arguments"
+            return "it takes named arguments"
         if target_key not in args:
-            return f"{self.name} needs its {target_key}"
+            return f"it needs its {target_key}"
         declared = {a.name: a for a in self.arguments}
         unknown = sorted(set(args) - set(declared) - {target_key})
         if unknown:
-            return f"{self.name} takes no argument {str(unknown[0])[:32]!r}"
+            return f"it takes no argument {str(unknown[0])[:32]!r}"
         for name, arg in declared.items():
             if name not in args:
                 if not arg.optional:
-                    return f"{self.name} needs its argument {name!r}"
+                    return f"it needs its argument {name!r}"
                 continue
             found = arg.problem(args[name])
             if found is not None:
-                return f"{self.name}: {found}"
+                return found
         return None
 
     def call_arguments(self, args, rules):
@@ -362,8 +362,9 @@ class RowStep:
     def problem(self, args):
         if not isinstance(args, dict):
             return f"row step {self.name!r} takes named arguments"
-        return Operation(self.name, None, NOTHING, "", self.arguments).problem(
+        found = Operation(self.name, None, NOTHING, "", self.arguments).problem(
             dict(args, step=None), "step")
+        return None if found is None else f"row step {self.name!r}: {found}"
 
 
 _OPERATIONS = {}
@@ -441,6 +442,24 @@ def row_steps():
 def step_for(function):
     """The row step declared for ``function``, or ``None``."""
     return _STEP_BY_FUNCTION.get(function)
+
+
+_DATASET_KEY_CHECKS = {}
+
+
+def dataset_key_check(key):
+    """Declare, beside the code that reads it, the check of a dataset key of a site's
+    configuration (``transforms``: formula terms): ``check(value)`` returns a problem
+    or ``None``; the configuration names the problem and the service does not start."""
+    def register(check):
+        _DATASET_KEY_CHECKS[key] = check
+        return check
+    return register
+
+
+def dataset_key_checks():
+    """``{key: check}`` of the declared dataset-key checks (read-only)."""
+    return types.MappingProxyType(_DATASET_KEY_CHECKS)
 
 
 # --- work bounded as it runs -----------------------------------------------------------

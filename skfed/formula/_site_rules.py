@@ -7,7 +7,7 @@ of its rows is read, the site's rules decide (the row steps' declared checks):
   ``"none"``, the transforms each dataset declares (``"declared"``), or the
   closed vocabulary (``"closed"``, the default);
 - **no row indicator from an analyst's constant**: ``abs`` and a power whose
-  exponent is not a number are refused (``0 ** (|x - c| - (x - c))`` is the
+  exponent reads a column are refused (``0 ** (|x - c| - (x - c))`` is the
   indicator of ``x >= c``); the vocabulary has no comparison, ``sign``,
   ``floor``, ``round``, ``min`` or ``max``;
 - **finite on the declared domain, from the schema**: each expression is
@@ -35,9 +35,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..federation.operations import Refused
+from ..data.levels import check_levels
+from ..federation.operations import Refused, dataset_key_check
 from ._parse import read_factor
-from ._vocabulary import FUNCTIONS, plain_level
+from ._vocabulary import FUNCTIONS, plain_level, tree_columns
 
 #: the functions that would make a row indicator from an analyst's constant
 INDICATOR_FUNCTIONS = ("abs",)
@@ -68,9 +69,9 @@ def check_vocabulary(what, tree):
     if call in INDICATOR_FUNCTIONS:
         _refuse("formulas", what, f"{call}() makes a row indicator from a constant "
                                   "(|x - c| - (x - c) is 0 exactly where x >= c)")
-    if tree.get("op") == "pow" and "number" not in tree["args"][1]:
-        _refuse("formulas", what, "a power's exponent must be a number (a power with a "
-                                  "column in its exponent makes row indicators)")
+    if tree.get("op") == "pow" and tree_columns(tree["args"][1]):
+        _refuse("formulas", what, "a power's exponent must be a constant (a power with "
+                                  "a column in its exponent makes row indicators)")
     for arg in tree.get("args", []):
         check_vocabulary(what, arg)
 
@@ -85,7 +86,7 @@ def _products(a, b):
 
 
 def _power(base, exponent, what):
-    lo, hi = base
+    lo, hi = float(base[0]), float(base[1])
     if float(exponent).is_integer():
         k = int(exponent)
         if k < 0 and lo <= 0 <= hi:
@@ -136,8 +137,12 @@ def interval(tree, domains, what):
     if "call" in tree:
         return _function(tree["call"], interval(tree["args"][0], domains, what), what)
     op, args = tree["op"], tree["args"]
-    if op == "pow":
-        return _power(interval(args[0], domains, what), float(args[1]["number"]), what)
+    if op == "pow":  # a constant exponent (the vocabulary's rule)
+        exponent = interval(args[1], domains, what)[0]
+        try:
+            return _power(interval(args[0], domains, what), exponent, what)
+        except (OverflowError, ZeroDivisionError):
+            _refuse("domains", what, "a power that overflows on the declared domain")
     values = [interval(a, domains, what) for a in args]
     if op == "neg":
         return -values[0][1], -values[0][0]
@@ -188,6 +193,27 @@ def matrix_rules(site, values, rules):
             _level_rules(site, name, factor, rules)
 
 
+@dataset_key_check("transforms")
+def check_transforms(texts):
+    """A dataset's declared transforms (``transforms = ["np.log(bmi)"]``): each a numeric
+    formula term of the closed vocabulary, with no row indicator (a site's check of its
+    configuration)."""
+    if not isinstance(texts, list):
+        return None  # the key's type is checked with the others
+    for text in texts:
+        try:
+            factor = read_factor(str(text))
+        except ValueError as exc:
+            return f"{text!r} is not a formula term ({exc})"
+        if factor.get("kind") != "numeric":
+            return f"{text!r} is not a numeric transform of columns"
+        try:
+            check_vocabulary(str(text), factor["expr"])
+        except Refused as exc:
+            return exc.detail
+    return None
+
+
 def _declared(tree, declared):
     for text in declared.transforms or ():
         try:
@@ -235,11 +261,7 @@ def _level_rules(site, name, factor, rules):
     ``min_level_count`` rows: a level list cannot ask whether a rare value exists."""
     column = site.X[factor["column"]]
     values = column[column.notna()]
-    counts = values.astype(str).value_counts()
-    if counts.size and counts.min() < rules.min_level_count:
-        raise Refused("min_level_count", f"{name}: a level of column {factor['column']!r} is "
-                      f"held by fewer than {rules.min_level_count} rows here",
-                      columns=[factor["column"]], public=True)
+    check_levels([values], [factor["column"]], rules.min_level_count)
     allowed = {str(level) for level in factor["levels"]}
     if any(str(plain_level(v)) not in allowed for v in pd.unique(values)):
         raise Refused("formulas", f"{name}: column {factor['column']!r} holds a level that "

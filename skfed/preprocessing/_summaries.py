@@ -31,6 +31,7 @@ from ..federation.session import FederationSession
 from ..federation.wire import role_of, wire_function, wire_functions
 from ..federation.clients import check_clients_nonempty, group_clients
 from ..data import FederatedDataset
+from ..data.levels import check_levels as held_levels
 
 
 # -- the one door to the rows ------------------------------------------------
@@ -91,24 +92,9 @@ def _summary_rules(site, values, rules):
 def check_levels(X, min_count, missing=None):
     """No level (a category, or a value counted for a mode) of ``X`` held by fewer than
     ``min_count`` rows (``missing``: the missing marker, left out)."""
-    names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
-    for i, column in enumerate(encoder_columns(X)):
-        column = np.asarray(column, dtype=object)
-        present = np.array([v is not None and v == v for v in column], dtype=bool)
-        if missing is not None:
-            present &= np.array([not _same(v, missing) for v in column], dtype=bool)
-        _, counts = np.unique(column[present].astype(str), return_counts=True)
-        if counts.size and counts.min() < min_count:
-            where = repr(names[i]) if names else f"{i}"
-            raise Refused("min_level_count", f"a level of column {where} is held by fewer "
-                          f"than {min_count} rows here", columns=names[i:i + 1] if names
-                          else ())
-
-
-def _same(value, missing):
-    if isinstance(missing, float) and missing != missing:
-        return value != value
-    return value == missing
+    names = [str(c) for c in X.columns] if hasattr(X, "columns") else \
+        [f"{i}" for i in range(X.shape[1])]
+    held_levels(encoder_columns(X), names, min_count, missing=missing)
 
 
 @site_operation(

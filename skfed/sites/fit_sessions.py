@@ -165,6 +165,11 @@ class FitSessions:
         """A masked round, monitor or sums pass: the guard's checks, and under
         differential privacy the site's own clip, noise and charge for every kind."""
         kind = message["kind"]
+        # a pass of sums would carry no noise: refused before anything (a remask is the
+        # guard's: the consortium rule, then the session's rules on recoveries)
+        if private and kind not in (*PrivateRounds.KINDS, "remask"):
+            raise Refused("differential_privacy", f"a {kind!r} pass in a differentially "
+                                                  "private session", public=True)
         if kind == "sums":
             self._check_masked_pass(session, message)
             session.guard.check_pass(message)

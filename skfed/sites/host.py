@@ -259,7 +259,8 @@ class SiteHost(FitSessions, MaskedSumOperations):
                           operation.call_arguments(args, self.policy)))
         for check in operation.checks:
             check(target, values, rules)
-        state.record["columns"] = _columns_read(operation, target, values)
+        state.record["columns"] = _columns_read(operation, target, values,
+                                                state.record.get("columns") or ())
         # single rows' values by design (a flag), or finer sums the policy allows by name:
         # the rules of the declaration, not the dominance rule
         exact = operation.requires is not None or rules.exact is not None or \
@@ -305,11 +306,12 @@ class _Session:
         self.solver = None  # (digest, solver) of the last solver received
 
 
-def _columns_read(operation, target, values):
-    """The raw columns a request read: those its rows were read from, and those its
-    arguments name (a fit's features: every column of its rows)."""
+def _columns_read(operation, target, values, session_columns=()):
+    """The raw columns a request read: those its rows were read from (a fit session's:
+    those its rows were opened with), and those its arguments name (a fit's features:
+    every column of its rows)."""
     meta = getattr(target, "meta", None) or {}
-    read = set(meta.get("read", ()))
+    read = set(meta.get("read", ())) | set(session_columns)
     named = [v for a in operation.arguments if a.kind in ("name", "names")
              for v in ([values[a.name]] if isinstance(values[a.name], str)
                        else values[a.name] or [])]

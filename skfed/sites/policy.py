@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..deploy.certificates import check_site_name
-from ..federation.operations import Refused, default_operations, operations
+from ..federation.operations import Refused, dataset_key_checks, default_operations, operations
 
 __all__ = ["Refused", "Policy", "SiteConfig", "DatasetConfig", "PolicyError", "check_config",
            "load_config", "parse_policy", "served_by_default"]
@@ -479,12 +479,16 @@ def _dataset(name, conf, base, problems):
         if columns is not None and column not in columns:
             problems.append(f"{what} weights names {column!r}, which is not one of its "
                             "columns.")
+    transforms = take(_strings, conf.get("transforms"), f"{what} transforms")
+    for key, check in dataset_key_checks().items():  # declared beside their readers
+        problem = check(conf[key]) if conf.get(key) is not None else None
+        if problem:
+            problems.append(f"{what} {key}: {problem}")
     return DatasetConfig(
         name, (base / conf["path"]).resolve(), columns, tuple(weights),
         take(_domains, conf.get("domains"), f"[datasets.{name}.domains]", default={}),
         take(_population, conf.get("population", "all"), what, default="all"),
-        take(_strings, conf.get("transforms"), f"{what} transforms"),
-        take(_site_names, conf.get("consortium"), f"{what} consortium"))
+        transforms, take(_site_names, conf.get("consortium"), f"{what} consortium"))
 
 
 def _parse_datasets(raw, base, problems):
