@@ -39,14 +39,19 @@ Reported, as ratios, against the goals of issue 27 (item 6):
    fresh session): for ``dataset.describe``, ``stats.describe``, the
    ``fit.step`` of a FedAvg round and its ``fit.monitor``, the median time
    of ``SiteHost.handle(analyst, request_bytes)`` against the time of the
-   operation's own site function on the same rows (``describe``,
-   ``site_describe``, ``client_round``, ``client_monitor``), in microseconds
-   per request and as a ratio, with the handle's parts timed inside it by
-   wrapping each: decoding, the analyst / operation / protection / work
-   checks, the ``_op_*`` method beyond the site function (reading the dataset
-   reference's rows; or the session and solver), encoding the reply, the
-   audit line, and the rest; then the gate's share of a FedAvg round at 16
-   sites (one step and one monitoring request per site).
+   operation's own site function alone on the same rows and arguments
+   (``describe``, ``site_describe``, ``client_round``, ``client_monitor``,
+   outside the gate), in microseconds per request and as a ratio, with the
+   handle's parts timed inside it by wrapping each: decoding, the analyst /
+   operation / argument / work checks, reading the dataset reference's rows
+   with its steps and the row-set record (or the fit session), the dominance
+   audit (the computation under the gate less the function alone), encoding
+   the reply, the audit line, and the rest; then the gate's share of a FedAvg
+   round at 16 sites (one step and one monitoring request per site);
+4. **the row-set record at 10^6 rows**: the time per request and the memory of
+   the record a site keeps across requests, fed the row sets of a model with a
+   categorical covariate on complete cases over varying columns and held-out
+   parts, and with one declared analysis population.
 
 The models agree (max coefficient difference printed). The counting and
 timing wrappers add a few microseconds per request. Then one end-to-end
@@ -60,7 +65,7 @@ Run: python benchmarks/bench_site_service.py [--sites 4 16 64] [--rows 500]
 """
 
 import argparse
-import importlib
+import contextlib
 import os
 import subprocess
 import sys
@@ -307,11 +312,9 @@ def run(n_sites, n_rows, n_features, rounds, root):
 
 
 # -- the gate's cost per request --------------------------------------------------------
-#: where each operation's ``_op_*`` method finds its site function (patched to time it)
-SITE_FUNCTIONS = {"dataset.describe": ("skfed.sites.host", "describe"),
-                  "stats.describe": ("skfed.stats._site", "site_describe"),
-                  "fit.step": ("skfed.executors.base", "client_round"),
-                  "fit.monitor": ("skfed.federation.rounds", "client_monitor")}
+#: where each measured operation's own site function is looked up when the gate calls it
+SITE_FUNCTIONS = {"dataset.describe": "describe", "stats.describe": "site_describe",
+                  "fit.step": "client_round", "fit.monitor": "client_monitor"}
 
 
 def _median_us(fn, repeat):
@@ -323,69 +326,132 @@ def _median_us(fn, repeat):
     return 1e6 * float(np.median(times))
 
 
+def _timed(fn, part, spent):
+    depth = [0]  # the outermost call only (check_work calls itself)
+
+    def wrapper(*args, **kwargs):
+        if depth[0]:
+            return fn(*args, **kwargs)
+        depth[0] += 1
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[part] += time.perf_counter() - start
+            depth[0] -= 1
+    return wrapper
+
+
+def _capture_function(host, op, captured):
+    """Wrap the gate's call of ``op``'s site function so that its target and arguments
+    are kept: the function is then timed alone, outside the gate and its audit."""
+    from skfed.sites import fit_sessions
+
+    if op == "fit.step":  # a step calls client_round itself (fit_sessions)
+        original = fit_sessions.client_round
+
+        def client_round(*args):
+            captured.setdefault("call", (original, args))
+            return original(*args)
+        return mock.patch.object(fit_sessions, "client_round", client_round)
+    original = host._call
+
+    def call(operation, target, values, release, masked):
+        args = [values[a.name] for a in operation.arguments]
+        captured.setdefault("call", (operation.function, (target, *args)))
+        return original(operation, target, values, release, masked)
+    return mock.patch.object(host, "_call", call)
+
+
 def gate_cost(host, analyst, op, request, repeat):
-    """Median microseconds of ``host.handle(analyst, request)`` and of its parts, timed
-    inside it by wrapping each (the site function, the ``_op_*`` method, decode, the
-    checks, encode, the audit line; the wrappers cost about a microsecond each)."""
+    """Median microseconds of ``host.handle(analyst, request)``, of its parts (timed
+    inside it by wrapping each: decoding, the who/what/arguments/work checks, reading
+    the dataset reference's rows with its steps and the row-set record, the computation
+    with its dominance audit, encoding, the audit line), and of the operation's own
+    site function alone on the same rows and arguments, outside the gate."""
+    from skfed.federation import dominance
+    from skfed.federation.operations import Operation
     from skfed.sites import host as host_module
     from skfed.sites.codec import decode
 
-    spent = Counter()  # seconds per part of the request being answered
-
-    def timed(fn, part):
-        depth = [0]  # the outermost call only (check_work calls itself)
-
-        def wrapper(*args, **kwargs):
-            if depth[0]:
-                return fn(*args, **kwargs)
-            depth[0] += 1
+    spent, captured = Counter(), {}
+    compute = "_plain_step" if op == "fit.step" else "_call"
+    patches = [
+        mock.patch.object(host_module, "decode", _timed(decode, "decode", spent)),
+        mock.patch.object(host_module, "encode", _timed(host_module.encode, "encode", spent)),
+        mock.patch.object(host_module, "check_work", _timed(host_module.check_work,
+                                                            "checks", spent)),
+        mock.patch.object(Operation, "problem", _timed(Operation.problem, "checks", spent)),
+        mock.patch.object(host, "_check_analyst", _timed(host._check_analyst, "checks",
+                                                         spent)),
+        mock.patch.object(host, "request_rows", _timed(host.request_rows, "rows", spent)),
+        mock.patch.object(host, "fit_session", _timed(host.fit_session, "rows", spent)),
+        mock.patch.object(host.audit, "record", _timed(host.audit.record, "audit", spent))]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_capture_function(host, op, captured))
+        # the computation: the function under the gate's dominance audit
+        stack.enter_context(mock.patch.object(host, compute, _timed(getattr(host, compute),
+                                                                    "computation", spent)))
+        for patch in patches:
+            stack.enter_context(patch)
+        rows = []
+        for _ in range(repeat):
+            spent.clear()
             start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[part] += time.perf_counter() - start
-                depth[0] -= 1
-        return wrapper
+            host.handle(analyst, request)
+            rows.append(dict(spent, handle=time.perf_counter() - start))
+    function, args = captured["call"]
 
-    module, name = SITE_FUNCTIONS[op]
-    module = importlib.import_module(module)
-    on_host = {"_check_analyst": "checks", "_check_protection": "checks"}
-    for attr, part in on_host.items():
-        host.__dict__[attr] = timed(getattr(host, attr), part)
-    # the operation's handler, as the host finds it (its @serves mark in the table)
-    host.__dict__["_handlers"] = dict(type(host)._handlers)
-    host._handlers[op] = timed(type(host)._handlers[op], "op")
-    host.audit.__dict__["record"] = timed(host.audit.record, "audit")
-    rows = []
-    try:
-        with mock.patch.object(module, name, timed(getattr(module, name), "function")), \
-                mock.patch.object(host_module, "decode", timed(decode, "decode")), \
-                mock.patch.object(host_module, "encode", timed(host_module.encode, "encode")), \
-                mock.patch.object(host_module, "check_work",
-                                  timed(host_module.check_work, "checks")):
-            for _ in range(repeat):
-                spent.clear()
-                start = time.perf_counter()
-                host.handle(analyst, request)
-                total = time.perf_counter() - start
-                parts = dict(spent)
-                if "function" not in parts:
-                    raise RuntimeError(f"{op}: {name} did not run")
-                parts["beyond"] = parts["op"] - parts["function"]
-                parts["rest"] = total - sum(v for k, v in parts.items()
-                                            if k not in ("function", "beyond"))
-                parts.update(handle=total, gate=total - parts["function"],
-                             ratio=total / parts["function"])
-                rows.append(parts)
-    finally:
-        for attr in [*on_host, "_handlers"]:
-            del host.__dict__[attr]
-        del host.audit.__dict__["record"]
+    def alone():
+        with dominance.suspended():
+            function(*args)
+    function_us = _median_us(alone, repeat)
     out = {part: 1e6 * float(np.median([r.get(part, 0.0) for r in rows]))
-           for part in ("handle", "gate", "decode", "checks", "op", "function", "beyond",
-                        "encode", "audit", "rest")}
-    return dict(out, ratio=float(np.median([r["ratio"] for r in rows])),
-                request=len(request), repeat=repeat)
+           for part in ("handle", "decode", "checks", "rows", "computation", "encode",
+                        "audit")}
+    out["function"] = function_us
+    out["dominance"] = max(out["computation"] - function_us, 0.0)
+    out["gate"] = out["handle"] - function_us
+    out["rest"] = out["handle"] - sum(out[k] for k in ("decode", "checks", "rows",
+                                                       "computation", "encode", "audit"))
+    return dict(out, ratio=out["handle"] / function_us, request=len(request), repeat=repeat)
+
+
+def row_set_record(n_rows=1_000_000, n_sets=64, seed=0, population=False):
+    """The row-set record at ``n_rows`` rows, fed the row sets a site's analyses select:
+    complete cases over subsets of four columns (each 3% missing), held-out parts (unions
+    of a site's ten partitions) within them, and the rows of each level of a five-level
+    column (a design's dummy columns); ``n_sets`` distinct sets admitted (or refused),
+    one request each. Seconds per set, refusals and the record's bytes. With
+    ``population``, the dataset declares its analysis population (the complete cases
+    over all four columns, once): only the held-out parts and levels vary."""
+    from skfed.federation.operations import Refused
+    from skfed.sites.rowsets import RowSetRecord
+
+    rng = np.random.default_rng(seed)
+    missing = rng.random((n_rows, 4)) < 0.03
+    if population:  # the table is its complete cases: no row misses a value
+        missing[:] = False
+    partition = rng.permutation(n_rows) % 10
+    level = rng.integers(0, 5, n_rows)
+    record, refused, tried = RowSetRecord(n_rows, 10), 0, set()
+    start = time.perf_counter()
+    while len(tried) < min(n_sets, 16 if population else n_sets):
+        columns = tuple(np.flatnonzero(rng.random(4) < 0.5))
+        held = tuple(sorted(rng.choice(10, rng.integers(0, 3), replace=False)))
+        key = (columns, held)
+        if key in tried:
+            continue
+        tried.add(key)
+        rows = ~missing[:, list(columns)].any(axis=1) & ~np.isin(partition, held)
+        try:  # a model with the level's dummies: the rows, and each level's among them
+            record.admit([rows, *(rows & (level == k) for k in range(1, 5))])
+        except Refused:
+            refused += 1
+    seconds = time.perf_counter() - start
+    return {"rows": n_rows, "requests": len(tried), "sets": len(record.sets),
+            "refused": refused, "atoms": int(record.sizes.size), "seconds": seconds,
+            "bytes": record.memory_bytes()}
 
 
 def gate(root, n_rows, n_features, rounds=5, n_sites=4, seconds=0.5):
@@ -422,8 +488,8 @@ def gate(root, n_rows, n_features, rounds=5, n_sites=4, seconds=0.5):
         columns = [f"x{i}" for i in range(n_features)]
         requests = {
             "dataset.describe": {"dataset": DATASET},
-            "stats.describe": {"dataset": DATASET,
-                               "args": [columns, None, [0.25, 0.5, 0.75], 5]},
+            "stats.describe": {"dataset": DATASET, "columns": columns, "by": None,
+                               "quantiles": [0.25, 0.5, 0.75], "min_count": 5},
             "fit.step": dict(kept["fit.step"][1], session=session),
             "fit.monitor": dict(kept["fit.monitor"][1], session=session)}
         out = {}
@@ -518,21 +584,23 @@ def print_bytes(by_sites, rounds):
               f"{b['setup']:,.0f} (history_ {b['history_setup']:,.0f}: {setup})")
 
 
-def print_gate(costs, n_rows, n_features):
+def print_gate(costs, n_rows, n_features, record):
     print(f"\nthe gate's cost per request, in process without gRPC (one site, {n_rows} rows x "
           f"{n_features} features; median microseconds): SiteHost.handle against the "
-          "operation's own site function\n")
+          "operation's own site function alone\n")
     print("| operation | request B | handle µs | site function µs | x function | gate µs | "
-          "decode | checks | _op_ beyond the function | encode | audit line | rest |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "decode | checks | rows, steps, row-set record | dominance audit | encode | "
+          "audit line | rest |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for op, c in costs.items():
-        fn = SITE_FUNCTIONS[op][1]
         print(f"| {op} | {c['request']:,} | {c['handle']:.0f} | {c['function']:.0f} "
-              f"({fn}) | {c['ratio']:.1f} | {c['gate']:.0f} | {c['decode']:.0f} | "
-              f"{c['checks']:.0f} | {c['beyond']:.0f} | {c['encode']:.0f} | "
-              f"{c['audit']:.0f} | {c['rest']:.0f} |")
-    print("\n(medians over the requests; gate: handle less the site function; _op_ beyond "
-          "the function: reading the dataset reference's rows, or the session and solver)")
+              f"({SITE_FUNCTIONS[op]}) | {c['ratio']:.1f} | {c['gate']:.0f} | "
+              f"{c['decode']:.0f} | {c['checks']:.0f} | {c['rows']:.0f} | "
+              f"{c['dominance']:.0f} | {c['encode']:.0f} | {c['audit']:.0f} | "
+              f"{c['rest']:.0f} |")
+    print("\n(medians over the requests; gate: handle less the site function alone; rows: "
+          "the dataset reference's rows, steps and the row-set record, or the fit session; "
+          "dominance audit: the computation under the gate less the function alone)")
     if "fit.step" in costs and "fit.monitor" in costs:
         per_site = sum(costs[op]["gate"] for op in ("fit.step", "fit.monitor"))
         print(f"\na FedAvg round asks each site for one fit.step and one fit.monitor: "
@@ -540,6 +608,13 @@ def print_gate(costs, n_rows, n_features):
               f"CPU at 16 sites ({8 * per_site / 1e3:.1f} ms of wall time if two cores share "
               f"it), against the goal of {GOAL_MS_AT_16:g} ms a round at 16 sites "
               "(gRPC, TLS and threads come on top; issue 27 sets no goal for the gate itself)")
+    for what, r in record.items():
+        print(f"\nthe row-set record at {r['rows']:,} rows, {what}: {r['requests']} "
+              f"requests (a model with a five-level categorical on complete cases and "
+              f"held-out parts), {r['sets']} row sets recorded, {r['refused']} requests "
+              f"refused, {r['atoms']:,} groups of rows; {r['seconds']:.1f} s in all "
+              f"({1e3 * r['seconds'] / r['requests']:.0f} ms a request), "
+              f"{r['bytes'] / 2 ** 20:.1f} MiB")
 
 
 def main(argv=None):
@@ -580,7 +655,9 @@ def main(argv=None):
             print_bytes(by_sites, args.rounds)
         root = Path(tmp) / "gate"
         root.mkdir()
-        print_gate(gate(root, args.rows, args.features), args.rows, args.features)
+        records = {"complete cases over varying columns": row_set_record(),
+                   "one declared analysis population": row_set_record(population=True)}
+        print_gate(gate(root, args.rows, args.features), args.rows, args.features, records)
         if not args.gate_only:
             e2e = end_to_end(Path(tmp))
             print(f"\nend to end, three site services, FedLasso (Newton) with secure "

@@ -329,3 +329,24 @@ def test_every_operation_under_adversarial_arguments(protected, name):
         assert _release(operation) != SUMS, (name, args)
         assert _no_row_values(reply) or name in ("sums.key_list", "sums.masked"), (name,
                                                                                     reply)
+
+
+def test_the_officers_page_lists_every_operation_with_its_class():
+    """``docs/data-officers.md``'s operation table is the registry's: every declared
+    operation appears in it once, with its release class first in its row."""
+    import pathlib
+
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "data-officers.md")
+    rows = {}
+    for m in re.finditer(r"^\| `([a-z_]+\.[a-z_]+)` \| ([^|]+) \|", page.read_text(),
+                         re.MULTILINE):
+        rows.setdefault(m.group(1), m.group(2))  # the first table naming it: the operations
+    assert set(operations()) <= set(rows), sorted(set(operations()) - set(rows))
+    for name, operation in operations().items():
+        release = _release(operation)
+        if release != "depends":
+            assert rows[name].startswith(release), (name, rows[name])
+        if operation.finer is not None:
+            assert "finer_sums" in rows[name], name
+        if operation.requires is not None:
+            assert operation.requires.split(":")[0] in rows[name], name

@@ -154,8 +154,9 @@ class SitePartitions:
     into ``count`` partitions of nearly equal size, each of at least
     ``min_rows`` rows; a row keeps its partition whatever row steps come
     before a held-out part is drawn. Any two held-out parts then differ by
-    whole partitions, so the difference of two answers is a sum over at least
-    ``min_rows`` rows (the differencing attack of issue 27 needs single rows).
+    whole partitions of at least ``min_rows`` rows each (the differencing attack
+    of issue 27 needs single rows); what other row steps select is judged across
+    requests by the site's row-set record (:mod:`skfed.sites.rowsets`).
 
     Parameters
     ----------

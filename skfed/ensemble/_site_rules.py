@@ -62,12 +62,15 @@ def _exact_quantiles(rules, why):
                       public=True)
 
 
-def checked_context(site, context, rules, *, binned):
-    """The fit's context: its form, its categorical columns' levels and, once binned,
-    the rule on continuous thresholds (the sites' signed sketches, or exact quantiles)."""
+def checked_context(site, context, rules, *, binned, per_level=True):
+    """The fit's context: its form, its categorical columns' levels (where the reply
+    holds numbers per level: bins, ``per_level``) and, once binned, the rule on
+    continuous thresholds (the sites' signed sketches, or exact quantiles)."""
     wire(lambda: check_context(context, site.X.shape[1], binned=binned))
-    check_levels(site, [int(c) for c, is_cat in zip(context["order"], context["categorical"])
-                        if is_cat], rules)
+    if per_level:
+        check_levels(site, [int(c) for c, is_cat in zip(context["order"],
+                                                        context["categorical"]) if is_cat],
+                     rules)
     if binned and any(t.size for t, is_cat in zip(context["thresholds"],
                                                   context["categorical"]) if not is_cat):
         if context["sketch"] is None or rules.allow_exact_quantiles:
@@ -215,8 +218,10 @@ def histogram_rules(site, values, rules):
 
 
 def loss_rules(site, values, rules):
+    # a loss and a score are sums over all the rows (under the dominance rule): no
+    # number per level leaves, so a level rare among these rows is no refusal
     context = values["context"]
-    checked_context(site, context, rules, binned=True)
+    checked_context(site, context, rules, binned=True, per_level=False)
     checked_model(values["model"], context, rules)
 
 
@@ -226,7 +231,7 @@ def score_rules(site, values, rules):
     if isinstance(message, BoostingModel):
         return
     context, model = wire(check_score_message, message)
-    checked_context(site, context, rules, binned=True)
+    checked_context(site, context, rules, binned=True, per_level=False)
     checked_model(model, context, rules)
     values["estimator"] = BoostingModel(site.site, context, model)
 

@@ -1,7 +1,7 @@
 """The shape of what a boosting fit sends to a site, checked before the site runs it.
 
 A site service runs the boosting site functions of :mod:`._site` on its rows
-(``skfed.sites.ensemble_operations``). Their arguments come from the analyst's
+(declared there, :mod:`skfed.federation.operations`). Their arguments come from the analyst's
 machine, so the site reads none of them before it has checked, here, every
 key, dtype, shape and range of the dicts a fit sends: the fit's *context*
 (columns, categories, bin thresholds, loss, classes), the *model* (baseline

@@ -77,8 +77,7 @@ class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel
         hazard (else at its own event times; a site service that does not
         allow event times reports it at cut points it chooses, each interval
         holding ``min_level_count`` of its events and rows, and refuses a grid
-        that breaks that rule, naming the subset of its cut points that
-        would pass).
+        that breaks that rule, naming the rule only).
     cov_type : {"nonrobust", "robust", "cluster"}, default="nonrobust"
         ``"nonrobust"``: the inverse observed information (lifelines'
         default). ``"robust"``: the sandwich from the rows' score residuals
