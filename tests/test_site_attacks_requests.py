@@ -395,8 +395,9 @@ def test_a_long_local_fit_stops_at_the_sites_deadline(deployment):
     max_local_iterations), but their product would run for hours: the loops check the
     request's deadline (3 s here) and the request stops, refused with its rule."""
     conn = deployment["conn"]["exact"]
-    estimator = FedLasso(alpha=0.01, max_rounds=10_000, tol=0.0,
-                         solver=FedAvg(local_steps=10_000))
+    # a small step: no round reaches the optimum exactly (which would end the fit early)
+    estimator = FedLasso(alpha=1e-6, max_rounds=10_000, tol=0.0,
+                         solver=FedAvg(local_steps=10_000, client_lr=1e-4))
     started = time.monotonic()
     refusal = _refused(conn, "evaluate.local_baseline", dataset=_ref(drop=("ward",)),
                        estimator=estimator, test_size=0.5, seed=0, classifier=False,

@@ -216,4 +216,4 @@ def test_the_release_rules_keys_are_read(write):
     assert default.dominance == 0.95 and default.formulas == "closed"
     assert set(default.finer_sums) == {"fit.cox_baseline", "fit.risk_sets",
                                        "survival.schoenfeld_sums"}
-    assert default.max_local_iterations == 10_000 and default.max_request_seconds == 120
+    assert default.max_local_iterations == 10_000 and default.max_request_seconds == 100

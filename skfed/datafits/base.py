@@ -432,7 +432,8 @@ def _top_eigenvalue_weighted_gram(X, sw):
     if min(n, d) == 0:
         return 0.0
     if min(n, d) <= 2000:
-        A = X.multiply(np.sqrt(sw)[:, None]).tocsr() if sp.issparse(X) else X * np.sqrt(sw)[:, None]
+        root = np.sqrt(sw)[:, None]
+        A = X.multiply(root).tocsr() if sp.issparse(X) else X * root
         G = A @ A.T if n <= d else A.T @ A
         G = G.toarray() if sp.issparse(G) else np.asarray(G)
         return float(np.linalg.eigvalsh(G)[-1])

@@ -61,7 +61,8 @@ class Tweedie(Datafit):
         if p == 2:
             return Z - np.log(Y) + Y * np.exp(-Z) - 1.0
         with np.errstate(divide="ignore"):
-            y_term = np.where(Y > 0, np.power(np.maximum(Y, 0.0), 2 - p), 0.0) / ((1 - p) * (2 - p))
+            y_term = np.where(Y > 0, np.power(np.maximum(Y, 0.0), 2 - p), 0.0) / (
+                (1 - p) * (2 - p))
         return (y_term - Y * np.exp((1 - p) * Z) / (1 - p) + np.exp((2 - p) * Z) / (2 - p))
 
     def loss_sum(self, Z, Y, sw):

@@ -5,10 +5,11 @@ site releases, per continuous feature, the means and row counts of
 consecutive groups of its non-missing values in value order: its ``n`` values
 in ``min(n // k, max_bins)`` groups of (nearly) equal size, at least ``k``
 rows each; nothing for a feature with fewer than ``k`` values — averages of
-at least ``k`` rows, never a row's value. The server pools the sites' group means, weighted by their
-counts, and applies scikit-learn's rule to them: the midpoints of consecutive
-distinct means when there are at most ``max_bins`` of them, else the weighted
-percentiles at scikit-learn's levels (the inverted cdf), duplicates removed.
+at least ``k`` rows, never a row's value. The server pools the sites' group
+means, weighted by their counts, and applies scikit-learn's rule to them: the
+midpoints of consecutive distinct means when there are at most ``max_bins`` of
+them, else the weighted percentiles at scikit-learn's levels (the inverted cdf),
+duplicates removed.
 
 The trees are then exactly scikit-learn's fitted on the rows' bin indices at
 those thresholds (not on the raw rows: the bins differ from the exact ones).

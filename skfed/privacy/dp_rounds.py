@@ -25,8 +25,9 @@
   Participation sampling is fixed-size, not Poisson, so no amplification by
   sampling is claimed (``sampling_rate=1`` in the accounting).
 * **The budget.** By default ``sigma`` is calibrated so that ``max_rounds``
-  rounds and the planned monitoring passes spend exactly ``epsilon``; with ``noise_multiplier`` given, the fit
-  stops (with a warning saying so) at the last round the budget allows.
+  rounds and the planned monitoring passes spend exactly ``epsilon``; with
+  ``noise_multiplier`` given, the fit stops (with a warning saying so) at the
+  last round the budget allows.
   ``history_["epsilon"]`` is the epsilon spent after each round.
 * **The monitor is noised too.** With ``monitor="ends"`` (the default) the model
   at the start and after the last round, with ``monitor="every"`` every
@@ -101,8 +102,8 @@ class DifferentialPrivacy(SecureAggregation):
         secure aggregation (the server is trusted with the exact sum).
     noise_multiplier : float or None, default=None
         ``sigma``. ``None``: the smallest ``sigma`` whose ``max_rounds``
-        rounds and planned monitoring passes spend ``epsilon``. A number: that noise, and the fit stops
-        when the next round would exceed ``epsilon``.
+        rounds and planned monitoring passes spend ``epsilon``. A number: that
+        noise, and the fit stops when the next round would exceed ``epsilon``.
     min_honest : int or None, default=None
         Sites certain to add their noise share (``noise="distributed"``);
         ``None``: every participant. Fewer makes each share larger, so

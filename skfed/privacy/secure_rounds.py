@@ -71,7 +71,8 @@ def _why_not_summed(solver):
     if solver.topology != "centralized" or solver.name == "dsgd":
         return "it is decentralized: there is no server, neighbours exchange their models"
     if solver.name == "afedpd":
-        return "its server keeps every site's dual variable and updates it from that site's own model"
+        return ("its server keeps every site's dual variable and updates it from that "
+                "site's own model")
     return "its server reads each site's reply on its own"
 
 
@@ -430,9 +431,10 @@ class SecureAggregationSolver(FederatedSolver):
         The monitor's pass (``fn`` is :func:`~skfed.federation.rounds.client_monitor`)
         weighs each site's loss and gradient by its public weight ``c_j``; any other
         pass (inference, risk-set and smoothness sums: the functions a site accepts,
-        the maskable fit operations, :mod:`skfed.federation.operations`) multiplies every site's reply by
-        the public ``scale`` (the inverse of the signed total weight), and the decoded
-        totals are divided by it. ``fn`` is a module-level function (sent by name)."""
+        the maskable fit operations, :mod:`skfed.federation.operations`) multiplies
+        every site's reply by the public ``scale`` (the inverse of the signed total
+        weight), and the decoded totals are divided by it. ``fn`` is a module-level
+        function (sent by name)."""
         problem = self.problem_
         N = problem.n_clients
         exchange, parties = self._next_exchange(), tuple(range(N))

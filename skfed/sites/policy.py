@@ -223,7 +223,7 @@ class Policy:
     #: analyst-chosen work: the defaults admit skfed's own defaults (10,000 rounds of a
     #: local-only fit), and a request stops at its time whatever it asked
     max_local_iterations: int = 10_000
-    max_request_seconds: float = 120.0
+    max_request_seconds: float = 100.0
     dominance: float = 0.95
     consortium: tuple = None
     finer_sums: tuple = DEFAULT_FINER_SUMS

@@ -330,7 +330,8 @@ class FedNewton(FederatedSolver):
             return False
         if self.hessian_ == "full" and self.problem_.datafit.quadratic:
             return True  # the model is the objective: the step was exact
-        return -server["decrease"] <= tol * tol * max(abs(server["objective"]), np.finfo(float).tiny)
+        return -server["decrease"] <= tol * tol * max(abs(server["objective"]),
+                                                      np.finfo(float).tiny)
 
     def _sufficient_decrease(self, server, F):
         """The Armijo test of the trial's pooled objective ``F``."""
@@ -364,8 +365,8 @@ class FedNewton(FederatedSolver):
 
     def _lbfgs_model(self, pairs):
         if not pairs:
-            return CompactModel(self.initial_curvature_, np.zeros((self.initial_curvature_.size, 0)),
-                                np.zeros((0, 0)))
+            return CompactModel(self.initial_curvature_,
+                                np.zeros((self.initial_curvature_.size, 0)), np.zeros((0, 0)))
         s, y = pairs[-1]
         return CompactModel.from_pairs(pairs, float(y @ y) / float(s @ y))
 
