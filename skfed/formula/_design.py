@@ -27,7 +27,7 @@ from ..federation.operations import COUNTS, SUMS, Arg, check_deadline, row_step,
 from ..stats._levels import sorted_levels
 from ._errors import DesignError
 from ._site_rules import design_rules, matrix_rules
-from ._vocabulary import FUNCTIONS, OPERATIONS, plain_level, tree_columns
+from ._vocabulary import FUNCTIONS, OPERATIONS, basis_support, plain_level, tree_columns
 
 #: the formats of a design this module reads
 FORMAT = "skfed.formula/1"
@@ -401,13 +401,9 @@ def design_matrix(site, design, *, supports=False):
 
 
 def _basis_interval(site, spline, selector):
-    """The rows in the interval where a spline's basis function ``selector`` may be
-    non-zero (``[t_j, t_{j+degree+1})``, closed at the last knot)."""
-    knots = np.sort(np.asarray(spline["knots"], dtype=np.float64))
+    """The rows where a spline's design column ``selector`` may be non-zero."""
     j = selector + (0 if spline["include_intercept"] else 1)
-    low, high = knots[j], knots[j + spline["degree"] + 1]
-    x = _numbers(site, spline["column"])
-    return (x >= low) & ((x <= high) if high == knots[-1] else (x < high))
+    return basis_support(_numbers(site, spline["column"]), spline["knots"], spline["degree"], j)
 
 
 def _response(site, response):

@@ -30,6 +30,8 @@ of its rows is read, the site's rules decide (the row steps' declared checks):
 Each refusal says which rule and which factor, never a row's value or a count.
 """
 
+import functools
+import json
 import math
 
 import numpy as np
@@ -38,7 +40,7 @@ import pandas as pd
 from ..data.levels import check_levels
 from ..federation.operations import Refused, dataset_key_check
 from ._parse import read_factor
-from ._vocabulary import FUNCTIONS, plain_level, tree_columns
+from ._vocabulary import FUNCTIONS, basis_support, plain_level, tree_columns
 
 #: the functions that would make a row indicator from an analyst's constant
 INDICATOR_FUNCTIONS = ("abs",)
@@ -214,15 +216,20 @@ def check_transforms(texts):
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _declared_tree(text):
+    """A declared transform's expression tree, parsed once (``None``: not numeric)."""
+    try:
+        factor = read_factor(text)
+    except ValueError:
+        return None
+    return json.dumps(factor["expr"], sort_keys=True) if factor.get("kind") == "numeric" \
+        else None
+
+
 def _declared(tree, declared):
-    for text in declared.transforms or ():
-        try:
-            factor = read_factor(text)
-        except ValueError:
-            continue
-        if factor.get("kind") == "numeric" and factor["expr"] == tree:
-            return True
-    return False
+    wanted = json.dumps(tree, sort_keys=True)
+    return any(_declared_tree(text) == wanted for text in declared.transforms or ())
 
 
 def _spline_rules(site, name, factor, declared, rules):
@@ -243,12 +250,9 @@ def _spline_rules(site, name, factor, declared, rules):
         if x.size and (x.min() < knots[0] or x.max() > knots[-1]):
             raise Refused("domains", f"{name}: values outside the spline's bounds",
                           columns=[column])
-    full = np.sort(np.asarray(factor["knots"], dtype=np.float64))
-    span = factor["degree"] + 1
-    for j in range(full.size - span):  # basis j is non-zero on [t_j, t_{j+degree+1})
-        low_j, high_j = full[j], full[j + span]
-        last = high_j == full[-1]
-        count = np.count_nonzero((x >= low_j) & ((x <= high_j) if last else (x < high_j)))
+    degree = factor["degree"]
+    for j in range(len(factor["knots"]) - degree - 1):  # every basis function's support
+        count = np.count_nonzero(basis_support(x, factor["knots"], degree, j))
         if 0 < count < rules.min_rows:
             raise Refused("min_rows", f"{name}: a basis function's support holds fewer "
                                       f"than {rules.min_rows} rows here (knots at the site's "

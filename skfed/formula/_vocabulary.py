@@ -22,6 +22,14 @@ def tree_columns(tree):
     return [c for arg in tree.get("args", []) for c in tree_columns(arg)]
 
 
+def basis_support(x, knots, degree, j):
+    """The rows of ``x`` where B-spline basis function ``j`` of the full knot vector
+    ``knots`` may be non-zero: ``[t_j, t_{j+degree+1})``, closed at the last knot."""
+    knots = np.sort(np.asarray(knots, dtype=np.float64))
+    low, high = knots[j], knots[j + degree + 1]
+    return (x >= low) & ((x <= high) if high == knots[-1] else (x < high))
+
+
 def plain_level(value):
     """A category's level as a plain Python value (how it travels)."""
     if isinstance(value, (bool, np.bool_)):

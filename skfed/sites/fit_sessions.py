@@ -167,9 +167,8 @@ class FitSessions:
         kind = message["kind"]
         # a pass of sums would carry no noise: refused before anything (a remask is the
         # guard's: the consortium rule, then the session's rules on recoveries)
-        if private and kind not in (*PrivateRounds.KINDS, "remask"):
-            raise Refused("differential_privacy", f"a {kind!r} pass in a differentially "
-                                                  "private session", public=True)
+        if private and kind != "remask":
+            PrivateRounds.check_kind(kind)
         if kind == "sums":
             self._check_masked_pass(session, message)
             session.guard.check_pass(message)

@@ -347,6 +347,15 @@ class PrivateRounds:
         self.charged = None  # (noise multiplier, planned releases, epsilon) once charged
         self.used = dict.fromkeys(self.KINDS, 0)
 
+    @classmethod
+    def check_kind(cls, kind):
+        """Refuse a step of a kind a private session does not answer (it would carry no
+        noise): only rounds and monitoring passes, each clipped and noised by the site."""
+        if kind not in cls.KINDS:
+            raise Refused("differential_privacy", f"a {str(kind)[:16]!r} pass in a "
+                          "differentially private session (only rounds and monitoring "
+                          "passes, each clipped and noised by the site, are answered)")
+
     def prepare(self, solver, message, parties, *, policy, charge):
         """The message with the site's own noise; charges the fit on its first release.
 
@@ -357,10 +366,7 @@ class PrivateRounds:
         from ..privacy.accounting import GaussianAccountant, distributed_noise_std
 
         kind = message.get("kind")
-        if kind not in self.KINDS:
-            raise Refused("differential_privacy", f"a {str(kind)[:16]!r} pass in a "
-                          "differentially private session (only rounds and monitoring "
-                          "passes, each clipped and noised by the site, are answered)")
+        self.check_kind(kind)
         config = solver.config
         if getattr(config, "noise", None) != "distributed":
             raise Refused("differential_privacy", "only noise added at the sites "
