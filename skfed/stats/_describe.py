@@ -242,8 +242,9 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     min_level_count : int, default=5
         The smallest count shown.
     quantiles : sequence of float, default=(0.25, 0.5, 0.75)
-    clients : array-like of shape (n_samples,), default=None
-        The site of each row when ``data`` is a DataFrame.
+    clients : str or array-like of shape (n_samples,), default=None
+        The site of each row when ``data`` is a DataFrame: a column name (not
+        described by default, as pandas' ``groupby`` key) or one label per row.
 
     Returns
     -------
@@ -260,6 +261,8 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
         no rows, a bad argument.
     """
     data = _dataset(data, clients)
+    if columns is None and isinstance(clients, str):  # as pandas' groupby: not the key
+        columns = [c for c in data.columns if c not in (by, clients)]
     columns = _check_common(data, columns, by, min_level_count)
     quantiles = [float(q) for q in np.atleast_1d(quantiles)]
     if any(not 0 <= q <= 1 for q in quantiles):
@@ -481,8 +484,9 @@ def crosstab(data, row, col, *, min_level_count=5, clients=None):
         The two columns (any values; missing values are left out of
         ``table`` and the test).
     min_level_count : int, default=5
-    clients : array-like of shape (n_samples,), default=None
-        The site of each row when ``data`` is a DataFrame.
+    clients : str or array-like of shape (n_samples,), default=None
+        The site of each row when ``data`` is a DataFrame (a column name or one
+        label per row).
 
     Returns
     -------

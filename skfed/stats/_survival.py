@@ -19,6 +19,13 @@ from ._site import site_event_table
 
 
 def _dataset(data, clients):
+    if isinstance(clients, str):  # a column name, as the formula functions take it
+        if not isinstance(data, pd.DataFrame):
+            raise ValueError(f"clients={clients!r} names a column: pass a DataFrame (a "
+                             "FederatedDataset carries its sites).")
+        if clients not in data.columns:
+            raise ValueError(f"clients={clients!r} is not a column of the data.")
+        clients = data[clients].to_numpy()
     if clients is None and not hasattr(data, "map"):
         raise ValueError("pass a FederatedDataset, or a DataFrame with clients=.")
     data = as_dataset(data, clients=clients)
@@ -132,8 +139,9 @@ def kaplan_meier(data, *, time, event, by=None, min_count=None, alpha=0.05, clie
         within a bin).
     alpha : float, default=0.05
         The intervals have level ``1 - alpha``.
-    clients : array-like of shape (n_samples,), default=None
-        The site of each row when ``data`` is a DataFrame.
+    clients : str or array-like of shape (n_samples,), default=None
+        The site of each row when ``data`` is a DataFrame (a column name or one
+        label per row).
 
     Returns
     -------
@@ -204,8 +212,9 @@ def logrank_test(data, *, time, event, group, clients=None):
         Column of 0/1 event indicators.
     group : str
         Column of the groups compared (at least two levels, never missing).
-    clients : array-like of shape (n_samples,), default=None
-        The site of each row when ``data`` is a DataFrame.
+    clients : str or array-like of shape (n_samples,), default=None
+        The site of each row when ``data`` is a DataFrame (a column name or one
+        label per row).
 
     Returns
     -------
