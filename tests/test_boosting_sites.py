@@ -605,6 +605,35 @@ def test_skfed_fit_boosting_through_site_services(classification, capsys):
     assert "--max-depth, or a larger --min-samples-leaf" in capsys.readouterr().err
 
 
+def test_skfed_fit_boosting_of_numeric_features_through_site_services(regression, capsys):
+    """Numeric features only (no --categorical): the schema request carries a mask of
+    False per column (it was None, refused as "the categorical mask must be a 1-D array
+    of bool"), and each site's held-out R2 equals the same split and fit here."""
+    from skfed.cli.main import main
+    from skfed.data.steps import split_site
+
+    remote, X, y, labels, root = regression
+    certs = root / "certs"
+    argv = ["fit", "--dataset", "rows", "--model", "boosting", "--target", "y",
+            "--drop", "label", "ward", "--max-rounds", "3", "--max-depth", "3",
+            "--min-samples-leaf", "30", "--tls-ca-file", str(certs / "ca.pem"),
+            "--tls-cert", str(certs / "analyst.pem"), "--tls-key", str(certs / "analyst.key"),
+            *(f"--site-service={c.site}={c.address}" for c in remote._backend.connections)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "categorical: none" in out and "held-out R2" in out
+    local = with_site_partitions(
+        FederatedDataset.from_arrays(X.drop(columns="ward"), y.to_numpy(), labels),
+        {name: root / name for name in SITES}, "rows")
+    here = FedHistGradientBoostingRegressor(
+        max_iter=3, max_depth=3, min_samples_leaf=30, random_state=0,
+        categorical_features=None).fit(local.apply(split_site, 0.2, 0, False))
+    for site in SITES:
+        test = local.apply(split_site, 0.2, 0, True).subset([site])
+        line = next(line for line in out.splitlines() if line.strip().startswith(site))
+        assert float(line.split()[3]) == pytest.approx(here.score(test), abs=5e-5)
+
+
 def _csv_argv(folder, rounds):
     """``skfed fit`` of boosted trees on one CSV of the three sites' rows (written)."""
     frames = _frames()

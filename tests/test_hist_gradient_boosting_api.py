@@ -52,6 +52,22 @@ def test_pipeline_and_grid_search_over_sites():
     assert search.best_estimator_.n_clients_ == 3
 
 
+def test_no_categorical_features_is_scikit_learns_model():
+    """``categorical_features=None`` (what ``skfed fit`` passes without --categorical):
+    scikit-learn's model, tree for tree (the sites once got None for their mask)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    X, y, site = _data()
+    params = dict(max_iter=4, early_stopping=False, categorical_features=None)
+    fed = FedHistGradientBoostingRegressor(**params).fit(X, y, clients=site)
+    pooled = HistGradientBoostingRegressor(**params).fit(X, y)
+    assert fed.is_categorical_ is None and pooled.is_categorical_ is None
+    for mine, theirs in zip(fed._predictors, pooled._predictors):
+        for field in ("feature_idx", "num_threshold", "is_leaf"):
+            np.testing.assert_array_equal(mine[0].nodes[field], theirs[0].nodes[field])
+    np.testing.assert_allclose(fed.predict(X), pooled.predict(X), rtol=1e-12)
+
+
 # -- bad input gets a clear error -------------------------------------------------
 @pytest.mark.parametrize("params, match", [
     ({"warm_start": True}, "warm_start=True"),

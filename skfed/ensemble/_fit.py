@@ -128,7 +128,11 @@ class BoostingRun:
         est, names = self.est, self.train.columns
         n_columns = self.train.n_features
         by_dtype = isinstance(est.categorical_features, str)
-        request = {"categorical": "from_dtype" if by_dtype else self._categorical_mask(None),
+        # no categorical feature (scikit-learn's None) is sent as a mask of False: the
+        # sites' schema check takes one flag per column
+        declared = None if by_dtype else self._categorical_mask(None)
+        request = {"categorical": "from_dtype" if by_dtype else (
+                       np.zeros(n_columns, dtype=bool) if declared is None else declared),
                    "task": "classification" if self.classifier else "regression"}
         replies = self.session.per_site(site_schema, request, phase="setup")
         if by_dtype:
@@ -136,7 +140,7 @@ class BoostingRun:
             if len(set(flags)) > 1:
                 raise ValueError("the sites disagree on which columns have a categorical "
                                  "dtype; give categorical_features explicitly.")
-        mask = self._categorical_mask(np.asarray(flags[0]) if by_dtype else None)
+        mask = self._categorical_mask(np.asarray(flags[0])) if by_dtype else declared
         est.is_categorical_ = mask
         self.mask = np.zeros(n_columns, dtype=bool) if mask is None else mask
         self._check_text_columns()
