@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .._messages import count
-from ..plotting._format import decimals_for, fixed, format_p
+from .._format import decimals_for, fixed, format_p
 from .fit import GLM_MODELS, coefficient_headers, coefficient_rows, intercept_row, \
     penalty_text, privacy_lines, scaling_text, survival_text, traffic
 from .summary import fit_statistics, hazard_ratio_notes, summary_lines

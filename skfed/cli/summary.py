@@ -3,7 +3,7 @@ the original columns."""
 
 import numpy as np
 
-from ..plotting._format import format_p
+from .._format import format_p
 from .errors import CLIError
 
 #: a GLM's fit statistics ``(attribute, label)``, in the text and the HTML report

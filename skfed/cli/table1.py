@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from ..plotting._format import fixed, format_p, mean_decimals
+from .._format import fixed, format_p, mean_decimals
 
 #: the decimals of a standardized mean difference
 SMD_DECIMALS = 3

@@ -15,6 +15,7 @@ from sklearn.base import is_classifier
 from sklearn.utils import get_tags
 
 from .._messages import show
+from ..datafits.links import inverse_link
 from ..federation import dominance
 from ..federation.operations import COUNTS, NOTHING, SUMS, Arg, Refused, site_operation
 from ..federation.wire import role_of, wire_class
@@ -535,9 +536,7 @@ class _GLMModel(_LinearModel):
             np.ravel(self.intercept_)[0])
         if offset is not None:
             eta = eta + offset
-        link = self.family_.link
-        return np.exp(eta) if link == "log" else (
-            1.0 / (1.0 + np.exp(-eta)) if link == "logit" else eta)
+        return inverse_link(self.family_.link, eta)
 
 
 @site_operation(

@@ -23,7 +23,7 @@ from ._design import complete_rows, design_rows
 from ._errors import FormulaError
 from ._knots import discover_knots
 from ._parse import parse_formula
-from ._results import CoxResults, GLMResults
+from ._results import CoxResults, GLMResults, design_terms
 from ._terms import design_columns
 
 #: family -> (its links skfed fits, the default link)
@@ -290,7 +290,8 @@ def glm(formula, data, *, family="gaussian", link=None, var_power=None, offset=N
     estimator = _glm_estimator(name, power, cov_type, dict(
         tol=tol, max_rounds=max_rounds, privacy=privacy, executor=executor))
     estimator.fit(design_data)
-    return GLMResults(formula, estimator, design, rows, session.ledger.as_dict(), name, link)
+    return GLMResults(formula, estimator, design, rows, session.ledger.as_dict(), name, link,
+                      training_data=design_data)
 
 
 # --- Cox -------------------------------------------------------------------------
@@ -327,7 +328,7 @@ def _survival_response(parsed, duration_col, event_col, kinds, formula):
 
 def coxph(formula, data, *, duration_col=None, event_col=None, strata=None, ties="efron",
           cov_type="nonrobust", freq_weights=None, clients=None, min_level_count=5,
-          tol=1e-10, max_rounds=50, privacy=None, executor="sequential"):
+          time_grid=None, tol=1e-10, max_rounds=50, privacy=None, executor="sequential"):
     """Fit a Cox model from a formula over the sites: lifelines'
     ``CoxPHFitter().fit(df, duration_col, event_col, formula=...)`` on the pooled rows.
 
@@ -353,6 +354,10 @@ def coxph(formula, data, *, duration_col=None, event_col=None, strata=None, ties
         Case weights (lifelines' ``weights_col``).
     clients : str or array-like, default=None
     min_level_count : int, default=5
+    time_grid : None, array-like or int, default=None
+        As :class:`~skfed.survival.FedCoxPH`: ``None`` the exact event times
+        (a site service must allow them), else cut points (or their number)
+        to which each site coarsens its times.
     tol, max_rounds, privacy, executor
         Passed to :class:`~skfed.survival.FedCoxPH`.
 
@@ -373,10 +378,11 @@ def coxph(formula, data, *, duration_col=None, event_col=None, strata=None, ties
     design, rows, design_data, session = _build(
         parsed, dataset, terms, response, keep=keep, min_level_count=min_level_count,
         weights=weights, drop_intercept=True)
-    estimator = FedCoxPH(strata=strata, ties=ties, cov_type=cov_type, tol=tol,
-                         max_rounds=max_rounds, privacy=privacy, executor=executor)
+    estimator = FedCoxPH(strata=strata, ties=ties, cov_type=cov_type, time_grid=time_grid,
+                         tol=tol, max_rounds=max_rounds, privacy=privacy, executor=executor)
     estimator.fit(design_data)
-    return CoxResults(formula, estimator, design, rows, session.ledger.as_dict())
+    return CoxResults(formula, estimator, design, rows, session.ledger.as_dict(),
+                      training_data=design_data)
 
 
 # --- linear mixed models -----------------------------------------------------------
@@ -451,4 +457,7 @@ def mixedlm(formula, data, *, groups=None, re_formula=None, reml=True, clients=N
     estimator.fit(design_data, groups=groups)
     results = estimator.results_
     results.estimator, results.design, results.rows_by_site = estimator, design, rows
+    results.training_data = design_data
+    results.term_structure = design_terms(design)
+    results.endog_name = str(parsed.lhs[0])  # the response's name in the summary
     return results

@@ -12,17 +12,64 @@ import numpy as np
 import pandas as pd
 
 from ..data.site import SiteData
+from ..datafits.links import inverse_link
+from ..stats._results import LabelledResults, Term
 from ._design import complete_rows, design_matrix
 
 
-class FormulaResults:
+def design_terms(design):
+    """The terms of a formula's design as a journal table reads them (:class:`Term`):
+    each categorical with its levels and reference, each spline with its basis."""
+    grouped = {}
+    for column in design["columns"]:
+        grouped.setdefault(column["term"], []).append(column)
+    return [_term(name, columns, design["factors"]) for name, columns in grouped.items()]
+
+
+def _term(name, columns, factors):
+    parts = columns[0]["parts"]
+    if len(parts) != 1:  # an interaction: each column named by its levels
+        return Term(name, name, [(c["name"], _part_text(c["parts"], factors)) for c in columns],
+                    kind="interaction")
+    spec = factors[parts[0][0]]
+    column = spec.get("column") or (spec.get("expr") or {}).get("column")
+    details = {"column": column} if column == name or spec["kind"] != "numeric" else {}
+    label = column if details else name
+    if spec["kind"] == "categorical":
+        levels = spec["levels"]
+        chosen = [c["parts"][0][1] for c in columns]
+        missing = [levels[i] for i in range(len(levels)) if i not in chosen]
+        return Term(name, label, [(c["name"], levels[c["parts"][0][1]]) for c in columns],
+                    reference=missing[0] if len(missing) == 1 else None,
+                    kind="categorical", details=details)
+    kind = "spline" if spec["kind"] == "spline" else "numeric"
+    return Term(name, label, [(c["name"], None) for c in columns], kind=kind, details=details)
+
+
+def _part_text(parts, factors):
+    """``"horTh: yes × age"``: an interaction column by its factors' levels."""
+    texts = []
+    for factor, selector in parts:
+        spec = factors[factor]
+        if spec["kind"] == "categorical":
+            texts.append(f"{spec['column']}: {spec['levels'][selector]}")
+        else:
+            texts.append(factor if selector is None else f"{factor}[{selector}]")
+    return " \u00d7 ".join(texts)
+
+
+class FormulaResults(LabelledResults):
     """A fitted formula model (see :func:`skfed.formula.glm`, :func:`skfed.formula.coxph`).
+
+    The Wald tests, tables and figures are the estimator's numbers, written
+    once in :class:`~skfed.stats._results.ModelResults`, with the design's names
+    and terms.
 
     Attributes
     ----------
     formula : str
     estimator : estimator
-        The fitted skfed estimator (its own ``summary()``, ``history_``...).
+        The fitted skfed estimator (its ``history_``...).
     design : dict
         The design the sites built (JSON-safe: the factors with their levels and
         knots, the columns with their names).
@@ -30,15 +77,45 @@ class FormulaResults:
         The complete rows each site used.
     setup_ledger : dict
         Rounds and bytes of the exchanges that built the design (levels, knots).
+    training_data : FederatedDataset
+        The design's rows (at the sites for a service dataset): what the
+        proportional-hazards test and the analyses after the fit read.
+    term_structure : list of Term
+        The design's terms (a categorical's levels and reference).
     """
 
-    def __init__(self, formula, estimator, design, rows_by_site, setup_ledger):
+    def __init__(self, formula, estimator, design, rows_by_site, setup_ledger,
+                 training_data=None):
         self.formula = formula
         self.estimator = estimator
         self.design = design
         self.rows_by_site = rows_by_site
         self.setup_ledger = setup_ledger
+        self.training_data = training_data
+        self.term_structure = design_terms(design)
 
+    # -- what the results base reads ------------------------------------------
+    def _estimates(self):
+        return self.estimator._estimates()
+
+    def _df_inference(self, use_t):
+        return self.estimator._df_inference(use_t)
+
+    def _measure(self):
+        return self.estimator._measure()
+
+    @property
+    def _table_style(self):
+        return self.estimator._table_style
+
+    @property
+    def _summary_title(self):
+        return self.estimator._summary_title
+
+    def _summary_info(self):
+        return {"Formula:": self.formula, **self.estimator._summary_info()}
+
+    # -- statsmodels' names ---------------------------------------------------
     @property
     def param_names(self):
         """The parameters' names, as statsmodels writes them."""
@@ -55,55 +132,12 @@ class FormulaResults:
     @property
     def bse(self):
         """Standard errors (``cov_type``)."""
-        return self._series(self.estimator.bse_)
-
-    @property
-    def tvalues(self):
-        """Wald z statistics."""
-        return self._series(self.estimator.tvalues_)
-
-    @property
-    def pvalues(self):
-        """Two-sided p-values of the z statistics."""
-        return self._series(self.estimator.pvalues_)
-
-    def conf_int(self, alpha=0.05, use_t=False):
-        """Wald confidence intervals (columns ``0`` and ``1``, as statsmodels').
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-        use_t : bool, default=False
-            Student's t quantiles (the estimator's ``conf_int(use_t=True)``: for
-            cluster-robust errors from few sites).
-
-        Returns
-        -------
-        pandas.DataFrame
-        """
-        bounds = (self.estimator.conf_int(alpha, use_t=True) if use_t
-                  else self.estimator.conf_int(alpha))
-        return pd.DataFrame(bounds, index=self.param_names)
+        return self._series(self._wald()[1])
 
     def cov_params(self):
         """The estimates' covariance (``pandas.DataFrame``)."""
         names = self.param_names
         return pd.DataFrame(self.estimator.cov_params_, index=names, columns=names)
-
-    def summary(self, *args, **kwargs):
-        """The estimator's regression table, rows named as statsmodels'.
-
-        Parameters
-        ----------
-        *args, **kwargs
-            Passed to the estimator's ``summary`` (``alpha``; ``exponentiate``
-            for a GLM).
-
-        Returns
-        -------
-        pandas.DataFrame
-        """
-        return self.estimator.summary(*args, **kwargs)
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.formula!r}, {len(self.rows_by_site)} sites, "
@@ -133,8 +167,9 @@ class GLMResults(FormulaResults):
     link : str
     """
 
-    def __init__(self, formula, estimator, design, rows_by_site, setup_ledger, family, link):
-        super().__init__(formula, estimator, design, rows_by_site, setup_ledger)
+    def __init__(self, formula, estimator, design, rows_by_site, setup_ledger, family, link,
+                 training_data=None):
+        super().__init__(formula, estimator, design, rows_by_site, setup_ledger, training_data)
         self.family, self.link = family, link
 
     @property
@@ -210,9 +245,7 @@ class GLMResults(FormulaResults):
         eta = X @ np.asarray(self.estimator.params_)
         if offset is not None:
             eta = eta + offset
-        mean = {"log": np.exp, "logit": lambda e: 1.0 / (1.0 + np.exp(-e))}.get(
-            self.link, lambda e: e)
-        return pd.Series(mean(eta), index=index)
+        return pd.Series(inverse_link(self.link, eta), index=index)
 
 
 class CoxResults(FormulaResults):
@@ -249,3 +282,77 @@ class CoxResults(FormulaResults):
         """
         X, index, _ = self._design_of(data)
         return pd.Series(X @ np.asarray(self.estimator.coef_), index=index)
+
+    # -- what FedCoxPH has, on the formula's variables -------------------------
+    def proportional_hazard_test(self, time_transform="rank"):
+        """The proportional-hazards test on the fit's own rows
+        (:func:`skfed.survival.proportional_hazard_test`).
+
+        Parameters
+        ----------
+        time_transform : {"rank", "km", "identity", "log", "all"} or list, default="rank"
+
+        Returns
+        -------
+        table : pandas.DataFrame
+            One row per design column and ``"GLOBAL"``.
+        """
+        from ..survival import proportional_hazard_test
+
+        return proportional_hazard_test(self, time_transform=time_transform)
+
+    @property
+    def baseline_times_(self):
+        """The times of the baseline hazard (the fitted model's)."""
+        return self.estimator.baseline_times_
+
+    @property
+    def baseline_cumulative_hazard_(self):
+        """Breslow's baseline cumulative hazard (the fitted model's)."""
+        return self.estimator.baseline_cumulative_hazard_
+
+    def _profiles(self, data, strata):
+        """The design of new rows as the estimator reads them, and each row's stratum
+        (from the strata column of ``data`` when the model has one)."""
+        X, index, _ = self._design_of(data)
+        frame = pd.DataFrame(X, columns=self.param_names, index=index)
+        column = next((s for s in np.atleast_1d(self.estimator.strata or [])
+                       if s != "site"), None)
+        if strata is None and column is not None and column in data.columns:
+            strata = data.loc[index, column].to_numpy()
+        return frame, strata
+
+    def predict_cumulative_hazard(self, data, times=None, strata=None):
+        """Each new row's cumulative hazard ``exp(x'b) H0(t)`` at ``times``.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame
+            Rows in the formula's variables (incomplete rows left out).
+        times : array-like, default=None
+        strata : array-like, default=None
+            Each row's stratum (default: the strata column of ``data``).
+
+        Returns
+        -------
+        cumulative_hazard : ndarray of shape (n_rows, n_times)
+        """
+        frame, strata = self._profiles(data, strata)
+        return self.estimator.predict_cumulative_hazard(frame, times, strata)
+
+    def predict_survival_function(self, data, times=None, strata=None):
+        """Each new row's survival probability ``exp(-exp(x'b) H0(t))``.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame
+            Rows in the formula's variables (:func:`skfed.plotting.plot_survival`
+            draws them as profiles).
+        times : array-like, default=None
+        strata : array-like, default=None
+
+        Returns
+        -------
+        survival : ndarray of shape (n_rows, n_times)
+        """
+        return np.exp(-self.predict_cumulative_hazard(data, times, strata))

@@ -16,6 +16,7 @@ from ..data.site import SiteError, _model_from_message, _model_problem, model_me
 from ..federation import dominance
 from ..federation.operations import NOTHING, SUMS, Arg, site_operation
 from ..datafits import Gamma, Poisson, Quadratic, Tweedie
+from ..datafits.links import inverse_link
 from ..federation.layout import Layout
 from ..penalties import ElasticNet
 from ._inference import COV_TYPES, Family, GLMInferenceMixin, InferenceError
@@ -204,7 +205,7 @@ class _FedGLM(GLMInferenceMixin, SiteScoreMixin, RegressorMixin, FederatedLinear
         return None
 
     def _inverse_link(self, eta):
-        return np.exp(eta) if self._link == "log" else eta
+        return inverse_link(self._link, eta)
 
     @sites_aware
     def predict(self, X, offset=None):

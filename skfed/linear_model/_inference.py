@@ -36,14 +36,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from scipy.special import expit, gammaln, xlogy
+from scipy.special import gammaln, xlogy
 
 from ..datafits.base import hessian_from_raw
 from ..federation import dominance
 from ..federation.operations import SUMS, Arg, site_operation
 from ..federation.wire import wire_class
 from ..solvers.newton import pack_upper, unpack_upper
-from ..stats._hypothesis import WaldTestsMixin, warn_few_clusters
+from ..datafits.links import inverse_link, mean_derivative, ratio_measure
+from ..stats._hypothesis import warn_few_clusters
+from ..stats._results import EstimatorWald
 
 COV_TYPES = ("nonrobust", "HC0", "HC1", "cluster")
 #: the null model's intercept is iterated until its step is below this (relative)
@@ -93,11 +95,7 @@ class Family:
         return (y + 1.0) / 2.0 if self.name == "binomial" else y
 
     def mean(self, eta):
-        if self.link == "log":
-            return np.exp(eta)
-        if self.link == "logit":
-            return expit(eta)
-        return eta
+        return inverse_link(self.link, eta)
 
     def variance(self, mu):
         if self.name == "binomial":
@@ -105,11 +103,7 @@ class Family:
         return np.power(mu, self.variance_power) if self.variance_power else np.ones_like(mu)
 
     def dmu_deta(self, mu):
-        if self.link == "log":
-            return mu
-        if self.link == "logit":
-            return mu * (1.0 - mu)
-        return np.ones_like(mu)
+        return mean_derivative(self.link, mu)
 
     def fisher_weight(self, mu):
         """Expected information per unit weight in the linear predictor (times the scale)."""
@@ -427,27 +421,7 @@ def finish_inference(terms, family, cov_type, p, n_clients, names):
 
 
 # --- what the estimators expose ---------------------------------------------------
-class WaldMixin(WaldTestsMixin):
-    """Wald tests and intervals from ``params_`` and ``cov_params_`` (the GLMs'
-    inference and :class:`~skfed.survival.FedCoxPH`)."""
-
-    @property
-    def bse_(self):
-        """Standard errors, in the order of ``params_``."""
-        return np.sqrt(np.diag(self.cov_params_))
-
-    @property
-    def tvalues_(self):
-        """Wald statistics ``params_ / bse_`` (z: compared with the normal)."""
-        return self.params_ / self.bse_
-
-    @property
-    def pvalues_(self):
-        """Two-sided p-values of the z statistics."""
-        return 2.0 * stats.norm.sf(np.abs(self.tvalues_))
-
-
-class GLMInferenceMixin(WaldMixin):
+class GLMInferenceMixin(EstimatorWald):
     """Fitted inference (``bse_``, ``pvalues_``, ``summary()``...) shared by the GLMs and
     :class:`~skfed.FedLogisticRegression`.
 
@@ -597,6 +571,13 @@ class GLMInferenceMixin(WaldMixin):
         """``-2 loglike_ + p log(n)``: statsmodels 0.15's ``bic`` (``bic_llf``)."""
         return self._result("bic")
 
+    # -- the regression table (written once in skfed.stats._results) --------------
+    _summary_title = "Generalized Linear Model Regression Results"
+
+    def _measure(self):
+        family = self._result("family")
+        return ratio_measure(family.link, family.name)
+
     def summary(self, alpha=0.05, exponentiate=False, use_t=False):
         """The regression table: estimate, standard error, z, p-value, interval.
 
@@ -615,32 +596,23 @@ class GLMInferenceMixin(WaldMixin):
 
         Returns
         -------
-        table : pandas.DataFrame or dict
-            Rows ``param_names_``; columns ``coef`` (or ``exp(coef)``),
-            ``std err``, ``z``, ``P>|z|`` and the interval's bounds (named
-            ``[0.025`` and ``0.975]`` at the default alpha). A dict of
-            columns when pandas is not installed.
+        table : Summary
+            A ``pandas.DataFrame``: rows ``param_names_``; columns ``coef``
+            (or ``exp(coef)``), ``std err``, ``z``, ``P>|z|`` and the
+            interval's bounds (named ``[0.025`` and ``0.975]`` at the default
+            alpha); ``print(table)`` adds the fit's facts above it.
         """
-        ci = self.conf_int(alpha, use_t=use_t)
-        df = self._df_inference(use_t)
-        p = self.pvalues_ if df is None else 2.0 * stats.t.sf(np.abs(self.tvalues_), df)
-        z = "z" if df is None else "t"
-        coef = self.params_
-        label = "coef"
-        if exponentiate:
-            link = self._result("family").link
-            if link not in ("log", "logit"):
-                raise ValueError(f"exponentiate=True is for log and logit links (rate and odds "
-                                 f"ratios); this model's link is {link!r}.")
-            coef, ci, label = np.exp(coef), np.exp(ci), "exp(coef)"
-        lo, hi = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
-        columns = {label: coef, "std err": self.bse_, z: self.tvalues_,
-                   f"P>|{z}|": p, lo: ci[:, 0], hi: ci[:, 1]}
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            return {"index": self.param_names_, **columns}
-        return pd.DataFrame(columns, index=self.param_names_)
+        return super().summary(alpha, use_t, exponentiate)
+
+    def _summary_info(self):
+        family = self._result("family")
+        info = {"Model:": type(self).__name__, "Family:": family.name.capitalize(),
+                "Link:": family.link, "No. Observations:": f"{self.nobs_:g}",
+                "Df Residuals:": f"{self.df_resid_:g}", "Covariance:": self.cov_type,
+                "Scale:": f"{self.scale_:.4g}", "Log-Likelihood:": f"{self.loglike_:.4f}",
+                "Deviance:": f"{self.deviance_:.4f}", "AIC:": f"{self.aic_:.4f}",
+                "Sites:": str(getattr(self, "n_clients_", ""))}
+        return info
 
 
 def likelihood_ratio_test(restricted, full):

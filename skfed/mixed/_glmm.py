@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._messages import show
 from ..base import restore_on_failure
+from ..datafits.links import inverse_link
 from ..federation.session import FederationSession
 from ._data import (check_group_sites, mixed_dataset, warn_boundary,
                     warn_few_groups)
@@ -206,7 +207,7 @@ class FedMixedGLM(BaseEstimator):
             # groups unseen in the fit: the typical group's mean (an effect of 0)
             effects = self.random_effects_.reindex(np.asarray(groups, dtype=object))
             eta = eta + effects.fillna(0.0).to_numpy()
-        return 1.0 / (1.0 + np.exp(-eta)) if self.family == "binomial" else np.exp(eta)
+        return inverse_link("logit" if self.family == "binomial" else "log", eta)
 
 
 def _newton(session, design, n_fixed, n_nodes, tol, max_rounds):

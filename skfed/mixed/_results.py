@@ -7,47 +7,27 @@ follow statsmodels' ``MixedLM`` so that a reader can put the two side by side.
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from ..datafits.links import ratio_measure
+from ..stats._results import Estimates, LabelledResults, Summary
 
 
-class _FixedEffectsWald:
-    """z statistics, p-values and Wald intervals of the fixed effects (``fe_params``
-    and ``bse_fe``), as statsmodels' mixed models' results give them."""
+class _FixedEffectsResults(LabelledResults):
+    """The fixed effects' Wald inference (``tvalues``, ``pvalues``, ``conf_int()``,
+    Wald tests, the tables: the results base's), as statsmodels' mixed models'
+    results give them; the variance parameters are shown beside, not tested."""
 
-    @property
-    def tvalues(self):
-        """z statistics of the fixed effects."""
-        return self.fe_params / self.bse_fe
+    _table_style = "summary2"
+    _summary_digits = 3
 
-    @property
-    def pvalues(self):
-        """Two-sided normal p-values of the fixed effects."""
-        return pd.Series(2.0 * stats.norm.sf(np.abs(self.tvalues)), index=self.fe_params.index)
-
-    def conf_int(self, alpha=0.05):
-        """Normal (Wald) confidence intervals of the fixed effects.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-
-        Returns
-        -------
-        intervals : pandas.DataFrame
-            Columns ``0`` (lower) and ``1`` (upper), one row per fixed effect.
-        """
-        half = stats.norm.isf(alpha / 2) * self.bse_fe
-        return pd.DataFrame({0: self.fe_params - half, 1: self.fe_params + half})
-
-    def _fixed_table(self, alpha):
-        """``(rows, columns)``: the fixed effects' rows of the summary's table."""
-        ci = self.conf_int(alpha)
-        columns = ["Coef.", "Std.Err.", "z", "P>|z|", f"[{alpha / 2}", f"{1 - alpha / 2}]"]
-        return np.column_stack([self.fe_params, self.bse_fe, self.tvalues, self.pvalues,
-                                ci[0], ci[1]]), columns
+    def _estimates(self):
+        k = self.fe_params.size
+        cov = self._cov_params.to_numpy()[:k, :k]
+        return Estimates(self.fe_params.to_numpy(dtype=float), cov,
+                         [str(n) for n in self.fe_params.index])
 
 
-class MixedLMResults(_FixedEffectsWald):
+class MixedLMResults(_FixedEffectsResults):
     """The results of :class:`~skfed.mixed.FedMixedLM` (statsmodels' names).
 
     Parameters
@@ -177,7 +157,7 @@ class MixedLMResults(_FixedEffectsWald):
         return float(-2.0 * self.llf + np.log(self.nobs) * self.df_modelwc)
 
     # -- the table ----------------------------------------------------------
-    def summary_frame(self, alpha=0.05):
+    def summary_frame(self, alpha=0.05, use_t=False, exponentiate=False):
         """The summary's table as numbers: fixed effects (estimate, standard error,
         z, p, interval), then the random-effects (co)variances (estimate and
         standard error).
@@ -185,129 +165,46 @@ class MixedLMResults(_FixedEffectsWald):
         Parameters
         ----------
         alpha : float, default=0.05
+        use_t : bool, default=False
+            Not available (the fixed effects' tests are normal).
+        exponentiate : bool, default=False
+            The fixed effects as ratios (odds or rate ratios of a GLMM); the
+            variance rows stay variances.
 
         Returns
         -------
         table : pandas.DataFrame
         """
-        fixed, columns = self._fixed_table(alpha)
+        fixed = super().summary_frame(alpha, use_t, exponentiate)
         k = self.cov_re.shape[0]
-        variances = np.full((self.params.size - self.k_fe, 6), np.nan)
+        variances = np.full((self.params.size - self.k_fe, fixed.shape[1]), np.nan)
         variances[:, 0] = self.cov_re.to_numpy()[np.tril_indices(k)]
         variances[:, 1] = self.bse_re
-        return pd.DataFrame(np.vstack([fixed, variances]), index=self.params.index,
-                            columns=columns)
+        return pd.DataFrame(np.vstack([fixed.to_numpy(), variances]), index=self.params.index,
+                            columns=fixed.columns)
 
-    def summary(self, alpha=0.05):
-        """The regression table, laid out as statsmodels' ``MixedLMResults.summary()``.
+    _summary_title = "Mixed Linear Model Regression Results"
 
-        Parameters
-        ----------
-        alpha : float, default=0.05
-
-        Returns
-        -------
-        summary : MixedLMSummary
-            ``print(summary)`` shows the text; ``summary.info`` and
-            ``summary.table`` hold its parts.
-        """
+    def _summary_info(self):
         sizes = self.group_sizes
-        info = {"Model:": "MixedLM", "No. Observations:": str(self.nobs),
+        return {"Model:": "MixedLM", "No. Observations:": str(self.nobs),
                 "No. Groups:": str(self.n_groups), "Min. group size:": f"{sizes.min():.0f}",
                 "Max. group size:": f"{sizes.max():.0f}",
                 "Mean group size:": f"{sizes.mean():.1f}",
                 "Dependent Variable:": self.endog_name, "Method:": self.method,
                 "Scale:": f"{self.scale:.4f}", "Log-Likelihood:": f"{self.llf:.4f}",
                 "Converged:": "Yes" if self.converged else "No"}
-        return MixedLMSummary("Mixed Linear Model Regression Results", info,
-                              self.summary_frame(alpha))
 
     def __repr__(self):
         return (f"MixedLMResults({self.method}, {self.nobs} rows, {self.n_groups} groups, "
                 f"llf={self.llf:.4f})")
 
 
-class MixedLMSummary:
-    """A mixed model's summary: a title, a two-column block of facts, a table.
-
-    Parameters
-    ----------
-    title : str
-    info : dict
-        ``{label: text}``, shown in two columns.
-    table : pandas.DataFrame
-        Numbers; shown with three decimals, NaN as blank.
-    """
-
-    def __init__(self, title, info, table):
-        self.title, self.info, self.table = title, dict(info), table
-
-    def as_text(self):
-        """The summary as text (statsmodels' ``summary2`` layout)."""
-        pairs = list(self.info.items())
-        half = -(-len(pairs) // 2)
-        pairs += [("", "")] * (2 * half - len(pairs))
-        info_rows = [[*pairs[i], *pairs[i + half]] for i in range(half)]
-        table_rows = [[str(name)] + [f"{v:.3f}" if np.isfinite(v) else "" for v in row]
-                      for name, row in zip(self.table.index, self.table.to_numpy())]
-        header = [""] + [str(c) for c in self.table.columns]
-        widths = [_width(info_rows), _width([header] + table_rows)]
-        widest = max(widths)
-        blocks = []
-        for rows, width, head, align in ((info_rows, widths[0], None, "l"),
-                                         (table_rows, widths[1], header, "r")):
-            n_sep = max(len(rows[0]) - 2 if head else len(rows[0]) - 1, 1)
-            pad = (widest - width) // n_sep
-            first_pad = widest - width - n_sep * pad
-            blocks.append(_render(rows, head, align, " " * (pad + 1), first_pad))
-        title = self.title
-        if len(title) < widest:
-            title = " " * int(widest / 2 - len(title) / 2) + title
-        rule = "=" * widest
-        lines = [title, rule] + blocks[0] + [_dash_line(blocks[1][0])] + blocks[1] + [rule]
-        return "\n".join(lines) + "\n"  # statsmodels ends with its (empty) notes' line
-
-    def __str__(self):
-        return self.as_text()
-
-    def __repr__(self):
-        return self.as_text()
+#: a mixed model's summary is the results base's :class:`~skfed.stats._results.Summary`
+MixedLMSummary = Summary
 
 
-def _width(rows):
-    """A table's width with one space between columns."""
-    cols = list(zip(*rows))
-    return sum(max(len(c) for c in col) for col in cols) + len(cols) - 1
-
-
-def _dash_line(line):
-    return "-" * len(line)
-
-
-def _render(rows, header, align, sep, first_pad):
-    """Rows as text: first column left-aligned and padded by ``first_pad``, the
-    others aligned as ``align`` (a header, centred, then a rule below it)."""
-    rows = [[row[0] + " " * first_pad] + row[1:] for row in rows]
-    if header is not None:
-        header = [header[0] + " " * first_pad] + header[1:]
-    every = rows + ([header] if header is not None else [])
-    widths = [max(len(r[j]) for r in every) for j in range(len(rows[0]))]
-
-    def line(cells, centred=False):
-        out = [cells[0].ljust(widths[0])]
-        for cell, w in zip(cells[1:], widths[1:]):
-            out.append(cell.center(w) if centred else
-                       cell.ljust(w) if align == "l" else cell.rjust(w))
-        return sep.join(out)
-
-    lines = [line(r) for r in rows]
-    if header is not None:
-        head = line(header, centred=True)
-        lines = [head, "-" * len(head)] + lines
-    return lines
-
-
-class GLMMResults(_FixedEffectsWald):
+class GLMMResults(_FixedEffectsResults):
     """The results of :class:`~skfed.mixed.FedMixedGLM`.
 
     Parameters
@@ -382,44 +279,43 @@ class GLMMResults(_FixedEffectsWald):
         """``-2 llf + log(n) k``."""
         return float(-2.0 * self.llf + np.log(self.nobs) * (self.fe_params.size + 1))
 
-    def summary_frame(self, alpha=0.05):
+    def summary_frame(self, alpha=0.05, use_t=False, exponentiate=False):
         """Fixed effects (estimate, standard error, z, p, interval), then the
         random intercept's variance ``sigma^2`` with its delta-method standard error.
 
         Parameters
         ----------
         alpha : float, default=0.05
+        use_t : bool, default=False
+            Not available (the fixed effects' tests are normal).
+        exponentiate : bool, default=False
+            The fixed effects as ratios (odds or rate ratios of a GLMM); the
+            variance rows stay variances.
 
         Returns
         -------
         table : pandas.DataFrame
         """
-        fixed, columns = self._fixed_table(alpha)
+        fixed = super().summary_frame(alpha, use_t, exponentiate)
         variance = [self.sigma ** 2, 2.0 * self.sigma * self.bse_sigma] + [np.nan] * 4
-        return pd.DataFrame(np.vstack([fixed, variance]),
-                            index=list(self.fe_params.index) + ["Group Var"], columns=columns)
+        return pd.DataFrame(np.vstack([fixed.to_numpy(), variance]),
+                            index=list(self.fe_params.index) + ["Group Var"],
+                            columns=fixed.columns)
 
-    def summary(self, alpha=0.05):
-        """The regression table (statsmodels' layout).
+    _summary_title = "Generalized Linear Mixed Model Results"
 
-        Parameters
-        ----------
-        alpha : float, default=0.05
+    def _measure(self):
+        return ratio_measure("logit" if self.family == "binomial" else "log", self.family)
 
-        Returns
-        -------
-        summary : MixedLMSummary
-        """
+    def _summary_info(self):
         sizes = self.group_sizes
-        info = {"Model:": "GLMM", "Family:": self.family.capitalize(),
+        return {"Model:": "GLMM", "Family:": self.family.capitalize(),
                 "No. Observations:": str(self.nobs), "No. Groups:": str(self.n_groups),
                 "Min. group size:": f"{sizes.min():.0f}",
                 "Max. group size:": f"{sizes.max():.0f}",
                 "Dependent Variable:": self.endog_name, "Method:": self.method,
                 "Log-Likelihood:": f"{self.llf:.4f}", "AIC:": f"{self.aic:.4f}",
                 "Rounds:": str(self.n_rounds), "Converged:": "Yes" if self.converged else "No"}
-        return MixedLMSummary("Generalized Linear Mixed Model Results", info,
-                              self.summary_frame(alpha))
 
     def __repr__(self):
         return (f"GLMMResults({self.family}, {self.method}, {self.nobs} rows, "

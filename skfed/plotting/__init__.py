@@ -8,7 +8,7 @@ embedded as TrueType. matplotlib is the ``plot`` extra (``pip install
 ``docs/figures.md``.
 """
 
-from ._format import decimals_for, format_p, mean_decimals
+from .._format import decimals_for, format_p, mean_decimals
 from ._forest import forest_table, plot_forest
 from ._style import journal_style, save_figure
 from ._survival import number_at_risk, plot_kaplan_meier, plot_survival

@@ -3,14 +3,11 @@
 import numpy as np
 import pandas as pd
 
-from ._format import decimals_for, interval_text
+from ..datafits.links import ratio_measure
+from ..stats._results import ModelResults
+from ..stats._journal import INTERCEPT_NAMES
+from .._format import decimals_for, interval_text
 from ._style import COLORS, journal_style, new_figure
-
-#: the names an intercept row goes by (skfed, statsmodels' formulas, add_constant, CLI)
-INTERCEPT_NAMES = ("intercept", "Intercept", "const", "(intercept)")
-
-#: the measure a ratio is, by link
-_RATIO_NAMES = {"logit": "odds ratio", "cox": "hazard ratio"}
 
 
 def _link_and_family(results):
@@ -28,17 +25,10 @@ def _link_and_family(results):
     return link, family if isinstance(family, str) else None
 
 
-def _measure(link, family):
-    """What the exponentiated estimate is called, or ``None`` when it is not a ratio."""
-    if link in _RATIO_NAMES:
-        return _RATIO_NAMES[link]
-    if link == "log":
-        return "rate ratio" if family == "poisson" else "ratio of means"
-    return None
-
-
 def _estimates(results, alpha):
     """``(names, estimates, lower, upper)`` on the model's scale (log for ratios)."""
+    if isinstance(results, ModelResults):  # skfed's: a spline's basis is no effect to draw
+        return results._forest_rows(alpha)
     if isinstance(results, pd.DataFrame):
         missing = {"estimate", "lower", "upper"} - set(results.columns)
         if missing:
@@ -89,9 +79,12 @@ def forest_table(results, *, alpha=0.05, exponentiate=None, drop_intercept=True)
         ``"hazard ratio"``, ``"ratio"`` or ``"coefficient"``).
     """
     names, estimate, lower, upper = _estimates(results, alpha)
-    link, family = ((results.attrs.get("link"), results.attrs.get("family"))
-                    if isinstance(results, pd.DataFrame) else _link_and_family(results))
-    measure = _measure(link, family)
+    if isinstance(results, ModelResults):
+        measure = results._measure()
+    else:
+        link, family = ((results.attrs.get("link"), results.attrs.get("family"))
+                        if isinstance(results, pd.DataFrame) else _link_and_family(results))
+        measure = ratio_measure(link, family)
     ratio = measure is not None if exponentiate is None else bool(exponentiate)
     table = pd.DataFrame({"estimate": estimate, "lower": lower, "upper": upper},
                          index=pd.Index(names, name="parameter"))

@@ -198,27 +198,6 @@ def wald_test_from(params, cov, R, q, *, use_f=False, df_denom=None):
     return WaldTestResult(F, float(stats.f.sf(F, J, df_denom)), J, float(df_denom), "F")
 
 
-def wald_test_terms_from(params, cov, names, terms=None, *, use_f=False, df_denom=None):
-    """Joint Wald tests that all parameters of each term are zero (statsmodels'
-    ``wald_test_terms``): a table with one row per term.
-
-    ``terms``: ``{term: [parameter names]}`` (default :func:`term_groups` of
-    ``names``). Columns ``statistic``, ``pvalue``, ``df_constraint`` and, for
-    F tests, ``df_denom``.
-    """
-    names = [str(n) for n in names]
-    terms = term_groups(names) if terms is None else dict(terms)
-    rows = {}
-    for term, members in terms.items():
-        R, q = linear_hypothesis(list(members), names)
-        result = wald_test_from(params, cov, R, q, use_f=use_f, df_denom=df_denom)
-        rows[term] = {"statistic": result.statistic, "pvalue": result.pvalue,
-                      "df_constraint": result.df_num}
-        if use_f:
-            rows[term]["df_denom"] = result.df_denom
-    return pd.DataFrame.from_dict(rows, orient="index")
-
-
 def wald_intervals(params, bse, alpha, df=None):
     """``params -+ c bse`` as an ``(n_params, 2)`` array: ``c`` the normal's
     ``1 - alpha/2`` quantile, or Student's t's with ``df`` degrees of freedom."""
@@ -234,97 +213,6 @@ def warn_few_clusters(estimator, n_clusters, factor_applied):
     if 2 <= n_clusters < FEW_CLUSTERS:
         warnings.warn(few_clusters_message(type(estimator).__name__, n_clusters,
                                            factor_applied), FewClustersWarning, stacklevel=4)
-
-
-class WaldTestsMixin:
-    """Intervals and Wald tests of linear hypotheses for an estimator with
-    ``params_``, ``cov_params_``, ``param_names_``, ``cov_type`` and
-    ``n_clients_`` (skfed's ``WaldMixin``: the GLMs and ``FedCoxPH``)."""
-
-    def _df_inference(self, use_t):
-        """Degrees of freedom of Student's t (and of the F tests' denominator): the
-        number of sites minus one for ``cov_type="cluster"`` (statsmodels'
-        ``df_correction=True``); ``None`` without ``use_t``."""
-        if not use_t:
-            return None
-        if self.cov_type == "cluster":
-            return float(self.n_clients_ - 1)
-        raise ValueError(f"{type(self).__name__}: use_t (and use_f) is for "
-                         "cov_type='cluster' here: Student's t (F) with the number of sites "
-                         "minus one degrees of freedom; this model's tests are normal (chi2).")
-
-    def conf_int(self, alpha=0.05, use_t=False):
-        """Wald confidence intervals ``params_ -+ c bse_``.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-            One minus the confidence level.
-        use_t : bool, default=False
-            ``c`` from Student's t (statsmodels' ``use_t=True``): with the
-            number of sites minus one degrees of freedom for
-            ``cov_type="cluster"``, the residual degrees of freedom otherwise
-            (GLMs only); else from the normal.
-
-        Returns
-        -------
-        intervals : ndarray of shape (n_params, 2)
-            Lower and upper bounds, in the order of ``params_``.
-        """
-        return wald_intervals(self.params_, self.bse_, alpha, self._df_inference(use_t))
-
-    def wald_test(self, R, q=None, use_f=False):
-        """Wald test of the linear hypothesis ``R params_ = q``.
-
-        statsmodels' ``wald_test(R, q, scalar=True)``, from the fit's
-        estimates and ``cov_params_`` (no site is asked anything).
-
-        Parameters
-        ----------
-        R : str, list of str or array-like
-            A matrix with one column per parameter (in the order of
-            ``params_``); a list of parameter names (all of them zero: the
-            joint test of a categorical's dummies); or statsmodels' string
-            syntax on ``param_names_`` (``"x1 = 0, x2 = x3"``, read by patsy).
-        q : array-like, default=None
-            Right-hand side for a matrix ``R`` (zeros by default).
-        use_f : bool, default=False
-            The F test: the statistic over the number of constraints ``J``,
-            compared with ``F(J, df)`` (``df`` as ``conf_int(use_t=True)``);
-            else chi2 with ``J`` degrees of freedom (statsmodels' default for
-            GLMs).
-
-        Returns
-        -------
-        result : WaldTestResult
-            ``statistic``, ``pvalue``, ``df_num``, ``df_denom``, ``distribution``.
-        """
-        R, q = linear_hypothesis(R, self.param_names_, q)
-        return wald_test_from(self.params_, self.cov_params_, R, q, use_f=use_f,
-                              df_denom=self._df_inference(use_f))
-
-    def wald_test_terms(self, terms=None, use_f=False):
-        """Joint Wald tests that all parameters of a term are zero, one per term.
-
-        statsmodels' ``wald_test_terms(scalar=True)``.
-
-        Parameters
-        ----------
-        terms : dict, default=None
-            ``{term: [parameter names]}``. By default statsmodels' names are
-            grouped by term: ``C(sex)[T.M]`` and ``C(sex)[T.O]`` form the term
-            ``C(sex)``; any other name is its own term.
-        use_f : bool, default=False
-            F tests instead of chi2 (as :meth:`wald_test`).
-
-        Returns
-        -------
-        table : pandas.DataFrame
-            One row per term: ``statistic``, ``pvalue``, ``df_constraint``
-            (and ``df_denom`` for F tests).
-        """
-        return wald_test_terms_from(self.params_, self.cov_params_, self.param_names_, terms,
-                                    use_f=use_f, df_denom=self._df_inference(use_f))
 
 
 # --- analysis of deviance -------------------------------------------------------------
@@ -346,9 +234,11 @@ def anova_deviance(*models, test=None):
 
     Parameters
     ----------
-    *models : fitted skfed GLM estimators
+    *models : fitted skfed GLM estimators or results of :func:`skfed.formula.glm`
         At least two unpenalized fits of the same family on the same rows and
-        sites, from the smallest to the largest.
+        sites, from the smallest to the largest. Formulas are nested when each
+        term of the smaller is a term of the larger, or a numeric column that
+        a spline of the larger spans (``y ~ x`` in ``y ~ bs(x, df=4)``).
     test : {"chisq", "F"}, default=None
         ``None``: ``"chisq"`` for a family whose scale is fixed (binomial,
         Poisson), ``"F"`` for one whose scale is estimated.
@@ -363,7 +253,13 @@ def anova_deviance(*models, test=None):
     """
     if len(models) < 2:
         raise ValueError("anova_deviance compares at least two nested fits.")
-    _check_nested(models)
+    formulas = all(getattr(model, "term_structure", None) is not None for model in models)
+    if formulas:
+        _check_formulas_nested(models)
+    # a formula's result compares as its fitted estimator
+    models = [model.estimator if getattr(model, "term_structure", None) is not None
+              else model for model in models]
+    _check_nested(models, check_names=not formulas)
     largest = models[-1]
     family = largest.family_
     test = ("chisq" if family.fixed_scale else "F") if test is None else test
@@ -393,7 +289,25 @@ def anova_deviance(*models, test=None):
     return table
 
 
-def _check_nested(models):
+def _check_formulas_nested(models):
+    """Each formula's terms among the next one's, or a numeric column the next one's
+    spline of that column spans (with an intercept: a cubic spline basis and the
+    constant span the linear functions)."""
+    for k in range(1, len(models)):
+        smaller, larger = models[k - 1].term_structure, models[k].term_structure
+        names = {t.name for t in larger}
+        splines = {t.details.get("column") for t in larger if t.kind == "spline"}
+        intercept = "Intercept" in names
+        for term in smaller:
+            spanned = (term.kind == "numeric" and intercept
+                       and term.details.get("column") in splines)
+            if term.name not in names and not spanned:
+                raise ValueError(f"model {k} is not nested in model {k + 1}: its term "
+                                 f"{term.name!r} is not a term of model {k + 1} (nor a "
+                                 "column that one of its splines spans).")
+
+
+def _check_nested(models, check_names=True):
     """Same family, rows and sites, increasing parameters (names nested when known)."""
     first = models[0]
     for k, model in enumerate(models):
@@ -415,7 +329,8 @@ def _check_nested(models):
         if not len(model.params_) > len(smaller.params_):
             raise ValueError(f"model {k + 1} must have more parameters than model {k}: list "
                              "the models from the smallest to the largest.")
-        if hasattr(model, "feature_names_in_") and hasattr(smaller, "feature_names_in_"):
+        if (check_names and hasattr(model, "feature_names_in_")
+                and hasattr(smaller, "feature_names_in_")):
             missing = set(smaller.param_names_) - set(model.param_names_)
             if missing:
                 raise ValueError(f"model {k} is not nested in model {k + 1}: "

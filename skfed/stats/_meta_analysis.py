@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from .._messages import did_you_mean, closest, show
+from ._results import Estimates, ModelResults, Term
 
 #: spellings of the between-site variance estimators, by estimator
 _METHODS = {"reml": "reml", "ml": "ml", "dl": "dl", "dersimonian-laird": "dl", "chi2": "dl",
@@ -178,8 +179,12 @@ def restricted_loglike(tau2, estimates, variances):
     return -0.5 * float(np.log(v + tau2).sum() + np.log(w.sum()) + w @ (resid * resid))
 
 
-class MetaAnalysisResult:
+class MetaAnalysisResult(ModelResults):
     """A fixed-effect and random-effects meta-analysis (statsmodels' names).
+
+    The pooled estimates are its parameters for the results base (their Wald
+    intervals and tests, the summary, the journal table): ``fixed effect``,
+    ``random effect`` and their Hartung-Knapp (``wls``) forms.
 
     Parameters
     ----------
@@ -234,10 +239,27 @@ class MetaAnalysisResult:
         self.var_hksj_re = float(self.weights_rel_re @ (self.eff - self.mean_effect_re) ** 2
                                  / self.df_resid)
 
-    def _critical(self, alpha, use_t):
-        use_t = self.use_t if use_t is None else use_t
-        return (stats.t.isf(alpha / 2, self.df_resid) if use_t
-                else stats.norm.isf(alpha / 2))
+    # -- what the results base reads -------------------------------------------
+    _summary_title = "Meta-analysis"
+
+    def _estimates(self):
+        rows = self._pooled_rows()
+        se = np.array([v[1] for v in rows.values()])
+        return Estimates(np.array([v[0] for v in rows.values()]), np.diag(se * se),
+                         list(rows))
+
+    def _df_inference(self, use_t):
+        """Student's t on ``k - 1`` df with ``use_t`` (the result's by default)."""
+        return float(self.df_resid) if (self.use_t if use_t is None else use_t) else None
+
+    def _terms(self):
+        return [Term(name, name, [(name, None)]) for name in self._pooled_rows()]
+
+    def _summary_info(self):
+        return {"Sites:": str(self.k), "tau2 method:": _METHOD_NAMES[self.method],
+                "tau2:": f"{self.tau2:.4g}", "I2:": f"{100 * self.i2:.1f}%",
+                "H2:": f"{self.h2:.3g}",
+                "Q:": f"{self.q:.4g} on {self.df_resid} df (p = {self.q_pvalue:.3g})"}
 
     def conf_int(self, alpha=None, use_t=None):
         """Intervals of the pooled estimates.
@@ -256,9 +278,8 @@ class MetaAnalysisResult:
             "random effect wls": (lower, upper)}`` (the ``wls`` rows with the
             Hartung-Knapp scale).
         """
-        crit = self._critical(self.alpha if alpha is None else alpha, use_t)
-        rows = self._pooled_rows()
-        return {name: (m - crit * se, m + crit * se) for name, (m, se) in rows.items()}
+        intervals = self._wald(self.alpha if alpha is None else alpha, use_t)[4]
+        return {name: tuple(bounds) for name, bounds in zip(self._pooled_rows(), intervals)}
 
     def _pooled_rows(self):
         return {"fixed effect": (self.mean_effect_fe, self.sd_eff_w_fe),
@@ -275,13 +296,15 @@ class MetaAnalysisResult:
         """
         return self.q, self.q_pvalue
 
-    def summary_frame(self, alpha=None, use_t=None):
+    def summary_frame(self, alpha=None, use_t=None, exponentiate=False):
         """Sites and pooled estimates in one table (statsmodels' ``summary_frame``).
 
         Parameters
         ----------
         alpha : float, default=None
         use_t : bool, default=None
+        exponentiate : bool, default=False
+            ``exp`` of the estimates and intervals (the effects are log ratios).
 
         Returns
         -------
@@ -299,29 +322,32 @@ class MetaAnalysisResult:
         pooled = [[m, se, *intervals[name], 1.0 if "fixed" in name else np.nan,
                    np.nan if "fixed" in name else 1.0]
                   for name, (m, se) in self._pooled_rows().items()]
-        return pd.DataFrame(np.vstack([sites, pooled]),
-                            index=self.row_names + list(self._pooled_rows()),
-                            columns=["eff", "sd_eff", "ci_low", "ci_upp", "w_fe", "w_re"])
+        table = pd.DataFrame(np.vstack([sites, pooled]),
+                             index=self.row_names + list(self._pooled_rows()),
+                             columns=["eff", "sd_eff", "ci_low", "ci_upp", "w_fe", "w_re"])
+        if exponentiate:
+            table[["eff", "ci_low", "ci_upp"]] = np.exp(table[["eff", "ci_low", "ci_upp"]])
+        return table
 
-    def summary(self):
-        """A short text: pooled estimates, ``tau2``, ``I2`` and Cochran's Q.
+    def summary(self, alpha=None, use_t=None, exponentiate=False):
+        """Sites and pooled estimates, with ``tau2``, ``I2``, ``H2`` and Cochran's Q above.
+
+        Parameters
+        ----------
+        alpha : float, default=None
+        use_t : bool, default=None
+        exponentiate : bool, default=False
 
         Returns
         -------
-        text : str
+        summary : Summary
+            :meth:`summary_frame` (a ``pandas.DataFrame``) with the facts;
+            ``print(summary)`` shows both.
         """
-        level = f"{100 * (1 - self.alpha):g}%"
-        ci = self.conf_int()
-        lines = [f"Meta-analysis of {self.k} sites (tau2 by {_METHOD_NAMES[self.method]})"]
-        for name in ("fixed effect", "random effect"):
-            m, se = self._pooled_rows()[name]
-            lo, hi = ci[name]
-            lines.append(f"  {name:<14} {m: .6g}  (SE {se:.4g}; {level} CI {lo:.4g} to "
-                         f"{hi:.4g})")
-        lines.append(f"  tau2 = {self.tau2:.4g}, I2 = {100 * self.i2:.1f}%, H2 = "
-                     f"{self.h2:.3g}, Q = {self.q:.4g} on {self.df_resid} df "
-                     f"(p = {self.q_pvalue:.3g})")
-        return "\n".join(lines)
+        summary = super().summary(self.alpha if alpha is None else alpha, use_t, exponentiate)
+        summary.title = (f"Meta-analysis of {self.k} sites "
+                         f"(tau2 by {_METHOD_NAMES[self.method]})")
+        return summary
 
     def __repr__(self):
         return (f"MetaAnalysisResult(k={self.k}, method={self.method!r}, "

@@ -15,7 +15,6 @@ from ..data.site import Targets
 from ..datafits.cox import CoxPartialLikelihood
 from ..federation.clients import describe_label
 from ..federation.layout import Layout
-from ..linear_model._inference import WaldMixin
 from ..penalties import ElasticNet
 from ..solvers.newton import FedNewton
 from ..solvers.risk_sets import RiskSetNewton
@@ -29,7 +28,7 @@ from ._target import split_survival
 COV_TYPES = ("nonrobust", "robust", "cluster")
 
 
-class FedCoxPH(CoxInferenceMixin, BaselineMixin, WaldMixin, FederatedLinearModel):
+class FedCoxPH(CoxInferenceMixin, BaselineMixin, FederatedLinearModel):
     """Federated Cox proportional hazards regression (the pooled partial likelihood).
 
     Minimizes ``-(1/W) log PL(beta) + alpha (l1_ratio ||beta||_1 + (1 - l1_ratio)

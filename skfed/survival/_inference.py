@@ -3,7 +3,6 @@ information, log partial likelihoods, sandwich meats, the baseline's sums, and t
 regression table read from them."""
 
 import numpy as np
-from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 
 from ..datafits.cox import baseline_increments, cox_terms
@@ -11,12 +10,25 @@ from ..linear_model._inference import InferenceError, _symmetric_inverse
 from ..solvers.newton import unpack_upper
 from ..solvers.risk_sets import client_risk_set_sums
 from ..stats._hypothesis import warn_few_clusters
+from ..stats._results import EstimatorWald
 from ._site import client_cox_baseline, client_cox_inference, client_cox_residual_meat
 
 
-class CoxInferenceMixin:
+class CoxInferenceMixin(EstimatorWald):
     """``_final_pass`` (run by ``_fit_federated`` while the sites are open) and the
-    fitted inference it leaves: ``cov_params_``, ``loglike_``, ``summary()``..."""
+    fitted inference it leaves: ``cov_params_``, ``loglike_``, ``summary()``...
+    (the table and the tests written once in :mod:`skfed.stats._results`)."""
+
+    _summary_title = "Cox Proportional Hazards Regression Results"
+    _table_style = "lifelines"  # lifelines' summary columns
+
+    def _measure(self):
+        return "hazard ratio"
+
+    def _summary_info(self):
+        return {"Model:": "FedCoxPH", "Ties:": self.ties, "Covariance:": self.cov_type,
+                "No. Events:": str(self.n_events_), "Sites:": str(self.n_clients_),
+                "Log-Likelihood:": f"{self.loglike_:.4f}"}
 
     # -- the pass at the optimum (called by _fit_federated while the sites are open)
     def _final_pass(self, session, problem, solver, theta):
@@ -126,37 +138,3 @@ class CoxInferenceMixin:
         """Covariate names (``feature_names_in_`` or ``x0, x1, ...``)."""
         check_is_fitted(self)
         return list(self._inference["names"])
-
-    def summary(self, alpha=0.05, use_t=False):
-        """The regression table with hazard ratios (lifelines' ``summary`` columns).
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-            One minus the confidence level of the intervals.
-        use_t : bool, default=False
-            With ``cov_type="cluster"``: p-values and intervals from Student's
-            t with the number of sites minus one degrees of freedom (the
-            small-sample correction for few sites; lifelines has none).
-
-        Returns
-        -------
-        table : pandas.DataFrame or dict
-            Rows: covariates. Columns ``coef``, ``exp(coef)``, ``se(coef)``,
-            the intervals of ``coef`` and of ``exp(coef)``, ``z`` and ``p``.
-        """
-        ci = self.conf_int(alpha, use_t=use_t)
-        df = self._df_inference(use_t)
-        p = self.pvalues_ if df is None else 2.0 * stats.t.sf(np.abs(self.tvalues_), df)
-        level = f"{100 * (1 - alpha):g}%"
-        columns = {"coef": self.coef_, "exp(coef)": self.hazard_ratios_, "se(coef)": self.bse_,
-                   f"coef lower {level}": ci[:, 0], f"coef upper {level}": ci[:, 1],
-                   f"exp(coef) lower {level}": np.exp(ci[:, 0]),
-                   f"exp(coef) upper {level}": np.exp(ci[:, 1]),
-                   "z" if df is None else "t": self.tvalues_, "p": p}
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            return {"index": self.param_names_, **columns}
-        return pd.DataFrame(columns, index=pd.Index(self.param_names_, name="covariate"))
-

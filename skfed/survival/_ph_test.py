@@ -45,7 +45,7 @@ TRANSFORMS = ("rank", "km", "identity", "log")
 LOCAL_TRANSFORMS = ("identity", "log")
 
 
-def proportional_hazard_test(estimator, X, y=None, clients=None, sample_weight=None, *,
+def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_weight=None, *,
                              time_transform="rank"):
     """Test the proportional-hazards assumption of a fitted :class:`FedCoxPH`.
 
@@ -55,9 +55,10 @@ def proportional_hazard_test(estimator, X, y=None, clients=None, sample_weight=N
 
     Parameters
     ----------
-    estimator : FedCoxPH
-        Fitted, with standard errors (no L1 part).
-    X : FederatedDataset or array-like of shape (n_samples, n_features)
+    estimator : FedCoxPH or CoxResults
+        Fitted, with standard errors (no L1 part); or the result of
+        :func:`skfed.formula.coxph`, whose own rows are then read (no ``X``).
+    X : FederatedDataset or array-like of shape (n_samples, n_features), default=None
         The rows the model was fitted on (as lifelines' ``training_df``): a
         :class:`~skfed.data.FederatedDataset` with its survival target, or
         the fit's ``X`` (with its strata column, if any).
@@ -98,6 +99,7 @@ def proportional_hazard_test(estimator, X, y=None, clients=None, sample_weight=N
     diagnostics based on weighted residuals", Biometrika 81, 1994.
     """
     transforms = _transforms(time_transform)
+    estimator, X = _model_and_rows(estimator, X)
     check_is_fitted(estimator)
     if estimator.privacy is not None:
         raise ValueError("the model was fitted under secure aggregation, and the test's "
@@ -122,6 +124,24 @@ def proportional_hazard_test(estimator, X, y=None, clients=None, sample_weight=N
                            estimator.time_grid_, phase="analysis")
         pieces = _from_risk_sets(estimator, sums, transforms)
     return _table(pieces, cov, estimator.param_names_, transforms)
+
+
+def _model_and_rows(model, X):
+    """The fitted :class:`FedCoxPH` and its rows: a formula's result carries both."""
+    from ._cox import FedCoxPH
+
+    if isinstance(model, FedCoxPH):
+        if X is None:
+            raise TypeError("proportional_hazard_test(estimator, X, ...): X, the rows the "
+                            "model was fitted on, is missing.")
+        return model, X
+    fitted, rows = getattr(model, "estimator", None), getattr(model, "training_data", None)
+    if not isinstance(fitted, FedCoxPH) or rows is None:
+        raise TypeError(f"proportional_hazard_test takes a fitted FedCoxPH or the result of "
+                        f"skfed.formula.coxph; got {type(model).__name__}.")
+    if X is not None:
+        raise TypeError("a formula's result is tested on its own rows: pass no X.")
+    return fitted, rows
 
 
 def _transforms(time_transform):
