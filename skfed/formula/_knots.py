@@ -3,11 +3,13 @@
 patsy's ``bs(x, df=k)`` puts its interior knots at equally spaced quantiles of
 ``x`` (``np.percentile``, linear interpolation) and its boundary knots at the
 minimum and maximum. Over the sites: each site releases its column's count,
-minimum and maximum (:func:`~skfed.formula._design.site_extremes`), then the
-two order statistics around each quantile are found by bisection, each round
-every site answering with its count of values at most a threshold and its
-values next to it (:func:`skfed.stats._site.site_count_below`, the operation
-of ``skfed.stats.describe``'s exact quantiles). Every exchange goes through
+minimum and maximum (:func:`~skfed.formula._design.site_extremes`; never for a
+spline whose knots and both bounds are given, which a site without
+``allow_exact_quantiles`` then serves), then the two order statistics around each
+quantile are found by bisection, each round every site answering with its count
+of values at most a threshold and its values next to it
+(:func:`skfed.stats._site.site_count_below`, the operation of
+``skfed.stats.describe``'s exact quantiles). Every exchange goes through
 the fit's :class:`~skfed.federation.session.FederationSession`.
 """
 
@@ -102,13 +104,17 @@ def discover_knots(session, factors, options):
     names = [n for n, f in factors.items() if f["kind"] == "spline"]
     if not names:
         return {}
-    columns = list(dict.fromkeys(factors[n]["column"] for n in names))
-    replies = session.per_site(site_extremes, columns, phase="setup")
+    # a spline whose knots and both bounds are given needs nothing from the sites: its
+    # column's extremes (single rows' values) are asked only for another spline's sake
+    columns = list(dict.fromkeys(factors[n]["column"] for n in names
+                                 if not _given(options[n])))
     extremes = {}
-    for c in columns:
-        present = [r[c] for r in replies if r[c][0] > 0]
-        extremes[c] = (sum(p[0] for p in present), min(p[1] for p in present),
-                       max(p[2] for p in present))
+    if columns:
+        replies = session.per_site(site_extremes, columns, phase="setup")
+        for c in columns:
+            present = [r[c] for r in replies if r[c][0] > 0]
+            extremes[c] = (sum(p[0] for p in present), min(p[1] for p in present),
+                           max(p[2] for p in present))
     wanted = {}
     for name in names:
         if options[name]["knots"] is None:
@@ -117,14 +123,21 @@ def discover_knots(session, factors, options):
     quantiles = _pooled_quantiles(session, {c: list(dict.fromkeys(p))
                                             for c, p in wanted.items()}, extremes)
     return {name: _knot_vector(name, factors[name], options[name],
-                               extremes[factors[name]["column"]],
+                               extremes.get(factors[name]["column"]),
                                quantiles.get(factors[name]["column"], {}))
             for name in names}
 
 
+def _given(spec):
+    """Whether a spline's knots and both bounds are given (nothing to find)."""
+    return spec["knots"] is not None and spec["lower_bound"] is not None and \
+        spec["upper_bound"] is not None
+
+
 def _knot_vector(name, factor, spec, extremes, quantiles):
-    """Set ``factor["knots"]``; return the basis's number of columns."""
-    _, vmin, vmax = extremes
+    """Set ``factor["knots"]``; return the basis's number of columns (``extremes``:
+    ``None`` when the knots and bounds are given)."""
+    _, vmin, vmax = (None, None, None) if extremes is None else extremes
     inner = (list(spec["knots"]) if spec["knots"] is not None
              else [quantiles[p] for p in _interior_probabilities(spec)])
     lower = vmin if spec["lower_bound"] is None else float(spec["lower_bound"])
