@@ -330,7 +330,12 @@ def _fit_at_services(data, args):
     classifier = forced if forced is not None else data.metadata[0]["target_kind"] == "text"
     notes = []
     if args.drop_incomplete:  # the rows without a target; missing features stay
-        data = data.drop_incomplete(features=False)
+        from ..sites import SiteRefusal
+
+        try:
+            data = data.drop_incomplete(features=False)
+        except SiteRefusal as exc:  # the site's text says what to do: no tree hint
+            raise CLIError(str(exc)) from exc
         notes.append("--drop-incomplete: each site dropped its rows without a target")
     test_size = _test_size(args)
     final = test_size == 0

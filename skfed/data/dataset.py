@@ -35,6 +35,7 @@ class _InProcess:
     """Sites whose rows are in this process."""
 
     resident = False
+    where = "simulated in this process"
 
     def __init__(self, parts):
         self.parts = list(parts)
@@ -62,6 +63,7 @@ class _OnWorkers:
     """Sites whose rows live on Dask workers, one future each (never gathered)."""
 
     resident = True
+    where = "resident on Dask workers"
 
     def __init__(self, client, futures, workers, owns_client=False):
         self.client, self.futures, self.workers = client, list(futures), list(workers)
@@ -184,8 +186,7 @@ class FederatedDataset:
         return len(self._descriptions)
 
     def __repr__(self):
-        where = getattr(self._backend, "where", None) or (
-            "resident on Dask workers" if self.resident else "simulated in this process")
+        where = self._backend.where  # each home of the rows says where they are
         return (f"FederatedDataset({len(self)} sites, {int(self.n_samples.sum())} rows, "
                 f"{self.n_features} features, {where})")
 
@@ -268,7 +269,10 @@ class FederatedDataset:
         complete-case analysis as statsmodels' ``missing="drop"``) so is a row with
         a missing feature; ``features=False`` keeps those for an imputer. At a
         site service it is a declared row step: the site drops the rows, and its
-        ``min_rows`` applies to the rows kept and to the rows dropped.
+        ``min_rows`` applies to the rows kept and to the rows dropped; a site that
+        would drop (or keep) fewer refuses, saying what to do: impute instead
+        (``features=False``), or its officer declares the dataset's analysis
+        population (``population = "complete"``).
 
         Returns
         -------
@@ -528,7 +532,6 @@ class FederatedDataset:
         except BaseException:
             backend.close()
             raise
-        backend.where = "at site services"
         return cls(backend, descriptions)
 
     def scatter(self, client=None, *, placement=None):

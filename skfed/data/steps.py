@@ -25,7 +25,9 @@ MIN_SITE_ROWS = 5
 @row_step("split", selects=True,
           arguments=(Arg("test_size", "float", low=0, high=1), Arg("seed", "int", low=0,
                                                                    high=2 ** 63 - 1),
-                     Arg("held_out", "bool")))
+                     Arg("held_out", "bool")),
+          remedy="a test_size whose held-out part and rest each hold at least min_rows "
+                 "of the site's rows, or no held-out rows")
 def split_site(site, test_size, seed, held_out):
     """At a site: its training rows or its held-out rows.
 
@@ -234,7 +236,12 @@ def _missing_target(y):
     return pd.isna(pd.DataFrame(y)).to_numpy().any(axis=1)
 
 
-@row_step("drop_incomplete", selects=True, arguments=(Arg("impute", "bool"),))
+@row_step("drop_incomplete", selects=True, arguments=(Arg("impute", "bool"),),
+          remedy="impute the missing features instead of dropping their rows "
+                 "(drop_incomplete(features=False) drops only the rows without a target; "
+                 "--impute on the command line), or ask the site's officer to declare the "
+                 "dataset's analysis population, population = \"complete\" (its complete "
+                 "cases, the rows of every analysis; docs/data-officers.md)")
 def drop_incomplete_site(site, impute):
     """At a site: its rows without a missing value.
 

@@ -349,7 +349,8 @@ class RowStep:
 
     ``selects`` says it may leave rows out (a filter: its row set is recorded and
     ruled on at a site); ``reads(args)`` names the columns it reads (for the audit
-    line).
+    line); ``remedy`` is what the analyst can do when a site refuses the rows it
+    would keep or leave out (a fixed text, shown with the refusal).
     """
 
     name: str
@@ -358,6 +359,7 @@ class RowStep:
     selects: bool = False
     reads: object = None
     checks: tuple = ()
+    remedy: str = ""
 
     def problem(self, args):
         if not isinstance(args, dict):
@@ -410,11 +412,11 @@ def service_operation(name, *, releases, describes, arguments=(), target="rows",
                                                    default=default))
 
 
-def row_step(name, *, arguments=(), selects=False, reads=None, checks=()):
+def row_step(name, *, arguments=(), selects=False, reads=None, checks=(), remedy=""):
     """Declare the decorated function as the row step ``name``."""
     def declare(function):
         _register(_STEPS, _STEP_BY_FUNCTION, RowStep(name, function, tuple(arguments),
-                                                     selects, reads, tuple(checks)))
+                                                     selects, reads, tuple(checks), remedy))
         return function
     return declare
 

@@ -235,7 +235,10 @@ _DESIGN = Arg("design", "value", check=_design_form)
 
 
 @row_step("formula_complete_rows", selects=True, arguments=(_DESIGN,), reads=_design_reads,
-          checks=(design_rules,))
+          checks=(design_rules,),
+          remedy="leave out the terms whose columns have a few missing values here, or ask "
+                 "the site's officer to declare the dataset's analysis population, "
+                 "population = \"complete\" (docs/data-officers.md)")
 def complete_rows(site, design):
     """At a site (a row step): the rows with every value the formula uses.
 

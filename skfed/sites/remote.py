@@ -71,6 +71,8 @@ class SiteServices:
     """
 
     resident = True
+    #: where the rows are (a dataset's repr), for every dataset reference derived too
+    where = "at site services"
 
     def __init__(self, connections, dataset, owns=True):
         self.connections, self.dataset, self.owns = list(connections), dict(dataset), owns

@@ -196,8 +196,12 @@ class SiteRows:
         left_out = site.n_samples - kept.n_samples
         floor = self.policy.min_rows
         if 0 < left_out < floor or 0 < kept.n_samples < floor:
-            raise Refused("min_rows", "a row step would leave out, or keep, fewer than "
-                                      f"{floor} rows")
+            # a fixed text (the step's name and remedy, the policy's floor), never which
+            # of the two or a count: the refusal itself is the only bit the rows give
+            remedy = f": {declared.remedy}" if declared.remedy else ""
+            raise Refused("min_rows", f"the row step {name!r} would leave out, or keep, "
+                                      f"fewer than {floor} rows here (the site's min_rows)"
+                                      + remedy, public=True)
         return kept
 
     def _holdout(self, site, holdout):
