@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..data.site import SiteData
 from ..datafits.links import inverse_link
+from ..stats._journal import interaction_text
 from ..stats._results import LabelledResults, Term
 from ._design import complete_rows, design_matrix
 
@@ -28,9 +29,14 @@ def design_terms(design):
 
 def _term(name, columns, factors):
     parts = columns[0]["parts"]
-    if len(parts) != 1:  # an interaction: each column named by its levels
+    made_of = frozenset(factor for factor, _ in parts)
+    if not parts:
+        return Term(name, name, [(c["name"], None) for c in columns], kind="intercept")
+    if len(parts) != 1:  # an interaction: each column named by its variables' levels
         return Term(name, name, [(c["name"], _part_text(c["parts"], factors)) for c in columns],
-                    kind="interaction")
+                    kind="interaction", factors=made_of,
+                    details={"parts": {c["name"]: _part_pairs(c["parts"], factors)
+                                       for c in columns}})
     spec = factors[parts[0][0]]
     column = spec.get("column") or (spec.get("expr") or {}).get("column")
     details = {"column": column} if column == name or spec["kind"] != "numeric" else {}
@@ -41,21 +47,27 @@ def _term(name, columns, factors):
         missing = [levels[i] for i in range(len(levels)) if i not in chosen]
         return Term(name, label, [(c["name"], levels[c["parts"][0][1]]) for c in columns],
                     reference=missing[0] if len(missing) == 1 else None,
-                    kind="categorical", details=details)
+                    kind="categorical", details=details, factors=made_of)
     kind = "spline" if spec["kind"] == "spline" else "numeric"
-    return Term(name, label, [(c["name"], None) for c in columns], kind=kind, details=details)
+    return Term(name, label, [(c["name"], None) for c in columns], kind=kind, details=details,
+                factors=made_of)
 
 
-def _part_text(parts, factors):
-    """``"horTh: yes × age"``: an interaction column by its factors' levels."""
-    texts = []
+def _part_pairs(parts, factors):
+    """An interaction column's ``[(variable, level or None), ...]``."""
+    pairs = []
     for factor, selector in parts:
         spec = factors[factor]
         if spec["kind"] == "categorical":
-            texts.append(f"{spec['column']}: {spec['levels'][selector]}")
+            pairs.append((spec["column"], spec["levels"][selector]))
         else:
-            texts.append(factor if selector is None else f"{factor}[{selector}]")
-    return " \u00d7 ".join(texts)
+            pairs.append((factor if selector is None else f"{factor}[{selector}]", None))
+    return pairs
+
+
+def _part_text(parts, factors, labels=None):
+    """``"horTh: yes \u00d7 age"``: an interaction column by its factors' levels."""
+    return interaction_text(_part_pairs(parts, factors), labels or {})
 
 
 class FormulaResults(LabelledResults):

@@ -48,6 +48,11 @@ def journal_rows(results, alpha, labels, decimals, use_t):
             rows.append((f"{label}: {term.columns[0][1]} vs {term.reference}",
                          estimate_text(e, lo, hi, decimals), format_p(pv)))
             continue
+        columns, parts = term.columns, term.details.get("parts")
+        if parts:  # an interaction: its columns by their variables' labels and levels
+            columns = [(c, interaction_text(parts[c], labels)) for c, _ in columns]
+            if len(names) == 1:
+                label = columns[0][1]
         if len(names) == 1:
             e, lo, hi, pv = values[names[0]]
             rows.append((label, estimate_text(e, lo, hi, decimals), format_p(pv)))
@@ -55,7 +60,7 @@ def journal_rows(results, alpha, labels, decimals, use_t):
         rows.append((label, "", format_p(joint)))
         if term.reference is not None:
             rows.append((INDENT + str(term.reference), reference, ""))
-        for name, level in term.columns:
+        for name, level in columns:
             e, lo, hi, pv = values[name]
             rows.append((INDENT + str(name if level is None else level),
                          estimate_text(e, lo, hi, decimals), format_p(pv)))
@@ -64,6 +69,13 @@ def journal_rows(results, alpha, labels, decimals, use_t):
                          columns=[head, "p"])
     table.attrs = {"measure": measure or "coefficient", "alpha": alpha}
     return table
+
+
+def interaction_text(pairs, labels):
+    """``"Hormone therapy: yes \u00d7 Age (years)"``: an interaction column's variables,
+    by their labels, with their levels."""
+    return " \u00d7 ".join(f"{labels.get(v, v)}: {level}" if level is not None
+                           else str(labels.get(v, v)) for v, level in pairs)
 
 
 def ratio_label(measure, alpha):

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._anova_wald import anova_wald_table
 from ._hypothesis import linear_hypothesis, term_groups, wald_intervals, wald_test_from
 from ._journal import INTERCEPT_NAMES, journal_rows
 
@@ -38,7 +39,9 @@ class Term:
 
     ``columns`` pairs each parameter name with the level it contrasts (``None``
     for a numeric column); ``reference`` is a categorical's reference level;
-    ``kind`` is ``"numeric"``, ``"categorical"``, ``"spline"`` or ``"interaction"``.
+    ``kind`` is ``"numeric"``, ``"categorical"``, ``"spline"`` or ``"interaction"``;
+    ``factors`` the variables it is made of (empty for the intercept): a term
+    whose factors include another's contains it (type II tests read that).
     """
 
     name: str
@@ -47,6 +50,7 @@ class Term:
     reference: object = None
     kind: str = "numeric"
     details: dict = field(default_factory=dict)
+    factors: frozenset = frozenset()
 
 
 class ModelResults:
@@ -92,7 +96,8 @@ class ModelResults:
         if self.term_structure is not None:
             return self.term_structure
         return [Term(name, name, [(member, None) for member in members],
-                     kind="categorical" if len(members) > 1 else "numeric")
+                     kind="categorical" if len(members) > 1 else "numeric",
+                     factors=frozenset() if name in INTERCEPT_NAMES else frozenset([name]))
                 for name, members in term_groups(self._estimates().names).items()]
 
     # -- the numbers ---------------------------------------------------------
@@ -213,6 +218,81 @@ class ModelResults:
         """
         return journal_rows(self, alpha, labels or {}, decimals, use_t)
 
+    def wald_test(self, R, q=None, use_f=False):
+        """Wald test of the linear hypothesis ``R params = q``.
+
+        statsmodels' ``wald_test(R, q, scalar=True)``, from the fit's
+        estimates and their covariance (no site is asked anything).
+
+        Parameters
+        ----------
+        R : str, list of str or array-like
+            A matrix with one column per parameter (in the order of the
+            estimates); a list of parameter names (all of them zero: the
+            joint test of a categorical's dummies); or statsmodels' string
+            syntax on the parameters' names (``"x1 = 0, x2 = x3"``, read by
+            patsy).
+        q : array-like, default=None
+            Right-hand side for a matrix ``R`` (zeros by default).
+        use_f : bool, default=False
+            The F test: the statistic over the number of constraints ``J``,
+            compared with ``F(J, df)`` (``df`` as ``conf_int(use_t=True)``);
+            else chi2 with ``J`` degrees of freedom (statsmodels' default for
+            GLMs).
+
+        Returns
+        -------
+        result : WaldTestResult
+            ``statistic``, ``pvalue``, ``df_num``, ``df_denom``, ``distribution``.
+        """
+        return self._wald_test(R, q, use_f)
+
+    def wald_test_terms(self, terms=None, use_f=False):
+        """Joint Wald tests that all parameters of a term are zero, one per term.
+
+        statsmodels' ``wald_test_terms(scalar=True)``.
+
+        Parameters
+        ----------
+        terms : dict, default=None
+            ``{term: [parameter names]}``. By default the model's terms: a
+            formula's, else statsmodels' names grouped by term (``C(sex)[T.M]``
+            and ``C(sex)[T.O]`` form the term ``C(sex)``; any other name is its
+            own term).
+        use_f : bool, default=False
+            F tests instead of chi2 (as :meth:`wald_test`).
+
+        Returns
+        -------
+        table : pandas.DataFrame
+            One row per term: ``statistic``, ``pvalue``, ``df_constraint``
+            (and ``df_denom`` for F tests).
+        """
+        return self._wald_test_terms(terms, use_f)
+
+    def anova_wald(self, typ=2):
+        """Wald tests per term, R's ``car::Anova(model, type=typ, test.statistic="Wald")``.
+
+        Type II tests each term after all the others but those containing it
+        (its interactions), respecting marginality; type III tests each term's
+        coefficients jointly zero, the intercept too. Without interactions the
+        two agree with :meth:`wald_test_terms`.
+
+        Parameters
+        ----------
+        typ : {2, 3}, default=2
+
+        Returns
+        -------
+        table : pandas.DataFrame
+            One row per term: ``Chisq``, ``Df``, ``Pr(>Chisq)``.
+        """
+        est = self._estimates()
+        terms = [(t.name, set(t.factors), [c for c, _ in t.columns]) for t in self._terms()]
+        return anova_wald_table(np.asarray(est.params, dtype=float),
+                                np.asarray(est.cov, dtype=float),
+                                [str(n) for n in est.names], terms, typ)
+
     def _forest_rows(self, alpha=0.05):
         """``(names, estimates, lower, upper)`` on the model's scale, for the forest
         plot (:func:`skfed.plotting.plot_forest` draws them): a spline's basis
@@ -282,56 +362,6 @@ class EstimatorWald(ModelResults):
         """
         return self._wald(alpha, use_t)[4]
 
-    def wald_test(self, R, q=None, use_f=False):
-        """Wald test of the linear hypothesis ``R params_ = q``.
-
-        statsmodels' ``wald_test(R, q, scalar=True)``, from the fit's
-        estimates and ``cov_params_`` (no site is asked anything).
-
-        Parameters
-        ----------
-        R : str, list of str or array-like
-            A matrix with one column per parameter (in the order of
-            ``params_``); a list of parameter names (all of them zero: the
-            joint test of a categorical's dummies); or statsmodels' string
-            syntax on ``param_names_`` (``"x1 = 0, x2 = x3"``, read by patsy).
-        q : array-like, default=None
-            Right-hand side for a matrix ``R`` (zeros by default).
-        use_f : bool, default=False
-            The F test: the statistic over the number of constraints ``J``,
-            compared with ``F(J, df)`` (``df`` as ``conf_int(use_t=True)``);
-            else chi2 with ``J`` degrees of freedom (statsmodels' default for
-            GLMs).
-
-        Returns
-        -------
-        result : WaldTestResult
-            ``statistic``, ``pvalue``, ``df_num``, ``df_denom``, ``distribution``.
-        """
-        return self._wald_test(R, q, use_f)
-
-    def wald_test_terms(self, terms=None, use_f=False):
-        """Joint Wald tests that all parameters of a term are zero, one per term.
-
-        statsmodels' ``wald_test_terms(scalar=True)``.
-
-        Parameters
-        ----------
-        terms : dict, default=None
-            ``{term: [parameter names]}``. By default statsmodels' names are
-            grouped by term: ``C(sex)[T.M]`` and ``C(sex)[T.O]`` form the term
-            ``C(sex)``; any other name is its own term.
-        use_f : bool, default=False
-            F tests instead of chi2 (as :meth:`wald_test`).
-
-        Returns
-        -------
-        table : pandas.DataFrame
-            One row per term: ``statistic``, ``pvalue``, ``df_constraint``
-            (and ``df_denom`` for F tests).
-        """
-        return self._wald_test_terms(terms, use_f)
-
 
 class LabelledResults(ModelResults):
     """Wald inference of a results object, statsmodels' way: pandas objects indexed by
@@ -367,39 +397,6 @@ class LabelledResults(ModelResults):
         """
         ci = self._wald(alpha, use_t)[4]
         return pd.DataFrame(ci, index=[str(n) for n in self._estimates().names])
-
-    def wald_test(self, R, q=None, use_f=False):
-        """Wald test of ``R params = q`` (statsmodels' ``wald_test(..., scalar=True)``).
-
-        Parameters
-        ----------
-        R : str, list of str or array-like
-            A matrix, a list of parameter names (jointly zero) or statsmodels'
-            string syntax (``"x1 = 0, x2 = x3"``).
-        q : array-like, default=None
-        use_f : bool, default=False
-
-        Returns
-        -------
-        result : WaldTestResult
-        """
-        return self._wald_test(R, q, use_f)
-
-    def wald_test_terms(self, terms=None, use_f=False):
-        """Joint Wald tests, one per term (statsmodels' ``wald_test_terms``).
-
-        Parameters
-        ----------
-        terms : dict, default=None
-            ``{term: [parameter names]}``; by default the model's terms.
-        use_f : bool, default=False
-
-        Returns
-        -------
-        table : pandas.DataFrame
-            ``statistic``, ``pvalue``, ``df_constraint`` per term.
-        """
-        return self._wald_test_terms(terms, use_f)
 
 
 class Summary(pd.DataFrame):
