@@ -182,11 +182,13 @@ def _test_size(args):
 def _local_fit(args):
     """Local CSV files: the sites simulated here; local-only and pooled references."""
     from .fit import holdout_split, read_csv_files
+    from .missing_values import missing_tokens
 
     if bool(args.data) == bool(args.site_files):
         raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv "
                        "B.csv ... (or --site-service ... --dataset NAME).")
-    table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
+    table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files),
+                           missing=missing_tokens(args))
     frame, Y, sites, features, classifier, notes = _read_rows(table, args)
     test = holdout_split(sites, _test_size(args), args.random_state)
     est = _estimator(args, classifier)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._messages import count
 from .errors import CLIError
+from .missing_values import add_missing_value_options, check_local_only, missing_tokens
 from .table1 import Footnotes, chi2_text, comparison_text, crosstab_grid, grid, \
     group_labels, rule_text
 
@@ -69,20 +70,20 @@ def _names(values, option):
     return out
 
 
-def read_frame(path, clients, categorical=()):
+def read_frame(path, clients, categorical=(), missing=None):
     """The rows of a CSV file as a DataFrame and each row's site.
 
     A column is numeric when every value that is not missing reads as a
     finite number and it is not in ``categorical``; otherwise its values are
-    text (a category). Missing values: empty, ``NA``, ``nan``, ``null``,
-    ``n/a``, ``none``.
+    text (a category). Missing values: the ``missing`` tokens (default:
+    pandas.read_csv's, :mod:`skfed.cli.missing_values`).
     """
     import pandas as pd
 
     from .fit import read_csv_files
     from .inputs import is_missing
 
-    table = read_csv_files([path])
+    table = read_csv_files([path], missing=missing)
     if not clients:
         raise CLIError("say which column names each row's site: --clients COLUMN.")
     _check_names(table.columns, [clients], "--clients")
@@ -168,6 +169,7 @@ def run_describe(args, out=None):
     out = sys.stdout if out is None else out
     if args.min_count < 1:
         raise CLIError(f"--min-count must be at least 1; got {args.min_count}.")
+    check_local_only(args, "skfed describe")
     if args.site_service:
         report = _describe_services(args)
     else:
@@ -218,7 +220,7 @@ def _describe_file(args):
     if args.dataset or args.tls_ca_file or args.tls_cert or args.tls_key:
         raise CLIError("--dataset and --tls-* go with --site-service, not with a local file.")
     categorical = _names(args.categorical, "--categorical")
-    frame, sites = read_frame(args.data, args.clients, categorical)
+    frame, sites = read_frame(args.data, args.clients, categorical, missing_tokens(args))
     args.categorical = categorical
     columns, by = _choose_columns(args, list(frame.columns), frame)
     pairs = _crosstab_pairs(args.crosstab, list(frame.columns))
@@ -428,6 +430,7 @@ def add_describe_parser(sub):
                    help="a cross-table of two columns with Pearson's chi-square test "
                         "(repeat for more)")
     d.add_argument("--per-site", action="store_true", help="also show each site's column")
+    add_missing_value_options(d)
     d.add_argument("--html", metavar="HTML", help="write a self-contained HTML report")
     d.add_argument("--json", metavar="JSON", help="write every number as JSON")
     remote = d.add_argument_group("site services", "the sites' own services run every "

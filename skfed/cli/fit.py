@@ -69,8 +69,13 @@ class Table:
     site: list = field(default_factory=list)    # site label per row, from --site-files
 
 
-def read_csv_files(paths, *, site_files=False):
-    """Rows of one or several CSV files with the same header."""
+def read_csv_files(paths, *, site_files=False, missing=None):
+    """Rows of one or several CSV files with the same header, each cell stripped; a cell
+    that is one of the ``missing`` tokens (default: pandas.read_csv's,
+    :mod:`skfed.cli.missing_values`) is read as the empty cell, a missing value."""
+    from .missing_values import PANDAS_NA_VALUES, blank_missing
+
+    missing = PANDAS_NA_VALUES if missing is None else frozenset(missing)
     table = None
     for path in paths:
         path = Path(path)
@@ -100,6 +105,7 @@ def read_csv_files(paths, *, site_files=False):
                     table.site.append(path.stem)
             if len(table.rows) == n_before:
                 raise CLIError(f"{path} has a header but no data rows.")
+    blank_missing(table.rows, missing)
     return table
 
 

@@ -83,6 +83,8 @@ def _local_frame(args):
     column, or one file per site (the site: the file's name)."""
     import pandas as pd
 
+    from .missing_values import missing_tokens, pandas_options
+
     if bool(args.data) == bool(args.site_files):
         raise CLIError("give one CSV file (with --clients COLUMN) or --site-files A.csv "
                        "B.csv ...")
@@ -92,7 +94,8 @@ def _local_frame(args):
     for path in args.site_files or [args.data]:
         if not Path(path).is_file():
             raise CLIError(f"cannot read {path}: no such file.")
-        frame = pd.read_csv(path, skipinitialspace=True, encoding="utf-8-sig")
+        frame = pd.read_csv(path, skipinitialspace=True, encoding="utf-8-sig",
+                            **pandas_options(missing_tokens(args)))
         frames.append(frame.rename(columns=lambda c: str(c).strip()))
     if args.site_files:
         if args.clients:

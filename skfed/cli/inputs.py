@@ -27,13 +27,14 @@ import numpy as np
 
 from .._messages import count
 
-#: cells read as missing values (``pandas.read_csv`` reads these as NaN too)
-MISSING = {"", "na", "nan", "null", "n/a", "none"}
 IMPUTE_STRATEGIES = ("median", "mean", "most_frequent")
 
 
 def is_missing(cell):
-    return cell.lower() in MISSING
+    """Whether a cell of :func:`~skfed.cli.fit.read_csv_files` is a missing value: it
+    reads every missing-value token (pandas.read_csv's and ``--na-values``,
+    :mod:`skfed.cli.missing_values`) as the empty cell."""
+    return cell == ""
 
 
 def _number(cell):

@@ -288,6 +288,9 @@ def _add_holdout_and_missing_value_options(fit):
     fit.add_argument("--drop-incomplete", action="store_true",
                      help="drop the rows with a missing value (with --impute: only those "
                           "without a target); the output says how many per site")
+    from .missing_values import add_missing_value_options
+
+    add_missing_value_options(fit)
     fit.add_argument("--random-state", type=int, default=0)
 
 
@@ -364,6 +367,9 @@ def run_fit(args, out=None):
     out = sys.stdout if out is None else out
     _recover_data_file(args)
     from .boosting_fit import is_boosting, run_boosting_fit
+    from .missing_values import check_local_only
+
+    check_local_only(args)
 
     if is_boosting(args):  # trees: a report of their own (no coefficients)
         return run_boosting_fit(args, out)
@@ -403,6 +409,7 @@ def _run_local_fit(args):
     """``skfed fit`` on local CSV files: the rows read here, the sites simulated."""
     from .fit import (MODELS, REFERENCE_CODED_MODELS, SURVIVAL_MODELS, CLIError,
                       fit_and_compare, holdout_split, read_csv_files, read_inputs)
+    from .missing_values import missing_tokens
     from ..preprocessing._column_encoder import ColumnEncoder, ReferenceCodedEncoder
     from ..preprocessing._column_imputer import ColumnImputer
 
@@ -412,7 +419,8 @@ def _run_local_fit(args):
     reg = _check_strength(args)
     test_size = _test_size(args)
     survival = args.model in SURVIVAL_MODELS
-    table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files))
+    table = read_csv_files(args.site_files or [args.data], site_files=bool(args.site_files),
+                           missing=missing_tokens(args))
     target = args.target[0] if len(args.target) == 1 else args.target
     strata_column = args.strata if survival and args.strata not in (None, "site") else None
     frame, Y, sites, features, notes = read_inputs(
