@@ -10,6 +10,7 @@ the names statsmodels' results use (``params``, ``bse``, ``pvalues``,
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..data.site import SiteData
 from ..datafits.links import inverse_link
@@ -68,6 +69,23 @@ def _part_pairs(parts, factors):
 def _part_text(parts, factors, labels=None):
     """``"horTh: yes \u00d7 age"``: an interaction column by its factors' levels."""
     return interaction_text(_part_pairs(parts, factors), labels or {})
+
+
+def _effect_term(terms, name):
+    """The numeric or spline term named ``name`` (or made of the variable ``name``), alone
+    in the model with its variable (an interaction's effect depends on other values)."""
+    matches = [t for t in terms if name in (t.name, t.details.get("column"))
+               and t.kind in ("numeric", "spline")]
+    if not matches:
+        raise ValueError(f"no numeric or spline term {name!r}; the terms are "
+                         f"{[t.name for t in terms]}.")
+    term = matches[0]
+    others = [t.name for t in terms if t is not term and term.name in t.factors]
+    if others or len(matches) > 1:
+        raise ValueError(f"the variable of {term.name!r} enters other terms too "
+                         f"({', '.join(others or [m.name for m in matches[1:]])}): its effect "
+                         "depends on their values, so there is no single curve.")
+    return term
 
 
 class FormulaResults(LabelledResults):
@@ -154,6 +172,70 @@ class FormulaResults(LabelledResults):
     def __repr__(self):
         return (f"{type(self).__name__}({self.formula!r}, {len(self.rows_by_site)} sites, "
                 f"{int(self.rows_by_site.sum())} rows)")
+
+    def term_effect(self, term, values=None, *, reference=None, alpha=0.05):
+        """The effect of a numeric or spline term over values of its variable, against
+        a reference value: ``f(x) - f(x_ref)`` with its Wald band, as a ratio where
+        ``exp(coef)`` is one (odds, rate or hazard ratio).
+
+        A spline's coefficients mean nothing one by one; its effect is this curve
+        (``skfed.plotting.plot_effect`` draws it).
+
+        Parameters
+        ----------
+        term : str
+            The term (``"bs(age, df=4)"``) or its variable (``"age"``).
+        values : array-like, default=None
+            Where to evaluate; by default 101 points between a spline's boundary
+            knots (a numeric term needs them).
+        reference : float, default=None
+            The value whose effect is 0 (ratio 1); by default a spline's middle
+            knot (the median for ``df=4``), else the first value.
+        alpha : float, default=0.05
+
+        Returns
+        -------
+        table : pandas.DataFrame
+            Indexed by the values; columns ``estimate``, ``lower``, ``upper``;
+            ``attrs``: ``measure``, ``reference``, ``variable``, ``term``.
+        """
+        found = _effect_term(self._terms(), term)
+        spec = self.design["factors"][found.name]
+        if values is None:
+            if spec["kind"] != "spline":
+                raise ValueError(f"the term {found.name!r} is numeric: give the values at "
+                                 "which to show its effect.")
+            values = np.linspace(spec["knots"][0], spec["knots"][-1], 101)
+        values = np.asarray(values, dtype=float)
+        if reference is None:
+            knots = np.unique(spec["knots"]) if spec["kind"] == "spline" else values
+            reference = float(knots[len(knots) // 2]) if spec["kind"] == "spline" \
+                else float(values[0])
+        variable = found.details["column"]
+        design = dict(self.design, factors={found.name: spec}, response=None, offset=None,
+                      keep=[], weights=None,
+                      columns=[c for c in self.design["columns"] if c["term"] == found.name])
+        frame = pd.DataFrame({variable: np.r_[reference, values]})
+        site = complete_rows(SiteData("values", frame, meta={"row_ids": np.arange(len(frame))}),
+                             design)
+        if site.n_samples != len(frame):
+            raise ValueError(f"some values of {variable!r} are outside the term's domain.")
+        basis = design_matrix(site, design).to_numpy()
+        contrast = basis[1:] - basis[0]
+        est = self._estimates()
+        position = [list(map(str, est.names)).index(c) for c, _ in found.columns]
+        effect = contrast @ np.asarray(est.params, float)[position]
+        se = np.sqrt(np.einsum("ij,jk,ik->i", contrast,
+                               np.asarray(est.cov, float)[np.ix_(position, position)], contrast))
+        z = stats.norm.isf(alpha / 2)
+        table = pd.DataFrame({"estimate": effect, "lower": effect - z * se,
+                              "upper": effect + z * se}, index=pd.Index(values, name=variable))
+        measure = self._measure()
+        if measure is not None:
+            table = np.exp(table)
+        table.attrs = {"measure": measure or "difference", "reference": reference,
+                       "variable": variable, "term": found.name}
+        return table
 
     def _design_of(self, data, offset=None):
         """The design matrix of the complete rows of ``data`` (a DataFrame), their index,

@@ -25,10 +25,10 @@ def _link_and_family(results):
     return link, family if isinstance(family, str) else None
 
 
-def _estimates(results, alpha):
+def _estimates(results, alpha, labels=None):
     """``(names, estimates, lower, upper)`` on the model's scale (log for ratios)."""
-    if isinstance(results, ModelResults):  # skfed's: a spline's basis is no effect to draw
-        return results._forest_rows(alpha)
+    if isinstance(results, ModelResults):  # skfed's: readable rows, no spline basis
+        return results._forest_rows(alpha, labels)
     if isinstance(results, pd.DataFrame):
         missing = {"estimate", "lower", "upper"} - set(results.columns)
         if missing:
@@ -49,7 +49,8 @@ def _estimates(results, alpha):
                     f"{type(results).__name__}.")
 
 
-def forest_table(results, *, alpha=0.05, exponentiate=None, drop_intercept=True):
+def forest_table(results, *, alpha=0.05, exponentiate=None, drop_intercept=True,
+                 labels=None):
     """The rows a forest plot draws: each parameter's estimate and interval.
 
     Parameters
@@ -69,6 +70,9 @@ def forest_table(results, *, alpha=0.05, exponentiate=None, drop_intercept=True)
         ``attrs["link"]`` says; none: no).
     drop_intercept : bool, default=True
         Leave out the intercept (its exponential is no ratio).
+    labels : dict, default=None
+        Readable names of a skfed result's variables (``{"horTh": "Hormone
+        therapy"}``): its rows then read ``Hormone therapy: yes vs no``.
 
     Returns
     -------
@@ -78,7 +82,7 @@ def forest_table(results, *, alpha=0.05, exponentiate=None, drop_intercept=True)
         ``measure`` (``"odds ratio"``, ``"rate ratio"``, ``"ratio of means"``,
         ``"hazard ratio"``, ``"ratio"`` or ``"coefficient"``).
     """
-    names, estimate, lower, upper = _estimates(results, alpha)
+    names, estimate, lower, upper = _estimates(results, alpha, labels)
     if isinstance(results, ModelResults):
         measure = results._measure()
     else:
@@ -159,13 +163,14 @@ def ratio_ticks(lo, hi, most=7):
     return chosen
 
 
-def _ratio_axis(ax, lo, hi):
-    """Plain numbers on the log axis (0.5, 1, 2), not powers of ten."""
+def _ratio_axis(axis, lo, hi):
+    """Plain numbers on a log axis (an ``ax.xaxis`` or ``ax.yaxis``): 0.5, 1, 2, not
+    powers of ten."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    ax.xaxis.set_major_locator(FixedLocator(ratio_ticks(lo, hi)))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_major_locator(FixedLocator(ratio_ticks(lo, hi)))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def _draw(ax, rows, ratio, decimals):
@@ -194,7 +199,7 @@ def _draw(ax, rows, ratio, decimals):
 
 
 def plot_forest(results, *, alpha=0.05, exponentiate=None, sites=None, drop_intercept=True,
-                decimals=None, title=None, ax=None):
+                decimals=None, title=None, ax=None, labels=None):
     """A forest plot: each parameter's estimate and interval, on a log axis for ratios.
 
     Odds ratios (logit link), rate ratios (log link, Poisson), ratios of
@@ -221,17 +226,19 @@ def plot_forest(results, *, alpha=0.05, exponentiate=None, sites=None, drop_inte
     title : str, default=None
     ax : matplotlib.axes.Axes, default=None
         Drawn on a new figure when ``None`` (needs ``skfed[plot]``).
+    labels : dict, default=None
+        Readable names of the variables (see :func:`forest_table`).
 
     Returns
     -------
     fig : matplotlib.figure.Figure
-        ``fig.savefig("forest.svg")`` (or :func:`skfed.plotting.save_figure`).
+        :func:`skfed.plotting.save_figure` writes it (``fig.savefig`` too).
     """
     pooled = forest_table(results, alpha=alpha, exponentiate=exponentiate,
-                          drop_intercept=drop_intercept)
+                          drop_intercept=drop_intercept, labels=labels)
     ratio = pooled.attrs["ratio"]
     site_tables = {str(s): forest_table(r, alpha=alpha, exponentiate=ratio,
-                                        drop_intercept=drop_intercept)
+                                        drop_intercept=drop_intercept, labels=labels)
                    for s, r in (sites or {}).items()}
     rows = _rows(pooled, site_tables)
     if not rows:
@@ -246,7 +253,7 @@ def plot_forest(results, *, alpha=0.05, exponentiate=None, sites=None, drop_inte
         limits = _limits(rows, ratio)
         if ratio:
             ax.set_xscale("log")
-            _ratio_axis(ax, *limits)
+            _ratio_axis(ax.xaxis, *limits)
         ax.axvline(1.0 if ratio else 0.0, color="0.5", lw=0.8, ls="--", zorder=0)
         _draw(ax, rows, ratio, decimals)
         ax.set_xlim(*limits)

@@ -79,7 +79,9 @@ def new_figure(width, height, **gridspec):
     _matplotlib()
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height))
+    # constrained layout keeps every label inside the figure, also for a plain
+    # fig.savefig (matplotlib's default bbox, "standard", clips what sticks out)
+    fig = Figure(figsize=(width, height), layout="constrained")
     if not gridspec:
         return fig, [fig.add_subplot()]
     grid = fig.add_gridspec(**gridspec)

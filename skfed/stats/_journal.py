@@ -71,6 +71,25 @@ def journal_rows(results, alpha, labels, decimals, use_t):
     return table
 
 
+def column_labels(terms, labels):
+    """``{parameter name: readable text}``: ``"Hormone therapy: yes vs no"`` for a
+    factor's level, an interaction by its variables' labels, a numeric column by its
+    variable's label."""
+    out = {}
+    for term in terms:
+        label = labels.get(term.details.get("column"), labels.get(term.name, term.label))
+        parts = term.details.get("parts") or {}
+        for name, level in term.columns:
+            if name in parts:
+                out[name] = interaction_text(parts[name], labels)
+            elif term.kind == "categorical" and level is not None:
+                versus = f" vs {term.reference}" if term.reference is not None else ""
+                out[name] = f"{label}: {level}{versus}"
+            elif len(term.columns) == 1:
+                out[name] = str(label)
+    return out
+
+
 def interaction_text(pairs, labels):
     """``"Hormone therapy: yes \u00d7 Age (years)"``: an interaction column's variables,
     by their labels, with their levels."""

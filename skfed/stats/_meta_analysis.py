@@ -368,13 +368,15 @@ class MetaAnalysisResult(ModelResults):
         -------
         ax : matplotlib.axes.Axes
         """
-        try:
-            import matplotlib.pyplot as plt
-        except ImportError:  # an optional extra
-            raise ImportError("plot_forest needs matplotlib: pip install 'skfed[plot]'.") \
-                from None
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 0.4 * (self.k + 3) + 1))
+        from ..plotting._style import journal_style, new_figure
+
+        with journal_style():
+            if ax is None:  # a figure of its own, laid out so that long site names fit
+                _, (ax,) = new_figure(6, 0.4 * (self.k + 3) + 1)
+            self._draw_forest(ax, alpha)
+        return ax
+
+    def _draw_forest(self, ax, alpha):
         frame = self.summary_frame(alpha)
         rows = np.arange(self.k + 2)[::-1]
         sites = frame.iloc[:self.k]
@@ -392,4 +394,3 @@ class MetaAnalysisResult(ModelResults):
                                                                "random effect"])
         ax.set_xlabel("estimate")
         ax.set_title(f"tau2 = {self.tau2:.3g}, I2 = {100 * self.i2:.0f}%")
-        return ax

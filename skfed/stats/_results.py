@@ -22,7 +22,7 @@ from scipy import stats
 
 from ._anova_wald import anova_wald_table
 from ._hypothesis import linear_hypothesis, term_groups, wald_intervals, wald_test_from
-from ._journal import INTERCEPT_NAMES, journal_rows
+from ._journal import INTERCEPT_NAMES, column_labels, journal_rows
 
 @dataclass(frozen=True)
 class Estimates:
@@ -293,15 +293,19 @@ class ModelResults:
                                 np.asarray(est.cov, dtype=float),
                                 [str(n) for n in est.names], terms, typ)
 
-    def _forest_rows(self, alpha=0.05):
+    def _forest_rows(self, alpha=0.05, labels=None):
         """``(names, estimates, lower, upper)`` on the model's scale, for the forest
-        plot (:func:`skfed.plotting.plot_forest` draws them): a spline's basis
-        columns are no effect a reader can read, so they are left out."""
+        plot (:func:`skfed.plotting.plot_forest` draws them), each row named as a
+        reader reads it (``Hormone therapy: yes vs no``): a spline's basis columns
+        are no effect a reader can read, so they are left out (its effect is a
+        curve: :func:`skfed.plotting.plot_effect`)."""
         est, _, _, _, ci, _ = self._wald(alpha)
-        basis = {c for t in self._terms() if t.kind == "spline" for c, _ in t.columns}
+        terms = self._terms()
+        basis = {c for t in terms if t.kind == "spline" for c, _ in t.columns}
+        readable = column_labels(terms, labels or {})
         keep = [k for k, n in enumerate(est.names) if str(n) not in basis]
-        return ([str(est.names[k]) for k in keep], np.asarray(est.params, float)[keep],
-                ci[keep, 0], ci[keep, 1])
+        return ([readable.get(str(est.names[k]), str(est.names[k])) for k in keep],
+                np.asarray(est.params, float)[keep], ci[keep, 0], ci[keep, 1])
 
 
 class EstimatorWald(ModelResults):
