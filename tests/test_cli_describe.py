@@ -62,7 +62,7 @@ def test_describe_equals_pandas_where_nothing_is_suppressed(tmp_path, capsys):
     frame = _frame()
     out_json = tmp_path / "t1.json"
     code, out, err = _run(capsys, _csv(tmp_path, frame), "--clients", "hospital",
-                          "--json", str(out_json), "--crosstab", "stage:sex")
+                          "--json", str(out_json), "--crosstab", "stage:sex", "--per-site")
     assert code == 0, err
     data, cells = _cells(out_json)
     assert not data["suppressed"] and "No cell is suppressed." in out
@@ -85,7 +85,7 @@ def test_describe_equals_pandas_where_nothing_is_suppressed(tmp_path, capsys):
     for c in ["sex", "stage", "arm"]:
         for level, n in frame[c].value_counts().items():
             assert pooled(c, level, "count") == n
-    # per site too (in the JSON whatever --per-site says)
+    # per site too (--per-site)
     for s in SITES:
         rows = frame[frame.hospital == s]
         value, hidden = cells["bmi", "", "mean", "all", s]

@@ -38,8 +38,8 @@ DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": No
 NOT_SUMS = {"fit.open", "fit.close", "data.check", "data.check_target", "preprocess.schema",
             "dataset.describe", "data.summary", "data.inspect", "survival.strata_levels",
             "survival.event_times", "stats.crosstab", "stats.event_table", "fit.step",
-            "formula.levels", "mixed.glmm_groups", "boosting.schema", "sums.open",
-            "sums.key_list", "sums.masked", "sums.close", "fit.client_summary",
+            "formula.levels", "stats.levels", "mixed.glmm_groups", "boosting.schema",
+            "sums.open", "sums.key_list", "sums.masked", "sums.close", "fit.client_summary",
             "preprocess.summary", "evaluate.concordance"}
 
 
@@ -136,6 +136,7 @@ def test_the_others_release_no_row_value(protected, name):
             "survival.strata_levels": {"column": "sex"},
             "survival.event_times": {"time_grid": None, "min_count": None},
             "stats.crosstab": {"row": "sex", "col": "sex", "min_count": 1},
+            "stats.levels": {"columns": ["sex", "age"], "by": "sex"},
             "stats.event_table": {"time": "age", "event": "sex", "group": None,
                                   "min_count": None},
             "mixed.glmm_groups": {"design": {"groups": "sex", "trials": None,

@@ -196,7 +196,7 @@ def _check_against_pandas(table, rows, group, site, *, shown_only=True):
 
 def test_describe_equals_pandas_pooled_and_per_site():
     df, site = _table1_data()
-    result = describe(df, clients=site, quantiles=QUANTILES, min_level_count=5)
+    result = describe(df, clients=site, quantiles=QUANTILES, min_level_count=5, per_site=True)
     t = result.table
     assert _check_against_pandas(t, df, "all", "pooled") >= 30
     for s in "abc":
@@ -204,7 +204,7 @@ def test_describe_equals_pandas_pooled_and_per_site():
     assert t[("all", "pooled")][("N", "", "count")] == len(df)
     # nothing hidden when every count is allowed: then every cell is compared
     full = describe(FederatedDataset.from_arrays(df, clients=site), quantiles=QUANTILES,
-                    min_level_count=1)
+                    min_level_count=1, per_site=True)
     assert not full.mask.to_numpy().any() and full.suppressed.empty
     n_cells = full.table.notna().to_numpy().sum()
     checked = sum(_check_against_pandas(full.table, df if s == "pooled" else df[site == s],
@@ -216,7 +216,7 @@ def test_describe_equals_pandas_pooled_and_per_site():
 def test_describe_by_stratum_equals_pandas():
     df, site = _table1_data(seed=1)
     result = describe(df, by="sex", clients=site, quantiles=QUANTILES,
-                      columns=NUMERIC + ["smoker", "stage"])
+                      columns=NUMERIC + ["smoker", "stage"], per_site=True)
     t = result.table
     assert set(t.columns.get_level_values("group")) == {"all", "f", "m"}
     for level in ["f", "m"]:
@@ -229,7 +229,8 @@ def test_describe_by_stratum_equals_pandas():
 
 def test_describe_suppresses_rare_level_and_its_complement():
     df, site = _table1_data()
-    result = describe(df, clients=site, columns=["stage", "age"], min_level_count=5)
+    result = describe(df, clients=site, columns=["stage", "age"], min_level_count=5,
+                      per_site=True)
     t, mask, record = result.table, result.mask, result.suppressed
     # the 2 rows of level IV at site b: hidden there, and the pooled cell lacks b's part
     assert np.isnan(t[("all", "b")][("stage", "IV", "count")])
@@ -281,7 +282,7 @@ def test_suppression_is_done_by_each_site():
     small = df.copy()
     rows_a = np.flatnonzero(site == "a")
     small.loc[rows_a[3:], "age"] = np.nan
-    one = describe(small, clients=site, columns=["age"], min_level_count=5)
+    one = describe(small, clients=site, columns=["age"], min_level_count=5, per_site=True)
     assert one.mask[("all", "a")].loc[("age", "", "missing")]
     for stat in ["count", "mean", "std", "50%"]:  # the statistics of a hidden count
         assert one.mask[("all", "a")].loc[("age", "", stat)]
@@ -305,7 +306,7 @@ def test_crosstab_and_chi2_equal_pandas_and_scipy():
     from scipy.stats import chi2_contingency
 
     df, site = _table1_data()
-    result = crosstab(df, "stage", "sex", clients=site, min_level_count=1)
+    result = crosstab(df, "stage", "sex", clients=site, min_level_count=1, per_site=True)
     expected = pd.crosstab(df.stage, df.sex)
     pd.testing.assert_frame_equal(result.table, expected.astype(float), check_names=False)
     chi2, p, dof, exp = chi2_contingency(expected.to_numpy(), correction=False)
@@ -318,7 +319,7 @@ def test_crosstab_and_chi2_equal_pandas_and_scipy():
     # with suppression at the sites: the rare level's cells are hidden, with complements
     # (the missing values are a level of each site's table), and the shown cells are
     # pandas' numbers; the chi-square test needs every pooled cell: not computed
-    hidden = crosstab(df, "stage", "sex", clients=site, min_level_count=5)
+    hidden = crosstab(df, "stage", "sex", clients=site, min_level_count=5, per_site=True)
     assert hidden.table.loc["IV"].isna().any()
     assert np.isnan(hidden.chi2) and "not computed" in hidden.note
     shown = hidden.table.notna().to_numpy()
@@ -416,18 +417,21 @@ def test_same_numbers_with_rows_on_dask_workers():
             kaplan_meier(data, time="week", event="arrest", by="fin"),
             kaplan_meier(df, time="week", event="arrest", by="fin", clients=site))
         pd.testing.assert_frame_equal(
-            describe(data, by="fin", columns=["age", "race", "prio"]).table,
-            describe(df, by="fin", columns=["age", "race", "prio"], clients=site).table)
+            describe(data, by="fin", columns=["age", "race", "prio"], per_site=True).table,
+            describe(df, by="fin", columns=["age", "race", "prio"], clients=site,
+                     per_site=True).table)
         assert (logrank_test(data, time="week", event="arrest", group="fin").statistic
                 == logrank_test(df, time="week", event="arrest", group="fin",
                                 clients=site).statistic)
-        pd.testing.assert_frame_equal(crosstab(data, "race", "fin").by_site,
-                                      crosstab(df, "race", "fin", clients=site).by_site)
+        pd.testing.assert_frame_equal(
+            crosstab(data, "race", "fin", per_site=True).by_site,
+            crosstab(df, "race", "fin", clients=site, per_site=True).by_site)
 
 
 def test_describe_by_suppresses_small_strata_everywhere():
     df, site = _table1_data()
-    result = describe(df, by="stage", clients=site, columns=["age", "sex"], min_level_count=5)
+    result = describe(df, by="stage", clients=site, columns=["age", "sex"], min_level_count=5,
+                      per_site=True)
     t, mask = result.table, result.mask
     n_row = ("N", "", "count")
     # stratum IV: 2 rows at site b (and pooled): hidden, with their statistics

@@ -25,7 +25,7 @@ def _frame(n=300, seed=0):
 
 def test_describe_with_a_clients_column_equals_pandas_per_group():
     df = _frame()
-    table = describe(df, clients="hospital", min_level_count=1).table
+    table = describe(df, clients="hospital", min_level_count=1, per_site=True).table
     # the key is not described, as pandas' groupby leaves it out
     assert "hospital" not in table.index.get_level_values(0)
     expected = df.groupby("hospital")[["age", "dose"]].describe()
@@ -42,7 +42,7 @@ def test_describe_with_a_clients_column_equals_pandas_per_group():
             assert column[("sex", level, "count")] == n
     # the same table as with one label per row
     by_labels = describe(df.drop(columns="hospital"), clients=df["hospital"].to_numpy(),
-                         min_level_count=1).table
+                         min_level_count=1, per_site=True).table
     pd.testing.assert_frame_equal(table, by_labels)
 
 

@@ -30,7 +30,8 @@ def test_few_missing_values_per_site_keep_the_pooled_mean():
     frame, site = _cohort()
     for s in "abc":
         frame.loc[np.flatnonzero(site == s)[:2], "age"] = np.nan
-    result = describe(frame, clients=site, columns=["age", "bmi"], min_level_count=5)
+    result = describe(frame, clients=site, columns=["age", "bmi"], min_level_count=5,
+                      per_site=True)
     pooled = result.table[("all", "pooled")]
     np.testing.assert_allclose(pooled[("age", "", "mean")], frame.age.mean(), rtol=1e-12)
     np.testing.assert_allclose(pooled[("age", "", "std")], frame.age.std(), rtol=1e-12)
@@ -50,7 +51,8 @@ def test_few_values_still_hide_their_statistics():
     frame, site = _cohort()
     rows_a = np.flatnonzero(site == "a")
     frame.loc[rows_a[3:], "age"] = np.nan  # site a: 3 values, 197 missing
-    result = describe(frame, clients=site, columns=["age"], min_level_count=5)
+    result = describe(frame, clients=site, columns=["age"], min_level_count=5,
+                      per_site=True)
     mask = result.mask
     for stat in ("count", "missing", "mean", "std", "50%"):
         assert mask.loc[("age", "", stat), ("all", "a")]

@@ -48,6 +48,8 @@ class Table1:
     source : str
         Where the rows are (the file, or the site services and dataset).
     notes : list of str
+    secure : bool
+        The pooled cells are masked sums (``--secure-aggregation``).
     """
 
     result: object
@@ -59,6 +61,7 @@ class Table1:
     per_site: bool = False
     source: str = ""
     notes: list = field(default_factory=list)
+    secure: bool = False
 
 
 # -- reading the input ---------------------------------------------------------------
@@ -212,7 +215,7 @@ def _choose_columns(args, available, frame=None):
 
 
 def _describe_file(args):
-    from ..stats import crosstab, describe
+    from ..data import FederatedDataset
 
     if not args.data:
         raise CLIError("give a CSV file with every site's rows (and --clients COLUMN), or "
@@ -226,23 +229,47 @@ def _describe_file(args):
     pairs = _crosstab_pairs(args.crosstab, list(frame.columns))
     quantiles = _quantiles(args.quantiles, DEFAULT_QUANTILES)
     try:
-        result = describe(frame, by=by, columns=columns, min_level_count=args.min_count,
-                          quantiles=quantiles, clients=sites)
-        tables = [(r, c, crosstab(frame, r, c, min_level_count=args.min_count,
-                                  clients=sites)) for r, c in pairs]
-    except ValueError as exc:
+        data = FederatedDataset.from_arrays(frame, clients=sites)
+        result, tables = _tables(args, data, columns, by, pairs, quantiles)
+    except (ValueError, ImportError) as exc:
         raise CLIError(str(exc)) from exc
-    labels, n = np.unique(sites.astype(str), return_counts=True)
-    order = list(result.table.columns.get_level_values("site").unique()[:-1])
-    rows = [int(n[list(labels).index(str(s))]) for s in order]
-    return Table1(result, tables, order, rows, args.min_count, by, args.per_site,
-                  source=str(args.data))
+    return Table1(result, tables, list(data.sites), [int(n) for n in data.n_samples],
+                  args.min_count, by, args.per_site, source=str(args.data),
+                  secure=args.secure_aggregation)
+
+
+def _tables(args, data, columns, by, pairs, quantiles):
+    """Table 1 and the cross-tables of ``data``: pooled (per site with ``--per-site``),
+    from masked sums with ``--secure-aggregation``."""
+    from ..stats import crosstab, describe
+
+    privacy = None
+    if args.secure_aggregation:
+        from ..privacy import SecureAggregation
+
+        privacy = SecureAggregation()
+    options = dict(min_level_count=args.min_count, per_site=args.per_site, privacy=privacy)
+    result = describe(data, by=by, columns=columns, quantiles=quantiles,
+                      labels=_labels(args, columns, by), **options)
+    return result, [(r, c, crosstab(data, r, c, **options)) for r, c in pairs]
+
+
+def _labels(args, columns, by):
+    """``--label COLUMN="Text"``: the names a report shows (with units)."""
+    labels = {}
+    for spec in args.label or ():
+        name, sep, text = spec.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise CLIError(f'--label takes COLUMN="Label (unit)"; got {spec!r}.')
+        _check_names(columns + ([by] if by else []), [name.strip()], "--label")
+        labels[name.strip()] = text.strip()
+    return labels
 
 
 def _describe_services(args):
     from ..data import FederatedDataset
     from ..sites import SiteRefusal, SiteServiceError, SiteUnavailable
-    from ..stats import crosstab, describe
+
     sites = parse_services(args.site_service)
     if args.data or args.clients:
         raise CLIError("--site-service reaches the sites' own services: give no local file "
@@ -271,16 +298,13 @@ def _describe_services(args):
         available = [str(c) for c in data.columns or ()]
         columns, by = _choose_columns(args, available)
         pairs = _crosstab_pairs(args.crosstab, available)
-        result = describe(data, by=by, columns=columns, min_level_count=args.min_count,
-                          quantiles=quantiles)
-        tables = [(r, c, crosstab(data, r, c, min_level_count=args.min_count))
-                  for r, c in pairs]
+        result, tables = _tables(args, data, columns, by, pairs, quantiles)
         return Table1(result, tables, list(data.sites), [int(n) for n in data.n_samples],
                       args.min_count, by, args.per_site,
                       source=f"dataset {args.dataset!r} of the site services "
                              + ", ".join(f"{k}={v}" for k, v in sites.items()),
-                      notes=notes)
-    except failures as exc:
+                      notes=notes, secure=args.secure_aggregation)
+    except failures + (ImportError,) as exc:
         raise CLIError(str(exc)) from exc
     finally:
         data.close()
@@ -429,7 +453,15 @@ def add_describe_parser(sub):
     d.add_argument("--crosstab", action="append", default=[], metavar="ROW:COLUMN",
                    help="a cross-table of two columns with Pearson's chi-square test "
                         "(repeat for more)")
-    d.add_argument("--per-site", action="store_true", help="also show each site's column")
+    d.add_argument("--per-site", action="store_true",
+                   help="also show each site's column (each site's own counts in the clear, "
+                        "suppressed at the site, audited with the pooled column)")
+    d.add_argument("--secure-aggregation", action="store_true",
+                   help="the pooled cells as masked sums over the sites (only the pooled "
+                        "counts and sums decoded; small pooled cells suppressed)")
+    d.add_argument("--label", action="append", default=[], metavar='COLUMN="LABEL"',
+                   help='the name a column has in the table, with its unit (repeat: '
+                        '--label age="Age (years)")')
     add_missing_value_options(d)
     d.add_argument("--html", metavar="HTML", help="write a self-contained HTML report")
     d.add_argument("--json", metavar="JSON", help="write every number as JSON")

@@ -269,13 +269,27 @@ def chi2_text(ct):
 
 def rule_text(report):
     """The suppression rule, as the reader of the table is told it."""
-    return (f"Small cells suppressed: each site blanks its counts from 1 to "
-            f"{report.min_count - 1} (--min-count {report.min_count}; a site service applies "
-            "its own min_level_count when larger) and the complementary cells that would give "
-            "one back through a total; a pooled cell is suppressed when a site suppressed its "
-            "part. Means, SDs and quantiles of a suppressed count are suppressed with it. "
-            "A numeric column's missing count is shown whatever its size (it is N minus the "
-            "non-missing count), unless it is the complement of a suppressed one.")
+    k = report.min_count
+    if getattr(report, "secure", False):
+        source = (f"the pooled cells are masked sums over the sites (secure aggregation: "
+                  f"no site's own count is decoded), and pooled counts from 1 to {k - 1} are "
+                  f"suppressed (--min-count {k})")
+        if report.per_site:
+            source += (f"; each site's column is its own release, in which it blanks its "
+                       f"counts from 1 to {k - 1} (a site service: its own min_level_count "
+                       "when larger)")
+    else:
+        source = (f"each site blanks its counts from 1 to {k - 1} (--min-count {k}; a site "
+                  "service applies its own min_level_count when larger) and the "
+                  "complementary cells that would give one back, and a pooled cell is "
+                  "suppressed when a site suppressed its part (--secure-aggregation pools "
+                  "the cells first)")
+    return (f"Small cells suppressed: {source}. Then every cell that would give back a "
+            "suppressed one through the totals shown (levels, groups, sites) is suppressed "
+            "too, until none follows from the others. Means, SDs and quantiles of a "
+            "suppressed count are suppressed with it. A numeric column's missing count is "
+            "shown whatever its size (it is N minus the non-missing count), unless it is the "
+            "complement of a suppressed one.")
 
 
 def group_labels(headers):

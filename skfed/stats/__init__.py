@@ -10,7 +10,8 @@ GLM fits from what they hold (their deviances and scales), as the estimators'
 ``wald_test`` tests linear hypotheses on their estimates.
 """
 
-from ._describe import CrosstabResult, DescribeResult, crosstab, describe
+from ._crosstab import CrosstabResult, crosstab
+from ._describe import DescribeResult, describe
 from ._hypothesis import FewClustersWarning, WaldTestResult, anova_deviance
 from ._meta_analysis import MetaAnalysisResult, meta_analysis
 from ._survival import LogrankResult, kaplan_meier, logrank_test

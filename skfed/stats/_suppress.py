@@ -5,27 +5,21 @@ level; or the row and column levels of a cross-table), and every axis gets a
 margin (the sum over it: all strata, the column's total). **Primary**
 suppression hides every cell, margins included, with
 ``0 < count < min_count`` (but the missing count of a numeric column: see
-:func:`hide_summary`). **Complementary** suppression then looks at every
-line of the table (the cells along one axis with their margin, which is
-their sum): a line with exactly one hidden cell would give it back by
-subtraction, so one more cell of that line is hidden -- the smallest
-positive one that is not a margin (else the smallest cell that is not a
-margin, else the margin) -- and the lines are checked again until no line has
-exactly one hidden cell. The site releases only the cells left and says
-which it hid and why (:func:`hide_summary`, :func:`hide_crosstab`, called by
-the site functions of :mod:`skfed.stats._site`, so the in-process, Dask and
-site-service paths hide the same cells).
+:func:`hide_summary`). **Complementary** suppression then hides more cells
+until no hidden cell follows from the shown ones through the table's additive
+relations, however many it takes (the interval audit of
+:mod:`skfed.stats._audit`: each hidden count keeps at least two possible
+values), choosing the smallest positive cell that is not a margin next to a
+pinned one. The site releases only the cells left and says which it hid and
+why (:func:`hide_summary`, :func:`hide_crosstab`, called by the site functions
+of :mod:`skfed.stats._site`, so the in-process, Dask and site-service paths
+hide the same cells).
 
-**When pooling.** The server adds only released numbers: a pooled cell one
-of whose sites hid its part is hidden too (:func:`pool`), never a sum of the
-parts it has. A pooled line then has no single hidden cell either (each of
-its hidden cells is hidden in some site's line, which hides a second one),
-and along the sites a hidden site cell always comes with its hidden pooled
-cell.
+**When pooling** released parts (no secure aggregation), the server adds only
+released numbers: a pooled cell one of whose sites hid its part is hidden too
+(:func:`pool`), never a sum of the parts it has. The released table set as a
+whole is then audited again (:func:`skfed.stats._audit.protect`).
 
-This closes recovery by one subtraction along any line; like every simple
-heuristic (and unlike a linear-programming audit such as tau-argus) it does
-not prove that no combination of several lines recovers a hidden cell.
 Zero cells are shown (they count no person).
 """
 
@@ -33,7 +27,9 @@ import itertools
 
 import numpy as np
 
+from ._audit import protect
 from ._levels import MISSING, sorted_levels
+from ._table_cells import N_ROW, RELATION_TEXT, relation_kind, relations
 
 #: the cell name of a stratum's row count in :func:`hide_summary`'s records
 SIZE = "N"
@@ -88,31 +84,35 @@ def suppress(table, min_count, seed=None, axis_names=None, site=None,
     primary = (table > 0) & (table < min_count)
     if exempt is not None:
         primary &= ~exempt
-    mask = primary.copy()
     reasons = {idx: (below(min_count, site) if site is not None
                      else f"fewer than {min_count} rows") for idx in zip(*np.nonzero(primary))}
+    hidden = set(reasons)
     if seed is not None:
-        for idx in zip(*np.nonzero(seed & ~mask)):
-            reasons[idx] = seed_reason + at
-        mask |= seed
-    changed = True
-    while changed:
-        changed = False
-        for axis in range(table.ndim):
-            others = [range(s) for k, s in enumerate(table.shape) if k != axis]
-            for rest in itertools.product(*others):
-                cells = [rest[:axis] + (i,) + rest[axis:] for i in range(table.shape[axis])]
-                hidden = [c for c in cells if mask[c]]
-                if len(hidden) != 1:
-                    continue
-                inner = cells[:-1]
-                candidates = ([c for c in inner if not mask[c] and table[c] > 0]
-                              or [c for c in inner if not mask[c]] or [cells[-1]])
-                pick = min(candidates, key=lambda c: table[c])
-                mask[pick] = True
-                reasons[pick] = (f"complementary{at}: with the total over {axis_names[axis]} "
-                                 "it would give back a suppressed count")
-                changed = True
+        for idx in zip(*np.nonzero(seed)):
+            reasons.setdefault(idx, seed_reason + at)
+            hidden.add(idx)
+    lines = []  # (margin, inner cells, axis) of every line
+    for axis in range(table.ndim):
+        others = [range(n) for k, n in enumerate(table.shape) if k != axis]
+        for rest in itertools.product(*others):
+            cells = [rest[:axis] + (i,) + rest[axis:] for i in range(table.shape[axis])]
+            lines.append((cells[-1], cells[:-1], axis))
+    values = {idx: int(table[idx]) for idx in np.ndindex(table.shape)}
+    last = [n - 1 for n in table.shape]
+    axis_of = {(total, tuple(parts)): axis for total, parts, axis in lines}
+
+    def cost(idx):  # the smallest positive inner cell first, margins last
+        return (any(i == m for i, m in zip(idx, last)), values[idx] == 0, values[idx])
+
+    def reason(idx, relation):
+        name = axis_names[axis_of[relation[0], tuple(relation[1])]]
+        return f"complementary{at}: with the total over {name} it would give back a " \
+               "suppressed count"
+
+    reasons.update(protect(values, hidden, [(t, p) for t, p, _ in lines], cost, reason))
+    mask = np.zeros(table.shape, dtype=bool)
+    for idx in hidden:
+        mask[idx] = True
     return mask, {tuple(int(i) for i in k): v for k, v in reasons.items()}
 
 
@@ -155,13 +155,33 @@ def hide_summary(summary, by, min_count, site):
     if min_count <= 1:
         return summary
     sizes, cells = summary["sizes"], summary["cells"]
-    strata = sorted_levels([g for g in sizes if g is not None])
-    if MISSING in sizes:
-        strata.append(MISSING)
-    n_mask = _hide_sizes(sizes, strata, by, min_count, site, records)
+    groups = sorted_levels([g for g in sizes if g is not None]) if by is not None else []
+    if by is not None and MISSING in sizes:
+        groups.append(MISSING)
+    values, names, column_rows = _site_cells(summary, groups, site)
+    hidden = {cell for cell, v in values.items() if 0 < v < min_count
+              and not (cell[0][2] == "missing" and summary["kinds"][cell[0][0]] == "numeric")}
+    reasons = dict.fromkeys(hidden, below(min_count, site))
+
+    def cost(cell):  # the smallest positive inner cell first; stratum sizes and totals last
+        return (cell[0] == N_ROW or cell[1][0] is None, values[cell] == 0, values[cell])
+
+    def reason(cell, relation):
+        return (f"complementary at site {site!r}: {RELATION_TEXT[relation_kind(relation, None)]}"
+                ", which would give back a suppressed count")
+
+    reasons.update(protect(values, hidden, relations(column_rows, groups, None, [site]),
+                           cost, reason))
+    for g in groups + [None]:
+        if (N_ROW, (g, site)) in hidden:
+            sizes[g] = None
+            _record(records, g, None, SIZE, reasons[N_ROW, (g, site)])
     for c, kind in summary["kinds"].items():
-        _hide_column(cells, c, kind == "numeric", strata, by, n_mask, min_count, site,
-                     records)
+        for g in groups + [None]:
+            for name, row in zip(names[c], column_rows[c]):
+                if (row, (g, site)) in hidden:
+                    _record(records, g, c, name, reasons[row, (g, site)])
+                    _hide_cell(cells[g, c], name, kind == "numeric")
     return summary
 
 
@@ -170,49 +190,22 @@ def _record(records, stratum, column, cell, reason):
     records.append({"stratum": stratum, "column": column, "cell": cell, "reason": reason})
 
 
-def _hide_sizes(sizes, strata, by, min_count, site, records):
-    """Hide the small stratum sizes in ``sizes`` (and their complements); returns the mask
-    over ``strata`` then all rows (without ``by``: all rows only)."""
-    keys = strata + [None]  # inner strata, then their margin (all rows)
-    if by is not None:
-        n_mask, n_reasons = suppress(with_margins(np.array([sizes[g] for g in strata],
-                                                           dtype=np.int64)), min_count,
-                                     axis_names=["strata"], site=site)
-    else:
-        n_mask = np.array([0 < sizes[None] < min_count])
-        n_reasons = {(0,): below(min_count, site)}
-    for j, g in enumerate(keys):
-        if n_mask[j]:
-            sizes[g] = None
-            _record(records, g, None, SIZE, n_reasons[(j,)])
-    return n_mask
-
-
-def _hide_column(cells, c, numeric, strata, by, n_mask, min_count, site, records):
-    """Hide the small counts of column ``c`` in ``cells``: its table strata x cells with
-    margins, whose total column is the stratum sizes (hidden where ``n_mask`` is)."""
-    keys = strata + [None]
-    names = _cell_names(cells, keys, c, numeric)
-    table = with_margins(_column_counts(cells, strata, c, names, numeric, by))
-    seed = np.zeros(table.shape, dtype=bool)
-    seed[..., -1] = n_mask
-    axes = ["strata", "levels"] if by is not None else ["levels"]
-    # a numeric column's missing count is N - count: hiding a small one would hide the
-    # non-missing count with it, and so the column's mean, SD and quantiles (it is hidden
-    # only as the complement of a small non-missing count)
-    exempt = np.zeros(table.shape, dtype=bool)
-    if numeric:
-        exempt[..., names.index("missing")] = True
-    mask, reasons = suppress(table, min_count, seed=seed, axis_names=axes, site=site,
-                             exempt=exempt)
-    for j, g in enumerate(keys if by is not None else [None]):
-        x = cells[g, c]
-        for i, name in enumerate(names):
-            idx = (j, i) if by is not None else (i,)
-            if not mask[idx]:
-                continue
-            _record(records, g, c, name, reasons[idx])
-            _hide_cell(x, name, numeric)
+def _site_cells(summary, groups, site):
+    """A site's counts as Table 1 cells (:mod:`skfed.stats._table_cells`): ``values``
+    ``{cell: count}``, each column's cell ``names`` and its Table 1 ``rows``."""
+    sizes, cells = summary["sizes"], summary["cells"]
+    values = {(N_ROW, (g, site)): int(sizes[g]) for g in groups + [None]}
+    names, column_rows = {}, {}
+    for c, kind in summary["kinds"].items():
+        numeric = kind == "numeric"
+        names[c] = _cell_names(cells, groups + [None], c, numeric)
+        column_rows[c] = [(c, "", name) if numeric else
+                          (c, "", "missing") if name == MISSING else (c, name, "count")
+                          for name in names[c]]
+        for g in groups + [None]:
+            for name, row in zip(names[c], column_rows[c]):
+                values[row, (g, site)] = int(_cell_count(cells[g, c], name, numeric))
+    return values, names, column_rows
 
 
 def _cell_names(cells, keys, c, numeric):
@@ -223,18 +216,6 @@ def _cell_names(cells, keys, c, numeric):
     names = sorted_levels([lv for g in keys for lv in cells[g, c]["levels"]])
     names.append(MISSING)
     return names
-
-
-def _column_counts(cells, strata, c, names, numeric, by):
-    """The counts of column ``c``'s cells ``names``: strata x cells (without ``by``: the
-    cells of all rows)."""
-    if by is not None:
-        inner = np.zeros((len(strata), len(names)), dtype=np.int64)
-        for j, g in enumerate(strata):
-            inner[j] = [_cell_count(cells[g, c], name, numeric) for name in names]
-        return inner
-    return np.array([_cell_count(cells[None, c], name, numeric) for name in names],
-                    dtype=np.int64)
 
 
 def _cell_count(x, name, numeric):
