@@ -143,11 +143,13 @@ def test_ratio_ticks_are_plain_numbers():
 
 
 def test_number_at_risk_counts_the_rows_still_followed(rossi):
+    """At the table's times (its event times and at-risk times, where the figure puts its
+    ticks) the number at risk is the rows followed then; after the last, 0."""
     frame, site, _, _ = rossi
     km = kaplan_meier(frame, time="week", event="arrest", by="fin", clients=site)
-    times = [0, 10, 25.5, 52, 60]
     for level in (0, 1):
         weeks = frame.week[frame.fin == level]
+        times = list(km.loc[level].index) + [60]
         assert list(number_at_risk(km.loc[level], times)) == [(weeks >= t).sum()
                                                               for t in times]
 
@@ -163,21 +165,33 @@ def test_kaplan_meier_figure_with_the_number_at_risk(rossi, tmp_path):
     np.testing.assert_array_equal(steps[1].get_ydata(), km.loc[1, "survival"])
     assert len(curves.collections) == 2  # the two confidence bands
     ticks = curves.get_xticks()
+    np.testing.assert_array_equal(ticks, km.at_risk_times)  # where the numbers are exact
     shown = [t.get_text() for t in table.texts]
-    expected = [str(n) for level in (0, 1) for n in number_at_risk(km.loc[level], ticks)]
+    expected = [str((frame.week[frame.fin == level] >= t).sum()) for level in (0, 1)
+                for t in ticks]
     assert shown == expected and shown[0] == str((frame.fin == 0).sum())
+    assert not any(text.startswith("Approximate") for text in _texts(fig))
     svg = _check_files(fig, tmp_path, "km")
     assert "Number at risk" in svg and "fin = 1" in svg
 
 
-def test_kaplan_meier_coarsened_shows_only_released_numbers(rossi):
+def test_a_life_table_is_drawn_straight_and_says_it_is_approximate(rossi, tmp_path):
     frame, site, _, _ = rossi
-    km = kaplan_meier(frame, time="week", event="arrest", clients=site, min_count=20)
+    cuts = [10.0, 20.0, 30.0, 40.0, 50.0]
+    km = kaplan_meier(frame, time="week", event="arrest", clients=site, time_grid=cuts)
     fig = plot_kaplan_meier(km, confidence=False)
-    released = set(km["at_risk"].astype(str)) | {"0"}
-    shown = [t.get_text() for t in fig.axes[1].texts]
-    assert shown and set(shown) <= released
-    assert len(fig.axes[0].collections) == 0
+    curves, table = fig.axes
+    (line,) = curves.lines  # the points joined by straight lines, no censor marks
+    assert line.get_drawstyle() == "default" and line.get_marker() == "o"
+    np.testing.assert_array_equal(line.get_xdata(), [0.0] + cuts)
+    np.testing.assert_array_equal(curves.get_xticks(), [0.0] + cuts)
+    shown = [t.get_text() for t in table.texts]
+    assert shown == [str(n) for n in km["at_risk"]]  # the rows followed beyond each cut
+    assert len(curves.collections) == 0
+    caption = [t for t in _texts(fig) if t.startswith("Approximate")]
+    assert caption and "10, 20, 30, 40, 50" in caption[0].replace("\n", " ")
+    svg = _check_files(fig, tmp_path, "life-table")
+    assert "Approximate" in svg
     with pytest.raises(TypeError, match="kaplan_meier returns"):
         plot_kaplan_meier(frame)
 

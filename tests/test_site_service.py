@@ -857,13 +857,20 @@ def test_statistics_through_services(clinic, federation):
         stats.describe(ids, columns=["patient_id"], quantiles=())
     assert info.value.rule == "min_level_count"
     ids.close()
-    # Kaplan-Meier: each site coarsens its times until every bin holds 30 rows
+    # Kaplan-Meier: no event time leaves these sites; on cut points whose intervals each
+    # hold 30 events and rows at every site, the life table (saying it is approximate)
     data = FederatedDataset.from_sites(addresses, dataset="visits", target=None,
                                        drop=["patient_id"], **_tls(federation["certs"]))
-    km = stats.kaplan_meier(data, time="target", event="event")
-    ref = stats.kaplan_meier(local, time="target", event="event", min_count=30)
+    with pytest.raises(SiteRefusal, match="time_grid=") as info:
+        stats.kaplan_meier(data, time="target", event="event")
+    assert info.value.rule == "allow_event_times"
+    km = stats.kaplan_meier(data, time="target", event="event", time_grid=[150.0])
+    ref = stats.kaplan_meier(local, time="target", event="event", time_grid=[150.0])
     pd.testing.assert_frame_equal(km, ref)
-    assert km["events"].sum() == frame["event"].sum()
+    assert km.approximate and km["events"].sum() == frame["event"].sum()
+    with pytest.raises(SiteRefusal) as info:  # an interval with 20 events at a site
+        stats.kaplan_meier(data, time="target", event="event", time_grid=[100.0, 200.0])
+    assert info.value.rule == "min_level_count"
 
 
 # --- the epidemiologist's regression through the services --------------------------

@@ -10,7 +10,8 @@ from lifelines.statistics import logrank_test as lifelines_logrank
 from lifelines.statistics import multivariate_logrank_test
 
 from skfed.data import FederatedDataset, SiteError
-from skfed.stats import kaplan_meier, logrank_test
+from skfed.stats import (kaplan_meier, logrank_test, median_survival,
+                         restricted_mean_survival_time)
 
 RTOL = 1e-10
 
@@ -30,19 +31,34 @@ def _survival_data(name):
 
 
 def _check_km(table, durations, events, alpha=0.05):
+    """Every time of ``table`` (0, each event time, the times the number at risk is asked
+    at) against lifelines' fitters on the rows: survival, its interval, the cumulative
+    hazard and its interval, the numbers at risk, of events and of censorings."""
     km = KaplanMeierFitter(alpha=alpha).fit(durations, events)
     na = NelsonAalenFitter(alpha=alpha).fit(durations, events)
-    np.testing.assert_array_equal(table.index.to_numpy(), km.survival_function_.index.to_numpy())
-    np.testing.assert_allclose(table["survival"], km.survival_function_.iloc[:, 0], rtol=RTOL,
-                               atol=1e-14)
+    durations, events = np.asarray(durations, dtype=float), np.asarray(events, dtype=float)
+    times = table.index.to_numpy(dtype=float)
+    assert times[0] == 0 and set(durations[events > 0]) <= set(times)
+    assert not table.approximate and table.note == "" and table.time_grid is None
+
+    def at(frame):  # lifelines' step functions at the table's times
+        return frame.reindex(times, method="ffill").to_numpy()
+
+    np.testing.assert_allclose(table["survival"], at(km.survival_function_)[:, 0],
+                               rtol=RTOL, atol=1e-14)
     np.testing.assert_allclose(table[["survival_lower", "survival_upper"]],
-                               km.confidence_interval_.to_numpy(), rtol=RTOL, atol=1e-14)
-    np.testing.assert_allclose(table["cumulative_hazard"], na.cumulative_hazard_.iloc[:, 0],
+                               at(km.confidence_interval_), rtol=RTOL, atol=1e-14)
+    np.testing.assert_allclose(table["cumulative_hazard"], at(na.cumulative_hazard_)[:, 0],
                                rtol=RTOL, atol=1e-14)
     np.testing.assert_allclose(table[["cumulative_hazard_lower", "cumulative_hazard_upper"]],
-                               na.confidence_interval_.to_numpy(), rtol=RTOL, atol=1e-14)
-    np.testing.assert_array_equal(table["at_risk"], km.event_table["at_risk"])
-    np.testing.assert_array_equal(table["events"], km.event_table["observed"])
+                               at(na.confidence_interval_), rtol=RTOL, atol=1e-14)
+    np.testing.assert_array_equal(table["at_risk"], [(durations >= t).sum() for t in times])
+    np.testing.assert_array_equal(table["events"], [((durations == t) & (events > 0)).sum()
+                                                    for t in times])
+    following = np.append(times[1:], np.inf)  # censored from a time until the next
+    np.testing.assert_array_equal(table["censored"], [
+        ((durations >= a) & (durations < b) & (events == 0)).sum()
+        for a, b in zip(times, following)])
 
 
 @pytest.mark.parametrize("name", ["waltons", "rossi", "lung"])
@@ -66,25 +82,158 @@ def test_kaplan_meier_by_group_equals_lifelines(name):
         _check_km(table.loc[level], rows[time], rows[event])
 
 
-def test_kaplan_meier_min_count_is_exact_km_of_binned_times():
-    df, time, event, _ = _survival_data("rossi")
+def _actuarial(durations, events, cuts):
+    """The actuarial life table from lifelines' counts on the intervals ``[0, c_1], (c_1,
+    c_2], ..., (c_m, inf)`` (its survival table collapsed on them): each interval's
+    entering, events, censorings, and the survival at its start."""
+    from lifelines.utils import survival_table_from_events
+
+    edges = np.concatenate([[0.0], cuts, [np.inf]])
+    counts = survival_table_from_events(durations, events, collapse=True, intervals=edges)
+    n, d, c = (counts[k].to_numpy(dtype=float) for k in ("at_risk", "observed", "censored"))
+    survival = np.concatenate([[1.0], np.cumprod(1 - d / (n - c / 2))[:-1]])
+    return n, d, c, survival
+
+
+def test_life_table_is_the_actuarial_table_of_lifelines_counts():
+    df, time, event, group = _survival_data("rossi")
     site = _sites(len(df))
-    exact = kaplan_meier(df, time=time, event=event, clients=site)
-    table = kaplan_meier(df, time=time, event=event, clients=site, min_count=10)
-    assert len(table) < len(exact)
-    # each site's released times: every one shared by >= 10 of its rows
-    from skfed.stats._site import site_event_table
-    data = FederatedDataset.from_arrays(df, clients=site)
-    binned = []
-    for reply, s in zip(data.map(site_event_table, time, event, None, 10), data.sites):
-        times, d, c = reply[None]
-        assert ((d + c) >= 10).all()
-        rows = df[site == s]
-        # each row's time becomes the first released time >= its own
-        binned.append(times[np.searchsorted(times, rows[time].to_numpy())])
-    binned_times = np.concatenate(binned)
-    events = np.concatenate([df[event].to_numpy()[site == s] for s in data.sites])
-    _check_km(table, binned_times, events)
+    cuts = np.array([8.0, 16.0, 26.0, 39.0, 51.5])
+    table = kaplan_meier(df, time=time, event=event, clients=site, time_grid=list(cuts))
+    assert table.approximate and np.array_equal(table.time_grid, cuts)
+    assert table.note.startswith("Approximate: an actuarial life table on the cut points "
+                                 "8, 16, 26, 39, 51.5") and table.note in repr(table)
+    np.testing.assert_array_equal(table.index, np.concatenate([[0.0], cuts]))
+    n, d, c, survival = _actuarial(df[time], df[event], cuts)
+    np.testing.assert_array_equal(table["at_risk"], n)
+    np.testing.assert_array_equal(table["events"], d)
+    np.testing.assert_array_equal(table["censored"], c)
+    np.testing.assert_allclose(table["survival"], survival, rtol=1e-13)
+    np.testing.assert_array_equal(table["interval_end"], np.append(cuts, np.inf))
+    # by group: each level's own table
+    by = kaplan_meier(df, time=time, event=event, by=group, clients=site, time_grid=cuts)
+    for level in sorted(df[group].unique()):
+        rows = df[df[group] == level]
+        n, d, c, survival = _actuarial(rows[time], rows[event], cuts)
+        np.testing.assert_array_equal(by.loc[level, "at_risk"], n)
+        np.testing.assert_allclose(by.loc[level, "survival"], survival, rtol=1e-13)
+    assert by.approximate and by.loc[0].approximate  # what it is survives selection
+
+
+def test_logrank_on_cut_points_is_lifelines_on_the_grouped_times():
+    df, time, event, group = _survival_data("rossi")
+    site = _sites(len(df))
+    cuts = np.array([10.0, 20.0, 30.0, 45.0])
+    result = logrank_test(df, time=time, event=event, group=group, clients=site,
+                          time_grid=cuts)
+    assert result.approximate and np.array_equal(result.time_grid, cuts)
+    assert "grouped into the intervals of the cut points 10, 20, 30, 45" in result.note
+    k = np.searchsorted(cuts, df[time].to_numpy(), side="left")
+    grouped = np.append(cuts, cuts[-1] + 1)[k]  # every time of an interval: one time
+    ref = multivariate_logrank_test(grouped, df[group], df[event])
+    np.testing.assert_allclose(result.statistic, ref.test_statistic, rtol=RTOL)
+    np.testing.assert_allclose(result.p_value, ref.p_value, rtol=RTOL)
+    exact = logrank_test(df, time=time, event=event, group=group, clients=site)
+    assert not exact.approximate and exact.note == "" and exact.time_grid is None
+
+
+@pytest.mark.parametrize("name", ["waltons", "rossi", "lung"])
+def test_median_and_rmst_equal_lifelines(name):
+    from lifelines.utils import median_survival_times
+    from lifelines.utils import restricted_mean_survival_time as lifelines_rmst
+
+    df, time, event, group = _survival_data(name)
+    site = _sites(len(df))
+    for level, table in [(None, kaplan_meier(df, time=time, event=event, clients=site))] + [
+            (level, kaplan_meier(df, time=time, event=event, by=group, clients=site).loc[level])
+            for level in sorted(df[group].unique())]:
+        rows = df if level is None else df[df[group] == level]
+        km = KaplanMeierFitter().fit(rows[time], rows[event])
+        medians = median_survival(table).loc["all"]
+        assert medians["median"] == km.median_survival_time_
+        ci = median_survival_times(km.confidence_interval_)
+        np.testing.assert_array_equal(medians[["median_lower", "median_upper"]],
+                                      ci.to_numpy().ravel())
+        for t in np.quantile(rows[time], [0.3, 0.9]).tolist() + [rows[time].max() * 1.1]:
+            mean, variance = restricted_mean_survival_time(table, t, return_variance=True)
+            np.testing.assert_allclose(mean, lifelines_rmst(km, t=t), rtol=1e-12)
+            # the variance lifelines defines, 2 int_0^t u S(u) du - RMST^2, from lifelines'
+            # curve as E[min(T, t)^2] over its jumps (lifelines' own quad stops at 50
+            # subdivisions of a step function)
+            sf = km.survival_function_.iloc[:, 0]
+            times, S = sf.index.to_numpy(dtype=float), sf.to_numpy()
+            keep = times <= t
+            mass = -np.diff(np.concatenate([[1.0], S[keep]]))
+            second = np.sum(mass * times[keep] ** 2) + S[keep][-1] * t ** 2
+            np.testing.assert_allclose(variance, second - mean ** 2, rtol=1e-10)
+
+
+def test_median_and_rmst_per_group_and_of_a_life_table():
+    df, time, event, group = _survival_data("rossi")
+    site = _sites(len(df))
+    by = kaplan_meier(df, time=time, event=event, by=group, clients=site)
+    medians = median_survival(by)
+    assert list(medians.index) == [0, 1] and medians.index.name == group
+    assert medians.attrs["alpha"] == 0.05
+    rmst = restricted_mean_survival_time(by, 40.0)
+    for level in (0, 1):
+        assert rmst.loc[level, "rmst"] == restricted_mean_survival_time(by.loc[level], 40.0)
+    # a life table: its curve straight between cut points (the actuarial median)
+    cuts = np.array([10.0, 20.0, 30.0, 40.0, 50.0])
+    table = kaplan_meier(df, time=time, event=event, clients=site, time_grid=cuts)
+    s = table["survival"].to_numpy()
+    t = table.index.to_numpy()
+    np.testing.assert_allclose(restricted_mean_survival_time(table, 50.0),
+                               np.trapezoid(s, t), rtol=1e-13)
+    np.testing.assert_allclose(restricted_mean_survival_time(table, 25.0),
+                               np.trapezoid(np.append(s[:3], np.interp(25.0, t, s)),
+                                            [0.0, 10.0, 20.0, 25.0]), rtol=1e-13)
+    assert median_survival(table).loc["all", "median"] == np.inf  # S(50) > 0.5 on rossi
+    lung, time, event, _ = _survival_data("lung")  # its survival crosses 0.5 near day 310
+    half = kaplan_meier(lung, time=time, event=event, clients=_sites(len(lung)),
+                        time_grid=[100.0, 200.0, 300.0, 400.0, 500.0])
+    v = half["survival"].to_numpy()
+    np.testing.assert_array_equal(half.index, [0.0, 100.0, 200.0, 300.0, 400.0, 500.0])
+    assert v[3] > 0.5 >= v[4]
+    expected = 300 + (v[3] - 0.5) / (v[3] - v[4]) * 100
+    assert median_survival(half).loc["all", "median"] == pytest.approx(expected, rel=1e-14)
+    with pytest.raises(ValueError, match="past the life table's last cut point 50"):
+        restricted_mean_survival_time(table, 60.0)
+
+
+def test_survival_summaries_and_grids_bad_input():
+    df, time, event, _ = _survival_data("waltons")
+    site = _sites(len(df))
+    with pytest.raises(ValueError, match="give the cut points themselves"):
+        kaplan_meier(df, time=time, event=event, clients=site, time_grid=5)
+    for grid in ([0.0, 10.0], [10.0, 5.0], [np.nan], []):
+        with pytest.raises(ValueError, match="positive, increasing cut points"):
+            kaplan_meier(df, time=time, event=event, clients=site, time_grid=grid)
+    with pytest.raises(ValueError, match="at_risk_times is for exact curves"):
+        kaplan_meier(df, time=time, event=event, clients=site, time_grid=[10.0],
+                     at_risk_times=[5.0])
+    with pytest.raises(ValueError, match="at_risk_times must be"):
+        kaplan_meier(df, time=time, event=event, clients=site, at_risk_times=[-1.0])
+    with pytest.raises(ValueError, match="privacy must be None or SecureAggregation"):
+        logrank_test(df, time=time, event=event, group="group", clients=site, privacy="yes")
+    table = kaplan_meier(df, time=time, event=event, clients=site)
+    with pytest.raises(TypeError, match="takes the table skfed.stats.kaplan_meier returns"):
+        median_survival(df)
+    with pytest.raises(ValueError, match="t must be a positive, finite time"):
+        restricted_mean_survival_time(table, -1.0)
+
+
+def test_exact_table_gives_the_number_at_risk_at_round_times():
+    df, time, event, _ = _survival_data("rossi")
+    table = kaplan_meier(df, time=time, event=event, clients=_sites(len(df)))
+    np.testing.assert_array_equal(table.at_risk_times, [0, 10, 20, 30, 40, 50])
+    for t in table.at_risk_times:
+        assert table.loc[t, "at_risk"] == (df[time] >= t).sum()
+    chosen = kaplan_meier(df, time=time, event=event, clients=_sites(len(df)),
+                          at_risk_times=[12.5, 3.0])
+    np.testing.assert_array_equal(chosen.at_risk_times, [3.0, 12.5])
+    assert chosen.loc[12.5, "at_risk"] == (df[time] >= 12.5).sum()
+    _check_km(chosen, df[time], df[event])
 
 
 @pytest.mark.parametrize("name", ["waltons", "rossi"])
@@ -356,7 +505,8 @@ def test_describe_and_crosstab_bad_input():
         crosstab(df.assign(one="x"), "sex", "one", clients=site)
 
 
-@pytest.mark.parametrize("name", ["describe", "crosstab", "kaplan_meier", "logrank_test"])
+@pytest.mark.parametrize("name", ["describe", "crosstab", "kaplan_meier", "logrank_test",
+                                  "median_survival", "restricted_mean_survival_time"])
 def test_public_functions_document_every_parameter(name):
     import inspect
 
@@ -448,24 +598,3 @@ def test_describe_by_suppresses_small_strata_everywhere():
         for s in ["a", "b", "c"]:
             if not mask[(g, s)][n_row]:
                 assert t[(g, s)][n_row] == ((df.stage.fillna("<missing>") == g) & (site == s)).sum()
-
-
-def test_kaplan_meier_min_count_by_group():
-    from skfed.stats._site import site_event_table
-
-    df, time, event, group = _survival_data("rossi")
-    site = _sites(len(df))
-    table = kaplan_meier(df, time=time, event=event, by=group, clients=site, min_count=8)
-    data = FederatedDataset.from_arrays(df, clients=site)
-    replies = data.map(site_event_table, time, event, group, 8)
-    for level in sorted(df[group].unique()):
-        times, events = [], []
-        for reply, s in zip(replies, data.sites):
-            released, d, c = reply[level]
-            assert ((d + c) >= 8).all()
-            rows = df[(site == s) & (df[group] == level)]
-            times.append(released[np.searchsorted(released, rows[time].to_numpy())])
-            events.append(rows[event].to_numpy())
-        _check_km(table.loc[level], np.concatenate(times), np.concatenate(events))
-    with pytest.raises(SiteError, match="fewer than min_count"):
-        kaplan_meier(df, time=time, event=event, by=group, clients=site, min_count=200)

@@ -208,8 +208,11 @@ def _survival_section(report, path, kaplan_meier):
     parts = []
     if kaplan_meier is not None:
         fig = plot_kaplan_meier(kaplan_meier)
-        parts.append(_figure(fig, path, "kaplan-meier", "Kaplan-Meier curves of the training "
-                             "rows with 95% intervals and the number at risk"))
+        caption = ("Kaplan-Meier curves of the training rows with 95% intervals and the "
+                   "number at risk")
+        if kaplan_meier.approximate:  # a life table: the grid, and that it is approximate
+            caption = f"Survival of the training rows. {kaplan_meier.note}"
+        parts.append(_figure(fig, path, "kaplan-meier", caption))
     est = report.estimator
     strata = est.strata_
     if report.scaler is None:

@@ -4,15 +4,16 @@ survival curves."""
 import numpy as np
 import pandas as pd
 
+from ..stats._survival_table import SurvivalTable
 from ._style import COLORS, journal_style, new_figure
 
 
 def _curves(km):
     """``{label: frame indexed by time}`` of a :func:`skfed.stats.kaplan_meier` table
     (one curve, or one per level of its ``by`` column)."""
-    if not isinstance(km, pd.DataFrame) or "survival" not in km.columns:
+    if not isinstance(km, SurvivalTable):
         raise TypeError("plot_kaplan_meier takes the table skfed.stats.kaplan_meier returns "
-                        f"(columns at_risk, survival...); got {type(km).__name__}.")
+                        f"(a SurvivalTable); got {type(km).__name__}.")
     if km.index.nlevels == 1:
         return {"all": km}, None
     by = km.index.names[0]
@@ -23,11 +24,12 @@ def number_at_risk(curve, times):
     """The number at risk at each of ``times``, read from a Kaplan-Meier table.
 
     At time ``t`` it is the ``at_risk`` of the first time of the table at or
-    after ``t`` (those whose time is ``>= t``), 0 after the last one. When
-    the sites coarsened their times (``kaplan_meier(..., min_count=k)``) the
-    table holds only their bins' ends, and a row counts as at risk until its
-    bin's end: the numbers are those of the curve drawn, and every one is a
-    number the table already holds.
+    after ``t``, 0 after the last one: the rows followed at ``t`` wherever
+    ``t`` is a time of the table (an exact table holds the event times and its
+    ``at_risk_times``, where :func:`plot_kaplan_meier` puts its ticks; a life
+    table its cut points, where ``at_risk`` is the rows followed beyond them).
+    Between two times of the table it is the number at the later one: rows
+    censored in between are not seen. Every number shown is one the table holds.
 
     Parameters
     ----------
@@ -47,6 +49,8 @@ def number_at_risk(curve, times):
 
 
 def _censor_marks(ax, curve, color):
+    """A tick where rows were censored before the next time of the table (the table
+    holds no censoring time: the tick is at the start of the gap they fell in)."""
     censored = curve["censored"].to_numpy() > 0
     ax.plot(curve.index.to_numpy(dtype=float)[censored], curve["survival"].to_numpy()[censored],
             ls="none", marker="|", ms=5, mew=0.9, color=color)
@@ -71,17 +75,59 @@ def _at_risk_table(ax, curves, names, ticks, colors):
     ax.set_title("Number at risk", loc="left", fontsize=8)
 
 
+def _ticks(km, last):
+    """Where the number at risk is known exactly: a life table's cut points (at most
+    about 12 of them), an exact table's ``at_risk_times``; else ``None``."""
+    grid = km.time_grid if km.approximate else km.at_risk_times
+    if grid is None:
+        return None
+    ticks = np.concatenate([[0.0], np.asarray(grid, dtype=float)])
+    ticks = np.unique(ticks[ticks <= last])
+    step = max(1, int(np.ceil((ticks.size - 1) / 12)))
+    return ticks[::step] if ticks.size > 1 else None
+
+
+def _draw_curve(ax, curve, name, color, *, linear, confidence, censor_marks):
+    """One curve: a step function, or a life table's points joined by straight lines."""
+    t = curve.index.to_numpy(dtype=float)
+    if linear:
+        ax.plot(t, curve["survival"], color=color, marker="o", ms=3, label=name)
+    else:
+        ax.step(t, curve["survival"], where="post", color=color, label=name)
+    if confidence and {"survival_lower", "survival_upper"} <= set(curve.columns):
+        ax.fill_between(t, curve["survival_lower"], curve["survival_upper"],
+                        step=None if linear else "post", color=color, alpha=0.15, lw=0)
+    if censor_marks and not linear and "censored" in curve.columns:
+        _censor_marks(ax, curve, color)
+
+
+def _caption(fig, km):
+    """A life table says under the figure that it is approximate, and on which grid."""
+    if not km.approximate:
+        return
+    import textwrap
+
+    fig.text(0.0, 0.0, textwrap.fill(km.note, 110), ha="left", va="top", fontsize=7,
+             color="#333333")
+
+
 def plot_kaplan_meier(km, *, confidence=True, at_risk=True, censor_marks=True, xlabel="time",
                       ylabel="survival probability", title=None, xmax=None):
     """Kaplan-Meier curves (one per group) with their intervals and the number at risk
     beneath.
 
+    An exact table is drawn as step functions, its ticks at the table's
+    ``at_risk_times`` (where the number at risk is exact). A life table
+    (``kaplan_meier(..., time_grid=...)``, ``approximate``) is drawn as its
+    points at the cut points joined by straight lines (the actuarial
+    assumption), its ticks at the cut points, and a caption under the figure
+    says that it is approximate and on which grid.
+
     Parameters
     ----------
-    km : pandas.DataFrame
+    km : SurvivalTable
         What :func:`skfed.stats.kaplan_meier` returns: one curve, or one per
-        level of its ``by`` column. With coarsened times (``min_count``) the
-        curves and the numbers at risk are those of the sites' bins.
+        level of its ``by`` column.
     confidence : bool, default=True
         Shade the pointwise interval (``survival_lower`` to
         ``survival_upper``: lifelines' log(-log) interval).
@@ -89,7 +135,8 @@ def plot_kaplan_meier(km, *, confidence=True, at_risk=True, censor_marks=True, x
         The table of the number at risk at the time axis' ticks
         (:func:`number_at_risk`).
     censor_marks : bool, default=True
-        A tick where rows were censored.
+        A tick where rows were censored, at the time of the table after which
+        they were (an exact table holds no censoring time); none on a life table.
     xlabel, ylabel : str
     title : str, default=None
     xmax : float, default=None
@@ -111,15 +158,12 @@ def plot_kaplan_meier(km, *, confidence=True, at_risk=True, censor_marks=True, x
         colors = [COLORS[k % len(COLORS)] for k in range(len(curves))]
         names = [str(label) if by is None else f"{by} = {label}" for label in curves]
         for curve, name, color in zip(curves.values(), names, colors):
-            t = curve.index.to_numpy(dtype=float)
-            ax.step(t, curve["survival"], where="post", color=color,
-                    label=None if by is None else name)
-            if confidence and {"survival_lower", "survival_upper"} <= set(curve.columns):
-                ax.fill_between(t, curve["survival_lower"], curve["survival_upper"],
-                                step="post", color=color, alpha=0.15, lw=0)
-            if censor_marks and "censored" in curve.columns:
-                _censor_marks(ax, curve, color)
+            _draw_curve(ax, curve, None if by is None else name, color, linear=km.approximate,
+                        confidence=confidence, censor_marks=censor_marks)
         ax.set(xlim=(0, last), ylim=(0, 1.02), xlabel=xlabel, ylabel=ylabel)
+        ticks = _ticks(km, last)
+        if ticks is not None:
+            ax.set_xticks(ticks)
         if by is not None:
             ax.legend(loc="lower left")
         if title:
@@ -129,6 +173,7 @@ def plot_kaplan_meier(km, *, confidence=True, at_risk=True, censor_marks=True, x
             ax.set_xticks(ticks)
             table_ax.set_xlim(ax.get_xlim())
             _at_risk_table(table_ax, curves, names, ticks, colors)
+        _caption(fig, km)
     return fig
 
 

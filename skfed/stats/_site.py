@@ -2,10 +2,11 @@
 
 Every function takes one site's :class:`~skfed.data.SiteData` (its ``X`` a
 DataFrame with named columns) plus small arguments sent by the server, and
-returns a small summary: counts, sums, a site's own moments, per-time counts
-of events. None returns a row. They are written so that they can be
-declared as site operations beside them (:mod:`skfed.federation.operations`): a
-site service runs them under its rules, with the checks declared here.
+returns a small summary: counts, sums, a site's own moments (Kaplan-Meier's
+counts: :mod:`skfed.stats._survival_site`). None returns a row. They are written
+so that they can be declared as site operations beside them
+(:mod:`skfed.federation.operations`): a site service runs them under its rules,
+with the checks declared here.
 """
 
 import numpy as np
@@ -322,7 +323,8 @@ def site_crosstab(site, row, col, min_count=1):
 
 
 def _coarsen(times, total, min_count):
-    """Bins of adjacent distinct times holding >= min_count rows each: the bin end per time."""
+    """Bins of adjacent distinct times holding >= min_count rows each: the bin end per time
+    (the coarsened event times of a Cox model's quantile grid, skfed.survival._site)."""
     ends = np.empty(times.size)
     start, acc, bins = 0, 0, []
     for i in range(times.size):
@@ -338,83 +340,3 @@ def _coarsen(times, total, min_count):
     for a, b in bins:
         ends[a:b + 1] = times[b]
     return ends
-
-
-@site_operation(
-    "stats.event_table", releases=COUNTS,
-    describes="per time the numbers of events and censorings, the site's times coarsened "
-              "until every bin holds >= min_level_count rows, each bin reported at its "
-              "last time (a row's time: Kaplan-Meier, Nelson-Aalen, log-rank)",
-    counts=lambda reply: [a for _, events, censored in reply.values()
-                          for a in (events, censored)],
-    arguments=(Arg("time", "name"), Arg("event", "name"), Arg("group", "name", nullable=True),
-               Arg("min_count", "int", low=1, high=1 << 30, nullable=True,
-                   floor="min_level_count")))
-def site_event_table(site, time, event, group=None, min_count=None):
-    """A site's number of events and of censorings at each distinct time, per group.
-
-    Parameters
-    ----------
-    site : SiteData
-    time : str
-        Column of follow-up times (finite, non-negative, no missing value).
-    event : str
-        Column of event indicators (1 or True: the event; 0 or False: censored).
-    group : str, default=None
-        Column whose levels are tabulated separately.
-    min_count : int, default=None
-        When given, adjacent distinct times are merged (from the earliest on)
-        until each merged bin holds at least ``min_count`` rows, and all of a
-        bin's events and censorings are reported at its last time (a short
-        last run joins the bin before it).
-
-    Returns
-    -------
-    tables : dict
-        ``{group level (None without group): (times, events, censored)}``,
-        three arrays of equal length, times increasing.
-    """
-    t = _column(site, time)
-    e = _column(site, event)
-    if site.n_samples == 0:
-        raise SiteError(site.site, "no rows.")
-    if not pd.api.types.is_numeric_dtype(t.dtype) or pd.api.types.is_bool_dtype(t.dtype):
-        raise SiteError(site.site, f"time column {show(time)} is not numeric (dtype {t.dtype}).")
-    tv = t.to_numpy(dtype=np.float64, na_value=np.nan)
-    if np.isnan(tv).any():
-        raise SiteError(site.site, f"time column {show(time)} has missing values.")
-    if not np.isfinite(tv).all() or (tv < 0).any():
-        raise SiteError(site.site, f"time column {show(time)} has negative or infinite times.")
-    if e.isna().any():
-        raise SiteError(site.site, f"event column {show(event)} has missing values.")
-    try:
-        ev = e.to_numpy(dtype=np.float64)
-    except (TypeError, ValueError):
-        raise SiteError(site.site, f"event column {show(event)} is not 0/1.") from None
-    if not np.isin(ev, (0.0, 1.0)).all():
-        raise SiteError(site.site, f"event column {show(event)} is not 0/1 (it has "
-                                   f"{show(sorted(set(np.unique(ev)) - {0.0, 1.0})[:3])}).")
-    if group is None:
-        parts = {None: np.ones(tv.size, dtype=bool)}
-    else:
-        g = _column(site, group)
-        if g.isna().any():
-            raise SiteError(site.site, f"group column {show(group)} has missing values.")
-        parts = {(lv.item() if isinstance(lv, np.generic) else lv): (g == lv).to_numpy()
-                 for lv in pd.unique(g)}
-    out = {}
-    for level, mask in parts.items():
-        times, inverse = np.unique(tv[mask], return_inverse=True)
-        events = np.bincount(inverse, weights=ev[mask], minlength=times.size)
-        total = np.bincount(inverse, minlength=times.size)
-        if min_count is not None:
-            if mask.sum() < min_count:
-                raise SiteError(site.site, f"{int(mask.sum())} rows"
-                                + ("" if group is None else f" in group {show(level)}")
-                                + f", fewer than min_count={min_count}.")
-            ends = _coarsen(times, total, min_count)
-            times, inverse = np.unique(ends, return_inverse=True)
-            events = np.bincount(inverse, weights=events, minlength=times.size)
-            total = np.bincount(inverse, weights=total, minlength=times.size)
-        out[level] = (times, events.astype(np.int64), (total - events).astype(np.int64))
-    return out

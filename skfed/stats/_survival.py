@@ -1,9 +1,10 @@
-"""Kaplan-Meier, Nelson-Aalen and the log-rank test from the sites' per-time counts.
+"""Kaplan-Meier, Nelson-Aalen and the log-rank test from the sites' pooled counts.
 
-Each site sends, per distinct time (and per group), its number of events and
-of censorings (:func:`~skfed.stats._site.site_event_table`); the server adds
-them up, forms the risk sets and computes the estimates with lifelines'
-formulas, so the numbers equal lifelines' on the pooled rows.
+Exact where the sites allow event times: the counts at the pooled event times
+(:mod:`skfed.stats._survival_exchange`), summed over sites (masked under secure
+aggregation), give lifelines' numbers on the pooled rows. On cut points
+(``time_grid=``): the actuarial life table and the log-rank test of the grouped
+times, each saying it is approximate.
 """
 
 from dataclasses import dataclass, field
@@ -12,10 +13,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..federation.session import FederationSession
 from .._messages import show
 from ..data.dataset import as_dataset
-from ._site import site_event_table
+from ._survival_exchange import check_privacy, cut_points, pooled_counts
+from ._survival_table import SurvivalTable, exact_table, life_table
 
 
 def _dataset(data, clients):
@@ -43,81 +44,58 @@ def _check_columns(data, **named):
                              f"{data.columns}.")
 
 
-def _pool(tables):
-    """Sum the sites' (times, events, censored) into one table on the union of times."""
-    times = np.unique(np.concatenate([t for t, _, _ in tables]))
-    events = np.zeros(times.size, dtype=np.int64)
-    censored = np.zeros(times.size, dtype=np.int64)
-    for t, d, c in tables:
-        k = np.searchsorted(times, t)
-        np.add.at(events, k, d)
-        np.add.at(censored, k, c)
-    return times, events, censored
+def _shown(cuts):
+    return ", ".join(f"{c:g}" for c in cuts[:12]) + (", ..." if cuts.size > 12 else "")
 
 
-def _pooled_tables(data, time, event, group, min_count):
-    replies = FederationSession.for_dataset(data).per_site(
-        site_event_table, time, event, group, min_count, phase="analysis")
-    levels = []
-    for reply in replies:
-        for level in reply:
-            if level not in levels:
-                levels.append(level)
-    try:
-        levels = sorted(levels)
-    except TypeError:
-        pass
-    return {level: _pool([r[level] for r in replies if level in r]) for level in levels}
+def _note(cuts):
+    if cuts is None:
+        return ""
+    return (f"Approximate: an actuarial life table on the cut points {_shown(cuts)} (the "
+            "sites released counts per interval, not event times); the survival at each cut "
+            "point assumes censorings spread evenly within an interval, and the curve is "
+            "drawn straight between cut points.")
 
 
-def _km_frame(times, events, censored, alpha):
-    """lifelines' KaplanMeierFitter and NelsonAalenFitter (defaults) on one event table."""
-    if times.size == 0 or times[0] > 0:  # lifelines' timeline starts at 0
-        times = np.concatenate([[0.0], times])
-        events = np.concatenate([[0], events])
-        censored = np.concatenate([[0], censored])
-    removed = events + censored
-    at_risk = removed.sum() - np.concatenate([[0], np.cumsum(removed)[:-1]])
-    n, d = at_risk.astype(np.float64), events.astype(np.float64)
-    z = stats.norm.ppf(1 - alpha / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_s = np.cumsum(np.log(n - d) - np.log(n))
-        greenwood = d / (n * (n - d))
-        greenwood[np.isinf(greenwood)] = 0.0
-        var = np.cumsum(greenwood)
-        survival = np.exp(log_s)
-        v = np.log(survival)
-        lower = np.exp(-np.exp(np.log(-v) - z * np.sqrt(var) / v))
-        upper = np.exp(-np.exp(np.log(-v) + z * np.sqrt(var) / v))
-    lower[np.isnan(lower)] = 1.0
-    upper[np.isnan(upper)] = 1.0
-    # Nelson-Aalen with lifelines' tie smoothing: sum_{i<d} 1/(n-i) and 1/(n-i)^2
-    ni = at_risk.astype(np.int64)
-    harmonic = np.cumsum(1.0 / np.arange(1, ni.max() + 1))
-    harmonic2 = np.cumsum(1.0 / np.arange(1, ni.max() + 1) ** 2)
-    rest = ni - events - 1
-    hazard = np.cumsum(harmonic[ni - 1] - np.where(rest >= 0, harmonic[np.maximum(rest, 0)], 0))
-    hvar = np.cumsum(harmonic2[ni - 1] - np.where(rest >= 0, harmonic2[np.maximum(rest, 0)], 0))
-    safe = np.where(hazard == 0, 1, hazard)
-    return pd.DataFrame({
-        "at_risk": at_risk, "events": events, "censored": censored, "survival": survival,
-        "survival_lower": lower, "survival_upper": upper, "greenwood_variance": var,
-        "cumulative_hazard": hazard,
-        "cumulative_hazard_lower": hazard * np.exp(-z * np.sqrt(hvar) / safe),
-        "cumulative_hazard_upper": hazard * np.exp(z * np.sqrt(hvar) / safe)},
-        index=pd.Index(times, name="time"))
+def _curves(counts, cuts, alpha):
+    """``{level: frame}`` from the pooled counts: a life table on ``cuts``, else the
+    exact estimates at time 0, the level's event times and the report times (while it
+    has rows at risk)."""
+    frames = {}
+    for j, level in enumerate(counts["levels"]):
+        events = counts["events"][j]
+        if cuts is not None:
+            frames[level] = life_table(cuts, events, counts["removed"][j], alpha)
+            continue
+        times, at_risk = counts["times"], counts["at_risk"][j]
+        keep = (events > 0) | (times == 0) | (np.isin(times, counts["report_times"])
+                                              & (at_risk > 0))
+        frames[level] = exact_table(times[keep], at_risk[keep], events[keep], alpha)
+    return frames
 
 
-def kaplan_meier(data, *, time, event, by=None, min_count=None, alpha=0.05, clients=None):
-    """The Kaplan-Meier and Nelson-Aalen estimates over all sites' rows.
+def kaplan_meier(data, *, time, event, by=None, time_grid=None, at_risk_times=None,
+                 alpha=0.05, privacy=None, clients=None):
+    """The Kaplan-Meier and Nelson-Aalen estimates over all sites' rows, or where the
+    sites release no event times, the actuarial life table on cut points.
 
-    Each site sends, per distinct time (and per level of ``by``), its number
-    of events and of censorings; the server adds them up and forms the risk
-    sets. The survival function, its Greenwood variance and its confidence
-    interval (the log(-log) transform, lifelines' ``KaplanMeierFitter``
-    default) and the Nelson-Aalen cumulative hazard with its interval
-    (lifelines' ``NelsonAalenFitter`` default, tie-smoothed) equal lifelines'
-    on the pooled rows.
+    Exact (``time_grid=None``): each site releases its distinct event times
+    (without counts; a site service only with ``allow_event_times``); on
+    their union (with 0 and ``at_risk_times``) each site counts its rows at
+    risk and its events, and the server needs only their sums. The survival
+    function, its Greenwood variance and its interval (the log(-log)
+    transform, lifelines' ``KaplanMeierFitter`` default) and the Nelson-Aalen
+    cumulative hazard with its interval (lifelines' ``NelsonAalenFitter``,
+    tie-smoothed) equal lifelines' on the pooled rows at every time of the
+    table.
+
+    On cut points (``time_grid=[c_1, ..., c_m]``): each site counts its events
+    and rows leaving per interval ``[0, c_1], (c_1, c_2], ..., (c_m, inf)``
+    (a site service: each interval 0 or at least ``min_level_count`` events
+    and rows), and the table is the actuarial life table
+    (:func:`skfed.stats._survival_table.life_table`: the estimator for times
+    known to their interval only), which says it is approximate
+    (``approximate``, ``time_grid``, ``note``).
 
     Parameters
     ----------
@@ -128,48 +106,68 @@ def kaplan_meier(data, *, time, event, by=None, min_count=None, alpha=0.05, clie
     event : str
         Column of event indicators, 0/1 (or bool): 1 the event, 0 censored.
     by : str, default=None
-        A column whose levels get separate curves.
-    min_count : int, default=None
-        ``None``: exact (each site sends its distinct times). An int: each
-        site merges adjacent distinct times (from the earliest) into bins of
-        at least ``min_count`` rows and reports a bin's events and
-        censorings at its last time, so no released time is shared by fewer
-        rows; the estimate is then the exact one of the data with times
-        rounded up to their bin's end (an approximation that delays events
-        within a bin).
+        A column whose levels get separate curves (at a site service each
+        level it holds has at least ``min_level_count`` rows).
+    time_grid : array-like of float, default=None
+        ``None``: exact curves. Positive increasing cut points: the
+        actuarial life table on their intervals (no time leaves a site).
+    at_risk_times : array-like of float, default=None
+        Exact curves only: times at which the table also gives the number at
+        risk (a figure's ticks). ``None``: about six round times from 0 to
+        the last event time (:func:`plot_kaplan_meier
+        <skfed.plotting.plot_kaplan_meier>` puts its ticks there); ``()``:
+        none.
     alpha : float, default=0.05
         The intervals have level ``1 - alpha``.
+    privacy : SecureAggregation or None, default=None
+        ``SecureAggregation()``: each site's counts leave it masked, and
+        only their sums over the sites are decoded (at least two sites).
+        The event times of the grid are exchanged site by site, as a Cox
+        model's.
     clients : str or array-like of shape (n_samples,), default=None
         The site of each row when ``data`` is a DataFrame (a column name or one
         label per row).
 
     Returns
     -------
-    table : pandas.DataFrame
-        Indexed by ``time`` (by ``(by level, time)`` with ``by``), from time
-        0 (lifelines' timeline): ``at_risk``, ``events``, ``censored``,
-        ``survival``, ``survival_lower``, ``survival_upper``,
-        ``greenwood_variance`` (the sum of ``d / (n (n - d))``),
+    table : SurvivalTable
+        A DataFrame indexed by ``time`` (by ``(by level, time)`` with ``by``),
+        from time 0: ``at_risk`` (rows with time ``>= t``), ``events``,
+        ``censored`` (rows censored from ``t`` until the next time of the
+        table: the table holds no censoring time), ``survival``,
+        ``survival_lower``, ``survival_upper``, ``greenwood_variance``,
         ``cumulative_hazard``, ``cumulative_hazard_lower`` and
-        ``cumulative_hazard_upper``.
+        ``cumulative_hazard_upper``; a life table is indexed by each
+        interval's start, its counts are the interval's (``at_risk`` the rows
+        entering it), and it has ``interval_end`` and ``effective_at_risk``.
+        Its ``approximate``, ``time_grid`` and ``note`` say what it is.
 
     Raises
     ------
     ValueError
         A column missing, negative or missing times, an event indicator that
-        is not 0/1, a site without rows (the message names the site).
+        is not 0/1, a site without rows (the message names the site), bad
+        cut points.
+    SiteRefusal
+        A site service's rule: exact curves without ``allow_event_times``
+        (the message says to pass ``time_grid=``), an interval or level with
+        fewer than ``min_level_count`` rows or events.
     """
     data = _dataset(data, clients)
     _check_columns(data, time=time, event=event, by=by)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1); got {show(alpha)}.")
-    if min_count is not None and (not isinstance(min_count, (int, np.integer)) or min_count < 1):
-        raise ValueError(f"min_count must be a positive int or None; got {show(min_count)}.")
-    tables = _pooled_tables(data, time, event, by, min_count)
-    if by is None:
-        return _km_frame(*tables[None], alpha)
-    frames = {level: _km_frame(*t, alpha) for level, t in tables.items()}
-    return pd.concat(frames, names=[by, "time"])
+    cuts = cut_points(time_grid)
+    if cuts is not None and at_risk_times is not None:
+        raise ValueError("at_risk_times is for exact curves; a life table gives the number "
+                         "at risk at its cut points.")
+    check_privacy(privacy)
+    counts = pooled_counts(data, time, event, by, cuts, at_risk_times, privacy)
+    frames = _curves(counts, cuts, alpha)
+    table = SurvivalTable(frames[None] if by is None else pd.concat(frames, names=[by, "time"]))
+    return table.describe_as(approximate=cuts is not None, time_grid=cuts,
+                             at_risk_times=counts.get("report_times"), alpha=alpha,
+                             note=_note(cuts))
 
 
 @dataclass
@@ -185,6 +183,12 @@ class LogrankResult:
         Number of groups minus one.
     observed, expected : pandas.Series
         Events per group, observed and expected under equal hazards.
+    approximate : bool
+        ``True``: the test of the times grouped into the intervals of
+        ``time_grid`` (see :func:`logrank_test`).
+    time_grid : ndarray or None
+    note : str
+        What the test is, when it is approximate.
     """
 
     statistic: float
@@ -192,16 +196,47 @@ class LogrankResult:
     degrees_of_freedom: int
     observed: pd.Series = field(repr=False)
     expected: pd.Series = field(repr=False)
+    approximate: bool = False
+    time_grid: np.ndarray = field(default=None, repr=False)
+    note: str = ""
 
 
-def logrank_test(data, *, time, event, group, clients=None):
+def _logrank(n_ij, d):
+    """``(statistic, expected)``: the log-rank chi-square from the numbers at risk and of
+    events, one row per time and one column per group (lifelines'
+    ``multivariate_logrank_test``)."""
+    rows = d.sum(1) > 0
+    n_ij, d = n_ij[rows].astype(np.float64), d[rows].astype(np.float64)
+    n_i, d_i = n_ij.sum(1), d.sum(1)
+    expected = n_ij * (d_i / n_i)[:, None]
+    z = d.sum(0) - expected.sum(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (n_i - d_i) / (n_i - 1)
+    ratio[~np.isfinite(ratio)] = 1.0
+    factor = ratio * d_i / n_i ** 2
+    full = np.column_stack([n_ij, n_i]) * np.sqrt(factor)[:, None]
+    V = -full.T @ full
+    ix = np.arange(n_ij.shape[1])
+    V[ix, ix] = V[ix, ix] - V[-1, ix]
+    V = V[:-2, :-2]  # the groups' covariance, less the last group's row and column
+    return float(z[:-1] @ np.linalg.pinv(V) @ z[:-1]), expected.sum(0)
+
+
+def logrank_test(data, *, time, event, group, time_grid=None, privacy=None, clients=None):
     """The log-rank test of equal hazards between the levels of ``group``, over all sites.
 
-    Each site sends, per level of ``group`` and distinct time, its number of
-    events and of censorings; the server forms each group's risk sets on the
-    union of times. The statistic and p-value equal lifelines'
-    ``multivariate_logrank_test`` (and ``logrank_test`` for two groups) on the
-    pooled rows.
+    Exact (``time_grid=None``): the numbers at risk and of events per group
+    at the pooled event times (as :func:`kaplan_meier`: the sites release
+    their event times, a site service only with ``allow_event_times``); the
+    statistic and p-value equal lifelines' ``multivariate_logrank_test`` (and
+    ``logrank_test`` for two groups) on the pooled rows.
+
+    On cut points: the Mantel-Haenszel test over the intervals, each a 2 x
+    groups table of the rows entering it and its events; that is lifelines'
+    log-rank test of the times rounded to their interval (every number it
+    uses is a count the grid releases, and its hypergeometric variance needs
+    the whole numbers entering, not the life table's ``n - c / 2``). The
+    result says it is approximate.
 
     Parameters
     ----------
@@ -212,6 +247,11 @@ def logrank_test(data, *, time, event, group, clients=None):
         Column of 0/1 event indicators.
     group : str
         Column of the groups compared (at least two levels, never missing).
+    time_grid : array-like of float, default=None
+        ``None``: exact. Positive increasing cut points: the test of the
+        grouped times.
+    privacy : SecureAggregation or None, default=None
+        As :func:`kaplan_meier`: each site's counts masked.
     clients : str or array-like of shape (n_samples,), default=None
         The site of each row when ``data`` is a DataFrame (a column name or one
         label per row).
@@ -224,40 +264,31 @@ def logrank_test(data, *, time, event, group, clients=None):
     ------
     ValueError
         Bad columns as in :func:`kaplan_meier`, or fewer than two groups.
+    SiteRefusal
+        As :func:`kaplan_meier`.
     """
     data = _dataset(data, clients)
     if group is None:
         raise ValueError("group must name a column.")
     _check_columns(data, time=time, event=event, group=group)
-    tables = _pooled_tables(data, time, event, group, None)
-    levels = list(tables)
+    cuts = cut_points(time_grid)
+    check_privacy(privacy)
+    counts = pooled_counts(data, time, event, group, cuts, (), privacy)
+    levels = counts["levels"]
     if len(levels) < 2:
         raise ValueError(f"group column {show(group)} has {len(levels)} level(s); the log-rank "
                          "test compares at least two.")
-    times = np.unique(np.concatenate([tables[g][0] for g in levels]))
-    d = np.zeros((times.size, len(levels)))
-    removed = np.zeros((times.size, len(levels)))
-    for j, g in enumerate(levels):
-        t, e, c = tables[g]
-        k = np.searchsorted(times, t)
-        d[k, j] = e
-        removed[k, j] = e + c
-    n_ij = removed.sum(0) - np.vstack([np.zeros(len(levels)), np.cumsum(removed, 0)[:-1]])
-    n_i = n_ij.sum(1)
-    d_i = d.sum(1)
-    expected = n_ij * (d_i / n_i)[:, None]
-    z = d.sum(0) - expected.sum(0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = (n_i - d_i) / (n_i - 1)
-    ratio[~np.isfinite(ratio)] = 1.0
-    factor = ratio * d_i / n_i ** 2
-    full = np.column_stack([n_ij, n_i]) * np.sqrt(factor)[:, None]
-    V = -full.T @ full
-    ix = np.arange(len(levels))
-    V[ix, ix] = V[ix, ix] - V[-1, ix]
-    V = V[:-1, :-1]
-    statistic = float(z[:-1] @ np.linalg.pinv(V[:-1, :-1]) @ z[:-1])
+    d = counts["events"].T
+    if cuts is None:
+        n_ij = counts["at_risk"].T
+    else:
+        removed = counts["removed"].T
+        n_ij = removed.sum(0) - np.vstack([np.zeros(len(levels)), np.cumsum(removed, 0)[:-1]])
+    statistic, expected = _logrank(n_ij, d)
     dof = len(levels) - 1
+    note = "" if cuts is None else ("Approximate: the log-rank test of the times grouped "
+                                    f"into the intervals of the cut points {_shown(cuts)}.")
     return LogrankResult(statistic, float(stats.chi2.sf(statistic, dof)), dof,
                          pd.Series(d.sum(0), index=levels, name="observed"),
-                         pd.Series(expected.sum(0), index=levels, name="expected"))
+                         pd.Series(expected, index=levels, name="expected"),
+                         approximate=cuts is not None, time_grid=cuts, note=note)
