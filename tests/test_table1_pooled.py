@@ -371,3 +371,84 @@ def test_a_site_requiring_secure_aggregation_serves_the_pooled_table_only(tmp_pa
         with pytest.raises(SiteRefusal):
             describe(data, by="horTh", columns=["menostat"], quantiles=(), per_site=True,
                      privacy=SecureAggregation())
+
+
+# -- as a journal prints it -----------------------------------------------------------------
+LABELS = {"age": "Age (years)", "tsize": "Tumour size (mm)", "menostat": "Menopausal status",
+          "horTh": "Hormone therapy"}
+
+
+def _journal_result(secure=True):
+    df, site = _gbsg2()
+    df["node_positive"] = df.pnodes > 3  # a binary column: one row
+    return df, describe(df, by="horTh", columns=["age", "tsize", "menostat", "tgrade",
+                                                 "node_positive"],
+                        clients=site, labels=LABELS,
+                        privacy=SecureAggregation() if secure else None)
+
+
+def test_the_laid_out_table_has_labels_group_n_binary_rows_and_missing_where_present():
+    df, result = _journal_result()
+    frame = result.to_frame()
+    assert list(frame.columns) == ["Overall (n = 686)", "no (n = 440)", "yes (n = 246)",
+                                   "p-value", "SMD"]
+    labels = [label.strip() for label in frame.index]
+    assert "Age (years)" in labels and "Tumour size (mm)" in labels
+    assert "Menopausal status, n (%)" in labels
+    # missing rows only where values are missing: age (6) and menostat (10), not tsize
+    rows = list(frame.index)
+    after = {v: rows[rows.index(label) + 1:] for v, label in
+             [("age", "Age (years)"), ("tsize", "Tumour size (mm)")]}
+    assert "  missing" in after["age"][:3] and "  missing" not in after["tsize"][:3]
+    assert frame.loc["  missing"].iloc[0, 0] == "6 (0.9%)"  # age's, of 686
+    # a binary column: one row, the n (%) of True, with its p-value on it
+    n = int(df.node_positive.sum())
+    assert frame.loc["node_positive, n (%)", "Overall (n = 686)"] == \
+        f"{n} ({100 * n / len(df):.1f}%)"
+    assert frame.loc["node_positive, n (%)", "p-value"] != ""
+    # numbers with fixed decimals: mean (SD), median [Q1, Q3]
+    yes = df[df.horTh == "yes"].age
+    assert frame.loc["  mean (SD)", "yes (n = 246)"].iloc[0] == \
+        f"{yes.mean():.1f} ({yes.std():.1f})"
+
+
+def test_exports_to_csv_latex_and_word(tmp_path):
+    import csv
+    import re
+
+    _, result = _journal_result(secure=False)  # suppressed cells, with footnotes
+    frame = result.to_frame()
+    assert frame.attrs["footnotes"]
+    path = tmp_path / "table1.csv"
+    assert result.to_csv(path) is None
+    rows = list(csv.reader(open(path, encoding="utf-8")))
+    assert rows[0] == ["Variable"] + list(frame.columns)
+    body = rows[1:1 + len(frame)]
+    assert [r[0] for r in body] == list(frame.index)
+    assert [r[1:] for r in body] == frame.to_numpy().tolist()
+    assert rows[-1][0].startswith(f"[{len(frame.attrs['footnotes'])}] ")
+    latex = result.to_latex()
+    assert latex.count(r"\\") >= len(frame) + 1 and r"\toprule" in latex
+    assert r"Age (years)" in latex and r"n (\%)" in latex and "$^{1}$" in latex
+    docx = pytest.importorskip("docx")
+    result.to_docx(tmp_path / "table1.docx")
+    document = docx.Document(tmp_path / "table1.docx")
+    table = document.tables[0]
+    header = [c.text for c in table.rows[0].cells]
+    assert header == [""] + list(frame.columns)
+    texts = [[c.text for c in row.cells] for row in table.rows[1:]]
+    # the suppressed cells' footnote numbers are superscripts: "<5" + "1"
+    assert [t[1:] for t in texts] == [[re.sub(r" \[(\d+)\]$", r"\1", v) for v in row]
+                                      for row in frame.to_numpy().tolist()]
+    paragraphs = [p.text for p in document.paragraphs]
+    for k, reason in enumerate(frame.attrs["footnotes"], start=1):
+        assert f"{k} {reason.split('] ', 1)[1]}" in paragraphs
+
+
+def test_word_export_without_python_docx_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    _, result = _journal_result()
+    monkeypatch.setitem(sys.modules, "docx", None)
+    with pytest.raises(ImportError, match=r"python-docx \(pip install 'skfed\[word\]'\)"):
+        result.to_docx(tmp_path / "table1.docx")

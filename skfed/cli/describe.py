@@ -23,7 +23,7 @@ from .._messages import count
 from .errors import CLIError
 from .missing_values import add_missing_value_options, check_local_only, missing_tokens
 from .table1 import Footnotes, chi2_text, comparison_text, crosstab_grid, grid, \
-    group_labels, rule_text
+    header_rows, rule_text
 
 #: the quantiles of a local Table 1 (median and quartiles)
 DEFAULT_QUANTILES = (0.25, 0.5, 0.75)
@@ -187,7 +187,23 @@ def run_describe(args, out=None):
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(table1_json(report), fh, indent=1)
         print(f"JSON written to {args.json}", file=out)
+    _export(report, args, out)
     return report
+
+
+def _export(report, args, out):
+    """``--csv``, ``--latex``, ``--docx``: Table 1 as laid out for a journal."""
+    result = report.result
+    for path, write, what in ((args.csv, result.to_csv, "CSV"),
+                              (args.latex, result.to_latex, "LaTeX"),
+                              (args.docx, result.to_docx, "Word")):
+        if not path:
+            continue
+        try:
+            write(path, per_site=report.per_site)
+        except ImportError as exc:
+            raise CLIError(str(exc)) from exc
+        print(f"{what} table written to {path}", file=out)
 
 
 def _choose_columns(args, available, frame=None):
@@ -349,10 +365,8 @@ def format_table1(report):
     lines = [f"skfed describe: {report.source}",
              f"{len(report.sites)} sites: " + ", ".join(
                  f"{s} ({count(n, 'row')})" for s, n in zip(report.sites, report.rows)), ""]
-    header_lines = []
-    if report.by:
-        header_lines.append((f"by {report.by}:", group_labels(headers)))
-    header_lines.append(("", [str(s) for _, s in headers]))
+    header_lines = [(f"by {report.by}:" if report.by and k == 0 else "", texts)
+                    for k, texts in enumerate(header_rows(report, headers))]
     body = [("  " * depth + label, [_cell_text(c) for c in cells])
             for label, depth, cells in rows]
     lines += ["Table 1" + ("" if report.per_site else " (pooled; --per-site for each site)")]
@@ -465,6 +479,10 @@ def add_describe_parser(sub):
     add_missing_value_options(d)
     d.add_argument("--html", metavar="HTML", help="write a self-contained HTML report")
     d.add_argument("--json", metavar="JSON", help="write every number as JSON")
+    d.add_argument("--csv", metavar="CSV", help="write Table 1 as laid out, in CSV")
+    d.add_argument("--latex", metavar="TEX", help="write Table 1 as a LaTeX table (booktabs)")
+    d.add_argument("--docx", metavar="DOCX",
+                   help="write Table 1 as a Word document (needs python-docx: skfed[word])")
     remote = d.add_argument_group("site services", "the sites' own services run every "
                                   "count under their policies (docs/data-officers.md)")
     from .remote import add_site_service_options

@@ -19,7 +19,7 @@ from .fit import GLM_MODELS, coefficient_headers, coefficient_rows, intercept_ro
     penalty_text, privacy_lines, scaling_text, survival_text, traffic
 from .summary import fit_statistics, hazard_ratio_notes, summary_lines
 from .table1 import Footnotes, chi2_text, comparison_text, crosstab_grid, grid, \
-    group_labels, rule_text
+    header_rows, rule_text
 
 _STYLE = """
 body { font-family: "Helvetica Neue", Helvetica, Arial, "Liberation Sans", "DejaVu Sans",
@@ -396,10 +396,8 @@ def write_table1_html(report, path):
     counts, the suppression rule and every suppressed cell's footnote, in one
     self-contained file."""
     headers, rows, reasons = grid(report)
-    header_lines = []
-    if report.by:
-        header_lines.append((f"by {report.by}", group_labels(headers)))
-    header_lines.append(("", [str(s) for _, s in headers]))
+    header_lines = [(f"by {report.by}" if report.by and k == 0 else "", texts)
+                    for k, texts in enumerate(header_rows(report, headers))]
     parts = _head("skfed describe: Table 1") + [
         f"<style>{_STYLE} td.hidden {{ color: #b00020; }} sup a {{ color: inherit; }}"
         "</style></head><body>",

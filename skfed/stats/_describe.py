@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .._messages import show
+from . import _export
 from ._cells import ALL, POOLED
 from ._compare import compare_groups
 from ._levels import MISSING
@@ -97,6 +98,74 @@ class DescribeResult:
     def label(self, variable):
         """The name a report shows for ``variable`` (its label, else itself)."""
         return str(self.labels.get(variable, variable))
+
+    def to_frame(self, per_site=None):
+        """Table 1 as a journal prints it, as a DataFrame of text.
+
+        One column per group with its ``n`` in the header (and per site, with
+        ``per_site``); per variable its label, then mean (SD) and median [Q1,
+        Q3], or n (%) per level (a binary column on one row); ``missing`` only
+        where a value is missing; suppressed cells ``<5`` or ``suppressed``
+        with their footnote number; the p-value and SMD with ``by``.
+
+        Parameters
+        ----------
+        per_site : bool, default=None
+            Show the sites' columns (default: when the result holds them).
+
+        Returns
+        -------
+        frame : pandas.DataFrame
+            ``frame.attrs["footnotes"]``: the numbered reasons.
+        """
+        return _export.to_frame(self, per_site)
+
+    def to_csv(self, path=None, per_site=None):
+        """Table 1 as laid out by :meth:`to_frame`, in CSV (footnotes in the last rows).
+
+        Parameters
+        ----------
+        path : str or path-like, default=None
+            Where to write it; ``None``: return the text.
+        per_site : bool, default=None
+
+        Returns
+        -------
+        text : str or None
+        """
+        return _export.to_csv(self, path, per_site)
+
+    def to_latex(self, path=None, per_site=None, caption="Table 1"):
+        """Table 1 as laid out by :meth:`to_frame`, as a LaTeX table (booktabs).
+
+        Parameters
+        ----------
+        path : str or path-like, default=None
+            Where to write it; ``None``: return the text.
+        per_site : bool, default=None
+        caption : str, default="Table 1"
+
+        Returns
+        -------
+        text : str or None
+        """
+        return _export.to_latex(self, path, per_site, caption)
+
+    def to_docx(self, path, per_site=None, title="Table 1"):
+        """Table 1 as laid out by :meth:`to_frame`, as a Word document.
+
+        Parameters
+        ----------
+        path : str or path-like
+        per_site : bool, default=None
+        title : str, default="Table 1"
+
+        Raises
+        ------
+        ImportError
+            Without python-docx (``pip install 'skfed[word]'``).
+        """
+        _export.to_docx(self, path, per_site, title)
 
     def to_html(self, **kwargs):
         """The table as HTML, hidden cells shown as ``suppressed``, the comparison of the
