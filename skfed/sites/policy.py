@@ -195,11 +195,12 @@ class Policy:
         indicator from an analyst's constant).
     allow_event_times : bool
         Whether exact event times may leave the site (a Cox model whose
-        baseline hazard is shared across sites, without a time grid): the
-        pooled event times become public, and the sums at a time with one
-        event are that row's covariates. Without it, only event times or
-        grid intervals holding at least ``min_level_count`` events (and rows
-        leaving the risk set) are used.
+        baseline hazard is shared across sites, without a time grid; exact
+        Kaplan-Meier curves and log-rank tests): the pooled event times become
+        public, and the sums at a time with one event are that row's
+        covariates. Without it, only event times or grid intervals holding at
+        least ``min_level_count`` events (and rows leaving the risk set) are
+        used.
     access : dict
         ``[access.<analyst>]`` tables: the datasets and operations one
         analyst may use (narrowing ``operations``; an analyst with no table

@@ -17,9 +17,8 @@ of a group of at least ``min_count`` events (and rows) and the next time at
 the site, at the roundest number there (:func:`roundest_between`), so a cut
 point is one of the site's times only where the times themselves are that
 coarse (whole weeks); the number of cut points bounds the site's number of
-events (at least ``min_count`` per interval). That is less than the site's
-coarsened Kaplan-Meier table (``stats.event_table``) already gives: each of
-its bins' last time.
+events (at least ``min_count`` per interval). The same rule decides a
+life table's cut points (``stats.life_table``, :mod:`skfed.stats._survival_site`).
 """
 
 import math
