@@ -102,7 +102,8 @@ def test_forest_of_logistic_identity_and_formula_fits(cohort):
     pytest.importorskip("formulaic")
     result = formula.glm("events ~ age + C(smoker)", frame, family="poisson", clients=site)
     table = forest_table(result)
-    assert list(table.index) == ["C(smoker)[T.1]", "age"]
+    # a formula's rows as a reader reads them (issue 36): the level against its reference
+    assert list(table.index) == ["smoker: 1 vs 0", "age"]
     np.testing.assert_allclose(table["estimate"], np.exp(result.params.iloc[1:]), rtol=1e-12)
     np.testing.assert_allclose(table["upper"], np.exp(result.conf_int().iloc[1:, 1]),
                                rtol=1e-12)

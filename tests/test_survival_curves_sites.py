@@ -293,3 +293,9 @@ def test_a_report_says_its_curve_is_a_life_table(tmp_path):
     assert ("Approximate: an actuarial life table on the cut points 13, 26, 39 (the sites "
             "released counts per interval, not event times)") in text
     assert "Kaplan-Meier curves of the training rows" not in text
+
+
+def test_the_old_per_site_bins_are_refused_with_the_way_to_a_life_table():
+    frame = pd.DataFrame({"t": [1.0, 2.0, 3.0], "e": [1, 0, 1]})
+    with pytest.raises(TypeError, match="time_grid"):
+        kaplan_meier(frame, time="t", event="e", min_count=5)

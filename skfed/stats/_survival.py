@@ -75,7 +75,7 @@ def _curves(counts, cuts, alpha):
 
 
 def kaplan_meier(data, *, time, event, by=None, time_grid=None, at_risk_times=None,
-                 alpha=0.05, privacy=None, clients=None):
+                 alpha=0.05, privacy=None, clients=None, min_count=None):
     """The Kaplan-Meier and Nelson-Aalen estimates over all sites' rows, or where the
     sites release no event times, the actuarial life table on cut points.
 
@@ -127,6 +127,10 @@ def kaplan_meier(data, *, time, event, by=None, time_grid=None, at_risk_times=No
     clients : str or array-like of shape (n_samples,), default=None
         The site of each row when ``data`` is a DataFrame (a column name or one
         label per row).
+    min_count : None
+        Gone (each site coarsened its own table to bins of ``min_count`` rows,
+        which biased the curve); a value is refused with the way to a life
+        table (``time_grid=``).
 
     Returns
     -------
@@ -153,6 +157,10 @@ def kaplan_meier(data, *, time, event, by=None, time_grid=None, at_risk_times=No
         (the message says to pass ``time_grid=``), an interval or level with
         fewer than ``min_level_count`` rows or events.
     """
+    if min_count is not None:
+        raise TypeError("kaplan_meier no longer takes min_count= (per-site bins biased the "
+                        "curve): give time_grid=[cut points] for the actuarial life table, "
+                        "or let the sites release their event times (allow_event_times).")
     data = _dataset(data, clients)
     _check_columns(data, time=time, event=event, by=by)
     if not 0 < alpha < 1:
