@@ -1,5 +1,5 @@
-"""Command line: ``python -m skfed demo|fit|describe|site|support-matrix`` (also installed as
-``skfed``)."""
+"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|site|support-matrix``
+(also installed as ``skfed``)."""
 
 import argparse
 import sys
@@ -648,9 +648,14 @@ def main(argv=None):
     from .site import add_site_parser, run_site
 
     add_site_parser(sub)
+    from .analyses import COMMANDS, add_analysis_parsers, run_analysis
+
+    add_analysis_parsers(sub)  # km, mixed, meta
     args = parser.parse_args(argv)
     if args.command == "site":
         return run_site(args)
+    if args.command in COMMANDS:
+        return run_analysis(args)
     if args.command == "demo":
         run_demo(alpha=args.alpha, n_sites=args.sites, report=args.report, output=args.output,
                  csv=args.csv)

@@ -4,7 +4,9 @@
 family="binomial")`` fits the GLM statsmodels fits on the pooled rows, with
 its design (treatment coding, interactions, transforms, B-splines), its
 parameter names (``Intercept``, ``C(sex)[T.M]``, ``age:C(sex)[T.M]``) and its
-numbers; :func:`coxph` does the same for lifelines' Cox model.
+numbers; :func:`coxph` does the same for lifelines' Cox model, :func:`mixedlm`
+for statsmodels' linear mixed model, and :func:`two_stage` pools each site's
+own least-squares fit of a formula by a meta-analysis.
 
 The formula is parsed by formulaic at the analyst into a declared, typed term
 list (plain data: columns, allow-listed numeric transforms, categorical
@@ -17,6 +19,7 @@ quantiles. See ``docs/formulas.md``.
 from ._errors import DesignError, FormulaError
 from ._models import coxph, design, glm, mixedlm
 from ._results import CoxResults, FormulaResults, GLMResults
+from ._two_stage import TwoStageResults, two_stage
 
-__all__ = ["glm", "coxph", "mixedlm", "design", "FormulaError", "DesignError",
-           "FormulaResults", "GLMResults", "CoxResults"]
+__all__ = ["glm", "coxph", "mixedlm", "two_stage", "design", "FormulaError", "DesignError",
+           "FormulaResults", "GLMResults", "CoxResults", "TwoStageResults"]
