@@ -116,7 +116,11 @@ def run_boosting_fit(args, out):
     """``skfed fit --model boosting...``: fit, print the report, write ``--json``,
     ``--report`` and ``--output``; returns the :class:`BoostingReport`."""
     _check_options(args)
+    from .holdout import holdout_note
+
     report = _service_fit(args) if args.site_service else _local_fit(args)
+    report.notes.insert(0, holdout_note(args, report.site_rows,
+                                        "services" if args.site_service else "local"))
     print(format_boosting_text(report), end="", file=out)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
@@ -171,11 +175,11 @@ def _estimator(args, classifier):
 
 
 def _test_size(args):
-    if args.final:
-        if args.test_size not in (None, 0):
-            raise CLIError("--final fits on every row: it takes no --test-size.")
-        return 0.0
-    return 0.2 if args.test_size is None else args.test_size
+    """The held-out share under the one rule of :mod:`skfed.cli.holdout` (trees have no
+    regression table: 0.2 unless told)."""
+    from .holdout import test_size
+
+    return test_size(args)
 
 
 # -- rows read here -----------------------------------------------------------------
@@ -436,8 +440,6 @@ def format_boosting_text(report):
         n_tr, n_te, fed, _, pooled = report.overall
         lines.append(f"  {'overall':<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{'':>12}"
                      f"{_fmt(pooled):>9}")
-    else:
-        lines.append("no held-out score (--final / --test-size 0)")
     lines += [f"  note: {note}" for note in report.notes] + [""] + _loss_lines(est)
     history = est.history_
     lines.append(f"{int(history['rounds'].sum()) + history.setup_rounds} rounds "

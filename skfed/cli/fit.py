@@ -389,6 +389,9 @@ class FitReport:
     summary: object = None  # the regression table on the original columns (--summary)
     formula: object = None  # --formula: the FormulaResults (skfed.formula) fitted
     kaplan_meier: object = None  # a survival model's: the Kaplan-Meier table of its rows
+    holdout: str = None  # which rows were held out, and why (skfed.cli.holdout)
+    #: why no row was held out, in a few words (skfed.cli.holdout.none_held_out)
+    none_held_out: str = "--test-size 0: the final model, fitted on every row"
 
     @property
     def survival(self):
@@ -849,12 +852,14 @@ def _held_out_lines(report, lines):
                      f"{_fmt(pool):>9}")
     n_tr, n_te, fed, _, pool = report.overall
     lines.append(f"  {'overall':<16}{n_tr:>7}{n_te:>7}{_fmt(fed):>11}{'':>12}{_fmt(pool):>9}")
-    for note in report.notes:
+    for note in ([report.holdout] if report.holdout else []) + report.notes:
         lines.append(f"  note: {note}")
 
 
 def _no_held_out_line(report):
     """Why the report has no held-out score, with the rows each site fitted on."""
+    if report.holdout:
+        return report.holdout
     by_site = ", ".join(f"{r[0]} {r[1]}" for r in report.site_rows)
     if report.formula is not None:
         return (f"no held-out score: a formula fit uses every complete row (rows by site: "
@@ -871,7 +876,7 @@ def format_text(report):
                  f"solver {est.solver_.name}, {len(report.site_rows)} sites, "
                  f"{report.overall[0]} training rows, "
                  + (f"{report.overall[1]} held out" if report.held_out else
-                    "none held out (--test-size 0: the final model, fitted on every row)"))
+                    f"none held out ({report.none_held_out})"))
     lines.append(scaling_text(report))
     if report.survival:
         lines.append(survival_text(report))

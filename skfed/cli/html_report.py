@@ -273,8 +273,11 @@ def _summary_section(report, path):
 def _site_section(report, scores=_plain):
     """The held-out scores by site and overall; ``scores`` formats the three scores."""
     n_tr, n_te, fed, _, pool = report.overall
+    # which rows were held out and why (skfed.cli.holdout), or why none were
+    why = getattr(report, "holdout", None)
     if not report.held_out:
         return ["<h2>No held-out score</h2>",
+                f"<p>{html.escape(why[0].upper() + why[1:])}.</p>" if why else
                 "<p>--test-size 0 (--final): the final model, fitted on every row; no row "
                 "was held out to score it (run with --test-size 0.2 to estimate how well "
                 "it predicts).</p>",
@@ -285,7 +288,8 @@ def _site_section(report, scores=_plain):
             "Local-only: fitted on that site's rows alone. Pooled: fitted on all training "
             "rows at once (what federated learning reaches without moving the data).</p>",
             _table(["site", "train rows", "test rows", "federated", "local-only", "pooled"],
-                   rows, formats=[_plain, _plain, scores, scores, scores])]
+                   rows, formats=[_plain, _plain, scores, scores, scores])] + (
+        [f"<p>{html.escape(why[0].upper() + why[1:])}.</p>"] if why else [])
 
 
 def _head(title):

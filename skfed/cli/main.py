@@ -58,6 +58,13 @@ def run_demo(alpha=2.0, n_sites=5, out=None, report=None, output=None, csv=None)
     result = fit_and_compare(X, y, sites, model="lasso", test_size=0.2, random_state=0,
                              feature_names=names, output_names=["progression"],
                              strength=alpha, max_rounds=5000, tol=1e-9)
+    from types import SimpleNamespace
+
+    from .holdout import holdout_note
+
+    # the note of the skfed fit command it stands for (its defaults)
+    result.holdout = holdout_note(SimpleNamespace(test_size=None, final=False, summary=False,
+                                                  random_state=0), result.site_rows, "local")
     p(format_text(result), end="")
     fed, scaler = result.estimator, result.scaler
 
@@ -275,9 +282,11 @@ def _add_column_options(fit):
 def _add_holdout_and_missing_value_options(fit):
     """The held-out rows of the comparison, and what becomes of missing values."""
     fit.add_argument("--test-size", type=float, default=None,
-                     help="share of every site's rows held out for the comparison (default "
-                          "0.2); 0: no held-out rows, the final model on every row (no "
-                          "held-out score)")
+                     help="share of every site's rows held out to score the models (default: "
+                          "0.2, or 0 with --summary: a regression table is fitted on every "
+                          "row unless asked); 0: no held-out rows, the final model on every "
+                          "row (no held-out score). Site services hold out whole partitions "
+                          "drawn from their own secrets")
     fit.add_argument("--final", action="store_true",
                      help="the final model: fit on every row (the same as --test-size 0)")
     fit.add_argument("--impute", choices=["median", "mean", "most_frequent"],
@@ -367,6 +376,7 @@ def run_fit(args, out=None):
     out = sys.stdout if out is None else out
     _recover_data_file(args)
     from .boosting_fit import is_boosting, run_boosting_fit
+    from .holdout import holdout_note, none_held_out
     from .missing_values import check_local_only
 
     check_local_only(args)
@@ -380,9 +390,14 @@ def run_fit(args, out=None):
     elif args.scheduler or args.site or args.site_service:
         _check_model_and_target(args)
         report = _with_summary(_run_remote_fit(args), args)
+        home = "services" if args.site_service else "dask"
     else:
         _check_model_and_target(args)
         report = _with_summary(_run_local_fit(args), args)
+        home = "local"
+    if not args.formula:  # one rule, and one note, for the rows held out
+        report.holdout = holdout_note(args, report.site_rows, home)
+        report.none_held_out = none_held_out(args)
     print(format_text(report), end="", file=out)
     _save(report, args.report, args.output, lambda *a: print(*a, file=out), args.json)
     return report
@@ -468,13 +483,10 @@ def _local_notes(args, frame, encoder):
 
 
 def _test_size(args):
-    from .fit import CLIError
+    """The held-out share under the one rule of :mod:`skfed.cli.holdout`."""
+    from .holdout import test_size
 
-    if args.final:
-        if args.test_size not in (None, 0):
-            raise CLIError("--final fits on every row: it takes no --test-size.")
-        return 0.0
-    return 0.2 if args.test_size is None else args.test_size
+    return test_size(args)
 
 
 def _privacy(args):
