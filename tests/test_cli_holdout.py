@@ -73,7 +73,9 @@ def test_a_summary_uses_every_row_as_the_formula_path_does(deaths, tmp_path, cap
 def test_a_held_out_evaluation_when_asked_says_which_rows_and_why(deaths, tmp_path, capsys):
     frame, path = deaths
     page = tmp_path / "report.html"
-    assert main(["fit", path, *LOGISTIC, "--test-size", "0.2", "--report", str(page)]) == 0
+    saved = tmp_path / "fit.json"
+    assert main(["fit", path, *LOGISTIC, "--test-size", "0.2", "--report", str(page),
+                 "--json", str(saved)]) == 0
     out = capsys.readouterr().out
     report = run_fit(_args(path, *LOGISTIC, "--test-size", "0.2"), out=io.StringIO())
     test = report.test
@@ -84,6 +86,7 @@ def test_a_held_out_evaluation_when_asked_says_which_rows_and_why(deaths, tmp_pa
             f"regression table comes from the {int((~test).sum())} training rows, not all "
             "585 (without --test-size it is fitted on every row)")
     assert note in " ".join(out.split())
+    assert json.loads(saved.read_text())["holdout"] == note
     assert "Held-out rows: " + note[len("held-out rows: "):].replace("'", "&#x27;") in \
         page.read_text()
     # the table is the training rows' (statsmodels' on them)

@@ -210,7 +210,8 @@ def report_json(report):
         ``coefficients`` (``{feature: [values...]}`` under ``headers``), the
         ``intercept``, the regression table ``summary`` (``{row: {column:
         value}}``, or ``None``), the ``sites`` with their rows and scores,
-        ``overall``, ``converged``, ``notes`` and ``traffic``.
+        ``overall``, ``converged``, ``notes``, ``holdout`` (which rows were held
+        out and why, :mod:`skfed.cli.holdout`) and ``traffic``.
     """
     rows = coefficient_rows(report)
     out = {"model": report.model, "estimator": type(report.estimator).__name__,
@@ -225,7 +226,7 @@ def report_json(report):
            "overall": dict(zip(("train_rows", "test_rows", "federated", "local_only",
                                 "pooled"), report.overall)),
            "converged": report.converged, "notes": list(report.notes),
-           "traffic": traffic(report)}
+           "holdout": report.holdout, "traffic": traffic(report)}
     if report.formula is not None:
         out["design"] = report.formula.design
     return _plain(out)
