@@ -90,6 +90,20 @@ def test_describe_keeps_a_level_written_none(tmp_path):
     pd.testing.assert_series_equal(_frame(path, "--na-values", "-99")["income"], income)
 
 
+def test_skfed_describe_counts_the_level_none_as_pandas(tmp_path, capsys):
+    path = _religions(tmp_path)
+    out = tmp_path / "t1.json"
+    assert main(["describe", path, "--clients", "site", "--columns", "religion",
+                 "--json", str(out)]) == 0
+    capsys.readouterr()
+    cells = {(c["level"], c["statistic"]): c["value"]
+             for c in json.loads(out.read_text())["table"] if c["variable"] == "religion"}
+    expected = pd.read_csv(path)["religion"].value_counts(dropna=False)
+    assert cells == {(level, "count") if isinstance(level, str) else ("", "missing"): n
+                     for level, n in expected.items()}
+    assert cells[("none", "count")] > 0
+
+
 def test_no_default_na_keeps_a_region_written_NA(tmp_path):
     path = _religions(tmp_path)
     frame = pd.read_csv(path, keep_default_na=False)
