@@ -42,7 +42,7 @@ KNOWN_CLI_CIRCLES = []
 MAX_FUNCTION_LINES = 80
 SHORT_FUNCTION_FILES = ("cli/describe.py", "cli/main.py", "cli/table1.py", "cli/fit.py",
                         "cli/remote.py", "cli/boosting_report.py", "cli/boosting_fit.py",
-                        "cli/analyses.py", "cli/meta.py", "cli/mixed.py")
+                        "cli/analyses.py", "cli/meta.py", "cli/mixed.py", "cli/km.py")
 
 
 def _module_name(path):

@@ -23,7 +23,8 @@ import numpy as np
 from .errors import CLIError
 
 #: the commands of this module, by name: (module, its parser adder, its runner)
-COMMANDS = {"mixed": ("mixed", "add_mixed_parser", "run_mixed"),
+COMMANDS = {"km": ("km", "add_km_parser", "run_km"),
+            "mixed": ("mixed", "add_mixed_parser", "run_mixed"),
             "meta": ("meta", "add_meta_parser", "run_meta")}
 
 
