@@ -55,7 +55,8 @@ def test_a_summary_uses_every_row_as_the_formula_path_does(deaths, tmp_path, cap
     saved = tmp_path / "formula.json"
     assert main(["fit", path, "--clients", "hospital", "--formula", "died ~ age + C(sex)",
                  "--family", "binomial", "--json", str(saved)]) == 0
-    capsys.readouterr()
+    assert "585 training rows, none held out (--formula: a regression table is fitted on " \
+        "every complete row)" in capsys.readouterr().out
     formula = json.loads(saved.read_text())
     assert formula["overall"]["train_rows"] == 585
     for name, row in table.iterrows():

@@ -395,7 +395,9 @@ def run_fit(args, out=None):
         _check_model_and_target(args)
         report = _with_summary(_run_local_fit(args), args)
         home = "local"
-    if not args.formula:  # one rule, and one note, for the rows held out
+    if args.formula:  # its table: every complete row, as the Python API's
+        report.none_held_out = "--formula: a regression table is fitted on every complete row"
+    else:  # one rule, and one note, for the rows held out
         report.holdout = holdout_note(args, report.site_rows, home)
         report.none_held_out = none_held_out(args)
     print(format_text(report), end="", file=out)
