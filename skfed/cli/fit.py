@@ -389,6 +389,7 @@ class FitReport:
     summary: object = None  # the regression table on the original columns (--summary)
     formula: object = None  # --formula: the FormulaResults (skfed.formula) fitted
     kaplan_meier: object = None  # a survival model's: the Kaplan-Meier table of its rows
+    ph_test: object = None  # a Cox model's PH test with --summary (skfed.cli.ph_test.PHTest)
     holdout: str = None  # which rows were held out, and why (skfed.cli.holdout)
     #: why no row was held out, in a few words (skfed.cli.holdout.none_held_out)
     none_held_out: str = "--test-size 0: the final model, fitted on every row"
@@ -464,7 +465,7 @@ def _fit_local(reference, scale, indicators, X, y, names, strata, rows, offset=N
 
 def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, feature_names=None,
                     output_names=None, scale=True, indicators=(), test=None, preprocess=(),
-                    notes=(), strata_values=None, offset=None, **options):
+                    notes=(), strata_values=None, offset=None, ph_test=False, **options):
     """Fit federated, local-only and pooled models; score them on held-out rows.
 
     With ``scale`` the features are standardized first (see
@@ -484,7 +485,8 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     ``options["strata"]`` names (not a feature: neither scaled nor a
     covariate). With ``strata="site"`` the pooled reference keeps one
     baseline per site (the same model, fitted in process). ``offset``: each
-    row's offset (``--offset``), given to every fit and prediction.
+    row's offset (``--offset``), given to every fit and prediction. ``ph_test``: a
+    Cox model's proportional-hazards test on its training rows (``--summary``).
     """
     from sklearn.base import clone
 
@@ -523,11 +525,17 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
         # the columns the saved model expects (a Pipeline: its scaler checks them, as
         # scikit-learn's StandardScaler would, and hands the model an array)
         (fed if scaler is None else scaler).feature_names_in_ = np.array(names, dtype=object)
+    test_of_ph = None
+    if ph_test and survival:
+        from .ph_test import ph_test_of
+
+        test_of_ph = ph_test_of(fed, rows.model_input(tr), Y[tr], sites[tr])
     return FitReport(model=model, estimator=fed, metric=metric_name(model),
                      feature_names=names, output_names=output_names, site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=test,
                      scaler=scaler, preprocess=list(preprocess),
-                     kaplan_meier=_kaplan_meier_of(Y[tr], sites[tr]) if survival else None)
+                     kaplan_meier=_kaplan_meier_of(Y[tr], sites[tr]) if survival else None,
+                     ph_test=test_of_ph)
 
 
 def _kaplan_meier_of(Y, sites):

@@ -165,6 +165,11 @@ def run_formula_fit(args):
             data, clients = _local_frame(args)
         results, converged = _fit(args, model, family, data, clients)
         summary = results.summary()
+        ph_test = None
+        if model == "cox":  # on the fit's own rows, while the services are open
+            from .ph_test import ph_test_of
+
+            ph_test = ph_test_of(results)
     except (FormulaError, ValueError, TypeError, SiteRefusal, SiteServiceError,
             SiteUnavailable) as exc:
         raise CLIError(str(exc)) from exc
@@ -178,7 +183,7 @@ def run_formula_fit(args):
         feature_names=names, output_names=[args.formula.split("~")[0].strip()],
         site_rows=[(str(s), int(n), 0, np.nan, np.nan, np.nan) for s, n in rows.items()],
         overall=(int(rows.sum()), 0, np.nan, np.nan, np.nan), converged=converged,
-        notes=[], test=None, summary=summary, formula=results)
+        notes=[], test=None, summary=summary, formula=results, ph_test=ph_test)
 
 
 def _plain(value):
@@ -210,9 +215,13 @@ def report_json(report):
         ``coefficients`` (``{feature: [values...]}`` under ``headers``), the
         ``intercept``, the regression table ``summary`` (``{row: {column:
         value}}``, or ``None``), the ``sites`` with their rows and scores,
-        ``overall``, ``converged``, ``notes``, ``holdout`` (which rows were held
-        out and why, :mod:`skfed.cli.holdout`) and ``traffic``.
+        ``overall``, ``ph_test`` (a Cox model's proportional-hazards test with
+        ``--summary``, or why there is none: :mod:`skfed.cli.ph_test`),
+        ``converged``, ``notes``, ``holdout`` (which rows were held out and why,
+        :mod:`skfed.cli.holdout`) and ``traffic``.
     """
+    from .ph_test import ph_test_json
+
     rows = coefficient_rows(report)
     out = {"model": report.model, "estimator": type(report.estimator).__name__,
            "formula": None if report.formula is None else report.formula.formula,
@@ -225,6 +234,7 @@ def report_json(report):
                                 "pooled"), r)) for r in report.site_rows],
            "overall": dict(zip(("train_rows", "test_rows", "federated", "local_only",
                                 "pooled"), report.overall)),
+           "ph_test": ph_test_json(report.ph_test),
            "converged": report.converged, "notes": list(report.notes),
            "holdout": report.holdout, "traffic": traffic(report)}
     if report.formula is not None:

@@ -465,7 +465,7 @@ def _run_local_fit(args):
             preprocess=[("impute", imputer), ("encode", encoder)], notes=notes,
             strata_values=None if strata_column is None else frame[strata_column].to_numpy(),
             offset=None if args.offset is None else frame[args.offset].to_numpy(),
-            **_model_options(args))
+            ph_test=args.summary, **_model_options(args))
     except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
         raise CLIError(str(exc)) from exc
 
@@ -545,7 +545,8 @@ def _run_remote_fit(args):
                       strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
                       impute=args.impute, drop_incomplete=args.drop_incomplete,
-                      offset=args.offset, **_model_options(args, remote=True))
+                      offset=args.offset, ph_test=args.summary,
+                      **_model_options(args, remote=True))
 
 
 def _model_options(args, remote=False):
@@ -639,7 +640,7 @@ def _run_service_fit(args):
                         solver=args.solver, max_rounds=args.max_rounds, tol=args.tol,
                         privacy=_privacy(args), impute=args.impute,
                         drop_incomplete=args.drop_incomplete, offset=args.offset,
-                        **_model_options(args, remote=True))
+                        ph_test=args.summary, **_model_options(args, remote=True))
 
 
 def main(argv=None):

@@ -195,13 +195,15 @@ def _concordance(fed, test, notes):
 
 def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
               random_state=0, impute=None, drop_incomplete=False, with_offset=False,
-              services=False, **options):
+              services=False, ph_test=False, **options):
     """The ``skfed fit`` report on a site-resident :class:`~skfed.FederatedDataset`.
 
     ``test_size=0``: the final model, fitted on every row of every site, with
     no held-out score (nor local-only models to compare). ``with_offset``:
     the sites' rows carry offsets (their local-only models, which would
     ignore them, are not fitted). ``services``: the sites are site services.
+    ``ph_test``: a Cox model's proportional-hazards test on its training rows
+    (``--summary``; the sites send its sums).
     """
     features = [str(c) for c in (data.columns or range(data.n_features))]
     reports = _inspect_sites(data, features, categorical, impute, drop_incomplete)
@@ -240,11 +242,17 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     site_rows = [(str(s), int(a), int(b), per_site.get(s, np.nan), loc, np.nan)
                  for s, a, b, loc in zip(data.sites, train.n_samples, n_test, local)]
     overall = (int(train.n_samples.sum()), int(np.sum(n_test)), pooled_fed, np.nan, np.nan)
+    test_of_ph = None
+    if ph_test and model in SURVIVAL_MODELS:  # on the training rows, while they are open
+        from .ph_test import ph_test_of
+
+        test_of_ph = ph_test_of(fed, named)
     return FitReport(model=model, estimator=fed, metric=metric_name(model),
                      feature_names=list(names), output_names=list(np.atleast_1d(target)),
                      site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=None,
-                     scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)])
+                     scaler=scaler, preprocess=[("impute", imputer), ("encode", encoder)],
+                     ph_test=test_of_ph)
 
 
 def _baseline_notes(fed):

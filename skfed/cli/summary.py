@@ -137,7 +137,10 @@ def _hazard_ratio_lines(report):
     for name, row in table.iterrows():
         lines.append(f"  {str(name):<{width}}" + "".join(f"{v:>#{w}.5g}" for v, w in zip(row,
                                                                                         cells)))
-    return lines + [f"  {note}" for note in hazard_ratio_notes(report)]
+    from .ph_test import ph_test_lines
+
+    return (lines + [f"  {note}" for note in hazard_ratio_notes(report)]
+            + ph_test_lines(report.ph_test))
 
 
 def summary_lines(report):
