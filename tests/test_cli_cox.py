@@ -154,7 +154,10 @@ def test_report_html_has_the_hazard_ratio_table(rossi, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "held-out Harrell's concordance" in out
     text = html.read_text()
-    assert "Hazard ratios (original columns)" in text and "exp(coef) upper 95%" in text
+    # the journal table (one hazard-ratio column), the coefficients in full in the appendix
+    assert "Hazard ratios (original columns)" in text and "HR (95% CI)" in text
+    assert text.index("se(coef)") > text.index("Appendix")
+    assert "exp(coef) upper 95%" not in text
     assert "Held-out Harrell&#x27;s concordance by site" in text
     assert "log partial likelihood" in text
     assert "(intercept)" not in text and "strata site" in text

@@ -35,6 +35,9 @@ PROBE = """<script>
   out.setAttribute("data-tables", document.querySelectorAll("table").length);
   out.setAttribute("data-figure-widths", svgs.map(function (s) {
     return Math.round(s.getBoundingClientRect().width); }).join(","));
+  out.setAttribute("data-scrolling-boxes", Array.prototype.filter.call(
+    document.querySelectorAll(".box"), function (b) {
+      return b.scrollWidth > b.clientWidth + 1; }).length);
   out.setAttribute("data-monospace", Array.prototype.some.call(
     document.querySelectorAll("td, th"), function (c) {
       return /mono/i.test(getComputedStyle(c).fontFamily); }));
@@ -57,10 +60,14 @@ def _render(page, tmp_path):
     return dict(re.findall(r'data-([\w-]+)="([^"]*)"', found.group(1))), proc.stdout
 
 
-def _assert_fits(measured):
+def _assert_fits(measured, scrolling=False):
+    """The page no wider than the window; unless ``scrolling``, no table box that scrolls
+    sideways either (a regression table must fit at 1280 px, not scroll)."""
     assert int(measured["inner-width"]) == 1280
     assert int(measured["scroll-width"]) <= int(measured["client-width"]), measured
     assert measured["monospace"] == "false"
+    if not scrolling:
+        assert measured["scrolling-boxes"] == "0", measured
 
 
 def _assert_figure_files(page, names):
@@ -138,7 +145,10 @@ def test_cox_report_has_forest_kaplan_meier_and_survival_curves(tmp_path):
     page = tmp_path / "cox.html"
     write_html_report(report, page, kaplan_meier=km)
     text = page.read_text()
-    assert "(intercept)" not in text and "A Cox model has no intercept" in text
+    assert "A Cox model has no intercept" in text
+    # the journal table: one hazard-ratio column, the full table in the appendix only
+    assert "HR (95% CI)" in text and text.index("HR (95% CI)") < text.index("Appendix")
+    assert text.count("se(coef)") == 1 and text.index("se(coef)") > text.index("Appendix")
     measured, dom = _render(page, tmp_path)
     _assert_fits(measured)
     assert measured["figures"] == "4"  # forest, Kaplan-Meier, survival, convergence
@@ -157,7 +167,7 @@ def test_table1_report_fits_the_page(cohort_csv, tmp_path):
     assert "<th>p-value</th><th>SMD</th>" in text
     assert not re.search(r"\d\.\d{4,}", text)  # fixed decimals, not 4 significant figures
     measured, dom = _render(page, tmp_path)
-    _assert_fits(measured)
+    _assert_fits(measured, scrolling=True)  # Table 1 per site for four long site names
     assert measured["figures"] == "0" and int(measured["tables"]) >= 2
     assert "Welch's t-test" in dom and "not computed: the pooled" in dom  # stage IV
 
@@ -172,3 +182,10 @@ def test_the_probe_sees_a_page_wider_than_the_window(tmp_path):
     measured, _ = _render(page, tmp_path)
     assert int(measured["scroll-width"]) > int(measured["client-width"])
     assert measured["figures"] == "1"
+    # and a box that scrolls sideways (as the Cox table's did at 1280 px)
+    boxed = tmp_path / "boxed.html"
+    boxed.write_text(f"<!DOCTYPE html><html><body><div class='box' style='overflow-x: auto'>"
+                     f"<table><tr>{cells}</tr></table></div></body></html>")
+    measured, _ = _render(boxed, tmp_path)
+    assert measured["scrolling-boxes"] == "1"
+    assert int(measured["scroll-width"]) <= int(measured["client-width"])

@@ -34,6 +34,7 @@ th { border-bottom: 1px solid #333; font-weight: 600; vertical-align: bottom; }
 td.name, th.name { text-align: left; white-space: normal; min-width: 6em; }
 tr.zero td { color: #999; } .bad { color: #b00020; font-weight: bold; }
 figure { margin: 1em 0; } figure svg { display: block; width: 100%; height: auto; }
+#figure-convergence { max-width: 42em; }
 figcaption { font-size: 0.9em; color: #444; }
 """
 
@@ -167,35 +168,17 @@ def _convergence_figure(history):
     return fig
 
 
-def _forest_input(report):
-    """The regression table (original columns) as the forest plot's estimate, lower and
-    upper on the model's scale, its ``attrs`` naming the link."""
-    import pandas as pd
-
-    table = report.summary
-    if report.survival:
-        lower, upper = (c for c in table.columns if c.startswith("exp(coef) ") and "%" in c)
-        frame = pd.DataFrame({"estimate": table["coef"], "lower": np.log(table[lower]),
-                              "upper": np.log(table[upper])})
-        frame.attrs = {"link": "cox"}
-        return frame
-    lower = next(c for c in table.columns if c.startswith("["))  # "[0.025"
-    upper = next(c for c in table.columns if c.endswith("]") and not c.startswith("exp"))
-    frame = pd.DataFrame({"estimate": table["coef"], "lower": table[lower],
-                          "upper": table[upper]})
-    family = report.estimator.family_
-    frame.attrs = {"link": family.link, "family": family.name}
-    return frame
-
-
 def _forest_section(report, path):
+    """The forest plot of the regression (its rows named as in the journal table)."""
     from ..plotting import forest_table, plot_forest
+    from .summary import regression_results
 
-    frame = _forest_input(report)
-    if frame.index.isin(["(intercept)"]).all():
+    results = regression_results(report)
+    table = forest_table(results)
+    if table.empty:
         return []
-    fig = plot_forest(frame)
-    what = forest_table(frame).attrs["measure"].capitalize() + "s"  # "Odds ratios"
+    fig = plot_forest(results)
+    what = table.attrs["measure"].capitalize() + "s"  # "Odds ratios"
     return [_figure(fig, path, "forest", f"{what} with their 95% confidence intervals, per "
                     "unit of each original column")]
 
@@ -215,6 +198,10 @@ def _survival_section(report, path, kaplan_meier):
         parts.append(_figure(fig, path, "kaplan-meier", caption))
     est = report.estimator
     strata = est.strata_
+    if report.formula is not None:  # its design's means are not computed
+        return parts + ["<p>No adjusted survival curve: a formula's design column means "
+                        "are not computed; draw the curves of chosen covariate profiles "
+                        "with skfed.plotting.plot_survival(result, profiles).</p>"]
     if report.scaler is None:
         return parts + ["<p>No adjusted survival curve: with --no-scale the covariates' "
                         "means are not kept (the curve at 0 would be no one's).</p>"]
@@ -255,19 +242,49 @@ def _coefficient_section(report):
                    else "", formats=_column_formats(coef_rows))]
 
 
+def _journal_table(report):
+    """The regression as a journal prints it: one "OR (95% CI)" column and p, reference
+    rows, a joint p per multi-level term (:meth:`ModelResults.journal_table`)."""
+    from .summary import regression_results
+
+    table = regression_results(report).journal_table()
+    rows = [(name, *row) for name, row in zip(table.index, table.to_numpy())]
+    return _table(["", *table.columns], rows, formats=[str, str])
+
+
 def _summary_section(report, path):
-    """``--summary``: the regression table, its fit statistics and the forest plot."""
-    table, text = report.summary, summary_lines(report)
+    """``--summary``: the journal table, the fit statistics and the forest plot (the
+    full regression table is in the appendix)."""
+    text = summary_lines(report)
     title = "Hazard ratios" if report.survival else "Regression table"
     parts = [f"<h2>{title} (original columns)</h2>", f"<p>{html.escape(text[0])}</p>",
-             _regression_table(table)]
+             _journal_table(report)]
     if report.survival:  # the likelihoods (and the penalty's caveat)
+        parts += ["<p>A Cox model has no intercept: the baseline hazard takes its place.</p>"]
         parts += [f"<p>{html.escape(note)}</p>" for note in hazard_ratio_notes(report)]
     else:
         stats = fit_statistics(report)
         parts += ["<h2>Fit statistics</h2>",
                   _table(["statistic", "value"], stats, formats=[_statistic])]
     return parts + _forest_section(report, path)
+
+
+def _appendix(report, path, convergence):
+    """What a reviewer checks and a reader skips: the full regression table,
+    convergence and traffic."""
+    t = traffic(report)
+    parts = ["<h2>Appendix</h2>"]
+    if report.summary is not None:  # the coefficients' scale: the ratios are above
+        full = report.summary[[c for c in report.summary.columns if "exp" not in c]]
+        parts += ["<h3>The regression table in full</h3>", _regression_table(full)]
+    return parts + [
+        "<h3>Convergence and traffic</h3>",
+        _figure(convergence, path, "convergence", "Convergence of the federated fit and its "
+                "traffic, round by round"),
+        _table(["traffic", "bytes"], [("sent up (clients to server)", t["bytes_up"]),
+                                      ("sent down (server to clients)", t["bytes_down"]),
+                                      ("monitoring", t["monitor_bytes"]),
+                                      ("one-time setup", t["setup_bytes"])])]
 
 
 def _site_section(report, scores=_plain):
@@ -278,9 +295,9 @@ def _site_section(report, scores=_plain):
     if not report.held_out:
         return ["<h2>No held-out score</h2>",
                 f"<p>{html.escape(why[0].upper() + why[1:])}.</p>" if why else
-                "<p>--test-size 0 (--final): the final model, fitted on every row; no row "
-                "was held out to score it (run with --test-size 0.2 to estimate how well "
-                "it predicts).</p>",
+                f"<p>{html.escape(report.none_held_out.capitalize())}: no row was held out "
+                "to score it (run with --test-size 0.2 to estimate how well it "
+                "predicts).</p>",
                 _table(["site", "rows"], [(r[0], r[1]) for r in report.site_rows])]
     rows = list(report.site_rows) + [("overall", n_tr, n_te, fed, float("nan"), pool)]
     return [f"<h2>Held-out {html.escape(report.metric)} by site</h2>",
@@ -337,23 +354,16 @@ def write_html_report(report, path, kaplan_meier=None):
         parts += ["<h2>Privacy</h2>"] + [f"<p>{html.escape(line.strip())}</p>"
                                          for line in privacy_lines(privacy)]
     parts += [f"<p>Note: {html.escape(n)}</p>" for n in report.notes]
-    parts += _coefficient_section(report)
-    if report.summary is not None:  # --summary
+    if report.summary is not None:  # --summary: the journal table (the full one: appendix)
         parts += _summary_section(report, path)
-    elif report.model in GLM_MODELS or report.survival:
-        parts.append("<p>--summary adds the regression table (standard errors, intervals, "
-                     "p-values, fit statistics) and its forest plot.</p>")
+    else:  # the coefficients as fitted (penalized fits have no regression table)
+        parts += _coefficient_section(report)
+        if report.model in GLM_MODELS or report.survival:
+            parts.append("<p>--summary adds the regression table (standard errors, "
+                         "intervals, p-values, fit statistics) and its forest plot.</p>")
     if report.survival:
         parts += ["<h2>Survival curves</h2>"] + _survival_section(report, path, kaplan_meier)
-    parts += [
-        "<h2>Convergence and traffic</h2>",
-        _figure(convergence, path, "convergence", "Convergence of the federated fit and its "
-                "traffic, round by round"),
-        _table(["traffic", "bytes"], [("sent up (clients to server)", t["bytes_up"]),
-                                      ("sent down (server to clients)", t["bytes_down"]),
-                                      ("monitoring", t["monitor_bytes"]),
-                                      ("one-time setup", t["setup_bytes"])]),
-        "</body></html>"]
+    parts += _appendix(report, path, convergence) + ["</body></html>"]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(parts))
 

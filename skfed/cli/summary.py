@@ -24,78 +24,60 @@ def _in_flags(error):
     return message
 
 
-def regression_table(report, alpha=0.05):
-    """The fitted model's regression table on the **original** columns (``--summary``).
+def regression_results(report):
+    """The fitted model's estimates on the **original** columns, as a results object
+    (:class:`skfed.stats._results.FixedResults`: its tables written once there).
 
     The model is fitted on standardized columns (unless ``--no-scale``); its
     estimates and their covariance are mapped back linearly: ``b_j / s_j`` and
-    ``b_0 - sum_j b_j m_j / s_j``, with ``cov = A C A'`` for that map ``A``.
-    Returns a DataFrame: estimate, standard error, z, p-value and interval
-    (and the exponentiated estimate and interval for a log or logit link).
+    ``b_0 - sum_j b_j m_j / s_j`` (no intercept in a Cox model), with
+    ``cov = A C A'`` for that map ``A``. A formula's fit is its own result.
     """
-    import pandas as pd
-    from scipy import stats
+    from ..datafits.links import ratio_measure
+    from ..stats._results import FixedResults
 
+    if report.formula is not None:
+        return report.formula
     est, scaler = report.estimator, report.scaler
-    if report.survival:
-        return hazard_ratio_table(report, alpha)
     try:
-        params, cov = np.asarray(est.params_, dtype=float), np.asarray(est.cov_params_)
-        link = est._result("family").link
+        if report.survival:
+            params, cov, k = np.asarray(est.coef_, dtype=float), est.cov_params_, 0
+            measure = "hazard ratio"
+        else:
+            params, cov = np.asarray(est.params_, dtype=float), est.cov_params_
+            family, k = est._result("family"), int(est.fit_intercept)
+            measure = ratio_measure(family.link, family.name)
     except (AttributeError, ValueError) as exc:  # InferenceError is both
         raise CLIError(f"--summary: {_in_flags(exc)}") from None
-    names = ["(intercept)", *report.feature_names] if est.fit_intercept else list(
-        report.feature_names)
+    cov = np.asarray(cov, dtype=float)
     if scaler is not None:  # back to the original columns
-        p, k = len(params), int(est.fit_intercept)
-        A = np.eye(p)
+        A = np.eye(len(params))
         A[k:, k:] = np.diag(1.0 / scaler.scale_)
         if k:
             A[0, 1:] = -scaler.mean_ / scaler.scale_
         params, cov = A @ params, A @ cov @ A.T
-    se = np.sqrt(np.diag(cov))
-    q = stats.norm.ppf(1 - alpha / 2)
-    z = params / se
-    table = pd.DataFrame({"coef": params, "std err": se, "z": z,
-                          "P>|z|": 2 * stats.norm.sf(np.abs(z)),
-                          f"[{alpha / 2:g}": params - q * se, f"{1 - alpha / 2:g}]": params + q * se},
-                         index=names)
-    if link in ("log", "logit"):  # rate ratios (log link), odds ratios (logit)
-        table["exp(coef)"] = np.exp(params)
-        table[f"exp [{alpha / 2:g}"] = np.exp(params - q * se)
-        table[f"exp {1 - alpha / 2:g}]"] = np.exp(params + q * se)
+    names = ["(intercept)"] * k + list(report.feature_names)
+    return FixedResults(params, cov, names, measure=measure,
+                        table_style="lifelines" if report.survival else "statsmodels")
+
+
+def regression_table(report, alpha=0.05):
+    """The fitted model's regression table on the **original** columns (``--summary``):
+    estimate, standard error, z, p-value and interval (and the exponentiated estimate
+    and interval for a log or logit link); a Cox model's: lifelines' ``coef``,
+    ``se(coef)``, ``exp(coef)`` and its interval, ``z``, ``p``."""
+    results = regression_results(report)
+    table = results.summary_frame(alpha)
+    if report.survival:
+        level = f"{100 * (1 - alpha):g}%"
+        return table[["coef", "se(coef)", "exp(coef)", f"exp(coef) lower {level}",
+                      f"exp(coef) upper {level}", "z", "p"]]
+    if results._measure() is not None:  # rate ratios (log link), odds ratios (logit)
+        lower, upper = f"[{alpha / 2:g}", f"{1 - alpha / 2:g}]"
+        table = table.assign(**{"exp(coef)": np.exp(table["coef"]),
+                                f"exp {lower}": np.exp(table[lower]),
+                                f"exp {upper}": np.exp(table[upper])})
     return table
-
-
-def hazard_ratio_table(report, alpha=0.05):
-    """A Cox model's table on the **original** columns (``--summary``): lifelines'
-    ``summary`` columns ``coef``, ``se(coef)``, ``exp(coef)`` and its interval, ``z``,
-    ``p``.
-
-    The model is fitted on standardized columns (unless ``--no-scale``); a
-    Cox model has no intercept, so the map back is ``b_j / s_j`` with
-    ``cov = A C A'``, ``A = diag(1 / s)``.
-    """
-    import pandas as pd
-    from scipy import stats
-
-    est, scaler = report.estimator, report.scaler
-    try:
-        params, cov = np.asarray(est.coef_, dtype=float), np.asarray(est.cov_params_)
-    except (AttributeError, ValueError) as exc:  # InferenceError is both
-        raise CLIError(f"--summary: {_in_flags(exc)}") from None
-    if scaler is not None:  # back to the original columns
-        A = np.diag(1.0 / scaler.scale_)
-        params, cov = A @ params, A @ cov @ A.T
-    se = np.sqrt(np.diag(cov))
-    q = stats.norm.ppf(1 - alpha / 2)
-    z = params / se
-    level = f"{100 * (1 - alpha):g}%"
-    return pd.DataFrame({"coef": params, "se(coef)": se, "exp(coef)": np.exp(params),
-                         f"exp(coef) lower {level}": np.exp(params - q * se),
-                         f"exp(coef) upper {level}": np.exp(params + q * se),
-                         "z": z, "p": 2 * stats.norm.sf(np.abs(z))},
-                        index=list(report.feature_names))
 
 
 def hazard_ratio_notes(report):

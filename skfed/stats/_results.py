@@ -403,6 +403,51 @@ class LabelledResults(ModelResults):
         return pd.DataFrame(ci, index=[str(n) for n in self._estimates().names])
 
 
+class FixedResults(LabelledResults):
+    """A results object from numbers: estimates, their covariance and names, and what
+    ``exp(coef)`` is (the command line's tables on the original columns, a fit mapped
+    back from standardized columns).
+
+    Parameters
+    ----------
+    params : array-like of shape (n_params,)
+    cov : array-like of shape (n_params, n_params)
+    names : list of str
+    measure : str, default=None
+        ``"odds ratio"``, ``"rate ratio"``, ``"ratio of means"``, ``"hazard ratio"``
+        or ``None`` (no ratio).
+    table_style : {"statsmodels", "lifelines"}, default="statsmodels"
+    title : str, default="Regression Results"
+    info : dict, default=None
+    """
+
+    def __init__(self, params, cov, names, *, measure=None, table_style="statsmodels",
+                 title="Regression Results", info=None):
+        self._fixed = Estimates(np.asarray(params, dtype=float), np.asarray(cov, dtype=float),
+                                [str(n) for n in names])
+        self.measure, self._table_style = measure, table_style
+        self._summary_title, self._info = title, dict(info or {})
+
+    def _estimates(self):
+        return self._fixed
+
+    def _measure(self):
+        return self.measure
+
+    def _summary_info(self):
+        return dict(self._info)
+
+    @property
+    def params(self):
+        """The estimates (``pandas.Series``)."""
+        return self._labelled(self._fixed.params)
+
+    @property
+    def bse(self):
+        """Standard errors (``pandas.Series``)."""
+        return self._labelled(self._wald()[1])
+
+
 class Summary(pd.DataFrame):
     """A regression table (a ``pandas.DataFrame``) with its title and header facts.
 
@@ -445,5 +490,6 @@ class Summary(pd.DataFrame):
                                          na_rep="")
 
 
-__all__ = ["Estimates", "EstimatorWald", "LabelledResults", "ModelResults", "Summary", "Term",
+__all__ = ["Estimates", "EstimatorWald", "FixedResults", "LabelledResults", "ModelResults",
+           "Summary", "Term",
            "INTERCEPT_NAMES"]
