@@ -107,12 +107,13 @@ def test_pooled_table1_equals_pandas_on_the_pooled_rows(secure):
 
 def test_a_few_missing_values_no_longer_blank_menostat():
     """The issue's case: 10 missing menostat values over 3 sites x 2 arms. Suppressed at
-    each site, Post, Pre and missing are hidden in both arms with their p-value; from
-    masked sums, every pooled cell holds 5 rows or more and all are shown."""
+    each site, the missing counts and a level are hidden in both arms, and the p-value;
+    from masked sums, every pooled cell holds 5 rows or more and all are shown."""
     df, site = _gbsg2()
     plain = describe(df, by="horTh", columns=["menostat"], clients=site)
-    for arm in ("no", "yes"):
-        assert plain.mask.loc["menostat", (arm, "pooled")].all()
+    for arm in ("no", "yes"):  # the missing count and a level with it, in both arms
+        hidden = plain.mask.loc["menostat", (arm, "pooled")]
+        assert hidden.loc[("", "missing")] and hidden.sum() >= 2
     assert np.isnan(plain.comparison.loc["menostat", "p_value"])
     assert "privacy=SecureAggregation()" in plain.note
     pooled = describe(df, by="horTh", columns=["menostat"], clients=site,
@@ -452,3 +453,79 @@ def test_word_export_without_python_docx_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "docx", None)
     with pytest.raises(ImportError, match=r"python-docx \(pip install 'skfed\[word\]'\)"):
         result.to_docx(tmp_path / "table1.docx")
+
+
+def test_two_hidden_cells_per_line_can_still_pin_one():
+    """Two rectangles of hidden cells joined by one more hidden cell: every line of the
+    table holds two hidden cells or none, yet the joining cell (a bridge between two
+    cycles) follows from the shown cells; the audit finds it, and protects it."""
+    from skfed.stats._audit import pinned_cells, protect
+    from skfed.stats._suppress import with_margins
+
+    rng = np.random.default_rng(0)
+    table = with_margins(rng.integers(5, 20, size=(4, 4)))
+    cells = [(i, j) for i in range(5) for j in range(5)]
+    values = {c: int(table[c]) for c in cells}
+    relations = ([((i, 4), [(i, j) for j in range(4)]) for i in range(5)]
+                 + [((4, j), [(i, j) for i in range(4)]) for j in range(5)])
+    bridge = (1, 2)
+    hidden = {(0, 0), (0, 1), (1, 0), (1, 1), (2, 2), (2, 3), (3, 2), (3, 3), bridge}
+    for total, parts in relations:  # no line with exactly one hidden cell
+        assert sum(c in hidden for c in (total, *parts)) != 1
+    shown = {c: v for c, v in values.items() if c not in hidden}
+    assert pinned_cells(shown, hidden, relations) == [bridge]
+    assert _attack(shown, hidden, relations) == {bridge: pytest.approx(values[bridge])}
+    added = protect(shown, hidden, relations, cost=lambda c: shown[c],
+                    reason=lambda c, r: "complementary")
+    assert added and not _attack({c: v for c, v in values.items() if c not in hidden},
+                                 hidden, relations)
+
+
+def test_the_command_line_pools_labels_and_exports(tmp_path, capsys):
+    """skfed describe --secure-aggregation: the pooled table (menostat shown in both arms),
+    each arm's n in the header, labels, and the table written as CSV, LaTeX and Word."""
+    from skfed.cli.main import main
+
+    df, site = _gbsg2()
+    df["hospital"] = site
+    path = tmp_path / "gbsg2.csv"
+    df.to_csv(path, index=False)
+    base = ["describe", str(path), "--clients", "hospital", "--by", "horTh", "--columns",
+            "age,menostat,tgrade", "--label", "age=Age (years)", "--label",
+            "menostat=Menopausal status"]
+    assert main(base) == 0
+    plain = capsys.readouterr().out
+    assert "not pooled: site" in plain and "--secure-aggregation pools" in plain
+    outputs = ["--csv", str(tmp_path / "t1.csv"), "--latex", str(tmp_path / "t1.tex")]
+    if __import__("importlib").util.find_spec("docx") is not None:
+        outputs += ["--docx", str(tmp_path / "t1.docx")]
+    assert main(base + ["--secure-aggregation"] + outputs) == 0
+    out = capsys.readouterr().out
+    assert "Overall (n = 686)" in out and "no (n = 440)" in out and "yes (n = 246)" in out
+    assert "Age (years)" in out and "Menopausal status, n (%)" in out
+    missing = [ln for ln in out.splitlines() if ln.strip().startswith("missing")]
+    assert any("5 (1.1%)" in ln and "5 (2.0%)" in ln for ln in missing)  # 5 of 440, of 246
+    assert "No cell is suppressed." in out and "masked sums" in out
+    for i in range(0, len(outputs), 2):
+        assert (tmp_path / outputs[i + 1].rsplit("/", 1)[1]).exists()
+    csv_text = (tmp_path / "t1.csv").read_text()
+    assert csv_text.startswith("Variable,Overall (n = 686),no (n = 440),yes (n = 246)")
+
+
+def test_bad_privacy_labels_and_sites_are_named():
+    from skfed.privacy import DifferentialPrivacy
+
+    df, site = _gbsg2()
+    with pytest.raises(ValueError, match="privacy=SecureAggregation"):
+        describe(df, columns=["age"], clients=site, privacy=DifferentialPrivacy(epsilon=1.0))
+    with pytest.raises(ValueError, match="secure aggregation needs at least two sites"):
+        describe(df, columns=["age"], clients=np.zeros(len(df)),
+                 privacy=SecureAggregation())
+    with pytest.raises(ValueError, match="labels names 'weight'"):
+        describe(df, columns=["age"], clients=site, labels={"weight": "Weight (kg)"})
+    with pytest.raises(ValueError, match="the label of 'age' must be non-empty text"):
+        describe(df, columns=["age"], clients=site, labels={"age": ""})
+    with pytest.raises(ValueError, match="labels must be a dict"):
+        describe(df, columns=["age"], clients=site, labels=["Age"])
+    with pytest.raises(ValueError, match="privacy=SecureAggregation"):
+        crosstab(df, "horTh", "menostat", clients=site, privacy="secure")

@@ -11,9 +11,15 @@ cell is **pinned** when that set, with every count non-negative, holds one integ
 value of it: the cell follows by subtraction, however many relations it takes.
 
 The audit is the interval (linear programming) audit of statistical agencies'
-tools (tau-argus): for each hidden cell, the smallest and the largest value it can
-take under every relation and ``x >= 0`` (:func:`scipy.optimize.linprog`, HiGHS),
-one connected block of hidden cells at a time. A simpler rule ("each line has two
+tools (tau-argus): whether each hidden cell's smallest and largest value under
+every relation and ``x >= 0`` hold two integers or more, one connected block of
+hidden cells at a time. It is decided in steps, each exact, the cheap ones first:
+a cell alone in a relation is pinned (one subtraction); a cell the equations fix
+(its unit vector in the row space of the block's relations, by an SVD) is pinned;
+a cell that moves a unit both ways from the block's most interior solution along
+the null space is not; the few others get their two linear programs
+(:func:`scipy.optimize.linprog`, HiGHS). A Table 1 of 20 columns of 6 levels by 4
+groups at 3 sites and pooled is audited in well under a second. A simpler rule ("each line has two
 hidden cells or none") is not enough here: with pooled, per-site and by-group
 columns each cell lies in three relations, and two lines that each hold two hidden
 cells can still pin one through a third (a bridge between two cycles of hidden
@@ -80,6 +86,22 @@ def _block_system(cells, relation_ids, relations, values):
     return A, b
 
 
+def _bounds(A, b, j):
+    """The least and largest value of ``x_j`` under ``A x = b``, ``x >= 0``."""
+    ends = []
+    for sign in (1.0, -1.0):
+        c = np.zeros(A.shape[1])
+        c[j] = sign
+        res = linprog(c, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
+        if res.status == 3:  # unbounded: only the maximum can be
+            ends.append(math.inf)
+        elif res.status != 0:
+            raise RuntimeError(f"the suppression audit's LP failed: {res.message}")
+        else:
+            ends.append(sign * res.fun)
+    return ends[0], ends[1]
+
+
 def intervals(values, hidden, relations):
     """Each hidden cell's smallest and largest value under the relations and ``x >= 0``.
 
@@ -103,19 +125,7 @@ def intervals(values, hidden, relations):
             bounds.update({c: (0.0, math.inf) for c in cells})
             continue
         A, b = _block_system(cells, relation_ids, relations, values)
-        for j, cell in enumerate(cells):
-            ends = []
-            for sign in (1.0, -1.0):
-                c = np.zeros(len(cells))
-                c[j] = sign
-                res = linprog(c, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
-                if res.status == 3:  # unbounded: only the maximum can be
-                    ends.append(math.inf)
-                elif res.status != 0:
-                    raise RuntimeError(f"the suppression audit's LP failed: {res.message}")
-                else:
-                    ends.append(sign * res.fun)
-            bounds[cell] = (ends[0], ends[1])
+        bounds.update({cell: _bounds(A, b, j) for j, cell in enumerate(cells)})
     return bounds
 
 
@@ -126,10 +136,60 @@ def is_pinned(low, high):
     return math.floor(high + _TOLERANCE) - math.ceil(low - _TOLERANCE) < 1
 
 
+def _alone(hidden, relations):
+    """The hidden cells that are the only hidden cell of a relation (one subtraction)."""
+    out = []
+    for total, parts in relations:
+        members = [c for c in (total, *parts) if c in hidden]
+        if len(members) == 1 and members[0] not in out:
+            out.append(members[0])
+    return out
+
+
+def _block_pinned(A, b, cells):
+    """The cells of one block pinned by ``A x = b``, ``x >= 0``: first those the
+    equations fix (``e_j`` in the row space of ``A``), then, for the others, those
+    whose moves along the null space the bounds stop short of one unit either way
+    (checked from the most interior solution, and by the exact LP where that is not
+    enough)."""
+    _, sing, vt = np.linalg.svd(A)
+    rank = int(np.sum(sing > _TOLERANCE * max(1.0, sing[0] if sing.size else 1.0)))
+    null = vt[rank:].T  # k x (k - rank)
+    free = np.linalg.norm(null, axis=1) > 1e-9 if null.size else np.zeros(len(cells), bool)
+    pinned = [c for c, f in zip(cells, free) if not f]
+    if pinned or not free.any():
+        return pinned
+    # the most interior solution: max t with A x = b, x >= t
+    k = len(cells)
+    res = linprog(np.r_[np.zeros(k), -1.0], A_eq=np.c_[A, np.zeros(len(b))], b_eq=b,
+                  A_ub=np.c_[-np.eye(k), np.ones(k)], b_ub=np.zeros(k),
+                  bounds=[(0, None)] * k + [(0, 1e6)], method="highs")
+    x = res.x[:k] if res.status == 0 else None
+    for j, cell in enumerate(cells):
+        if x is not None:
+            v = null @ null[j]  # the null-space direction that moves x_j the most
+            moving = np.abs(v) > 1e-12
+            step = np.min(x[moving] / np.abs(v[moving]))  # as far as x >= 0 allows
+            if step * v[j] >= 1 - _TOLERANCE:  # x_j moves one unit both ways
+                continue
+        if is_pinned(*_bounds(A, b, j)):
+            pinned.append(cell)
+    return pinned
+
+
 def pinned_cells(values, hidden, relations):
-    """The hidden cells that follow from the shown ones (see the module docstring)."""
-    return [c for c, (lo, hi) in intervals(values, hidden, relations).items()
-            if is_pinned(lo, hi)]
+    """The hidden cells that follow from the shown ones (see the module docstring): those
+    alone in a relation if any (the cheap check), else those a block's relations and
+    bounds pin."""
+    alone = _alone(hidden, relations)
+    if alone:
+        return alone
+    out = []
+    for cells, relation_ids in _components(hidden, relations):
+        if relation_ids:
+            A, b = _block_system(cells, relation_ids, relations, values)
+            out += _block_pinned(A, b, cells)
+    return out
 
 
 def protect(values, hidden, relations, cost, reason):

@@ -224,9 +224,10 @@ def _check_privacy(privacy, data):
     """``None`` (released parts) or a secure aggregation (masked sums)."""
     if privacy is None:
         return None
-    from ..privacy import SecureAggregation
+    from ..privacy import DifferentialPrivacy, SecureAggregation
 
-    if not isinstance(privacy, SecureAggregation):
+    # DifferentialPrivacy is a SecureAggregation (masked and noised rounds): refused here
+    if not isinstance(privacy, SecureAggregation) or isinstance(privacy, DifferentialPrivacy):
         raise ValueError("describe and crosstab take privacy=SecureAggregation() (the pooled "
                          "cells as masked sums) or None (the sites' released parts); got "
                          f"{type(privacy).__name__}: differential privacy would noise "
