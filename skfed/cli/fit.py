@@ -876,19 +876,10 @@ def _no_held_out_line(report):
             f"{by_site}); run with --test-size 0.2 to estimate how well the model predicts")
 
 
-def format_text(report):
-    """The terminal report."""
-    est, lines = report.estimator, []
-    t = traffic(report)
-    lines.append(f"skfed fit: {type(est).__name__} ({report.model}, {penalty_text(report)}), "
-                 f"solver {est.solver_.name}, {len(report.site_rows)} sites, "
-                 f"{report.overall[0]} training rows, "
-                 + (f"{report.overall[1]} held out" if report.held_out else
-                    f"none held out ({report.none_held_out})"))
-    lines.append(scaling_text(report))
-    if report.survival:
-        lines.append(survival_text(report))
-    lines.append("")
+def _coefficient_lines(report):
+    """The coefficients as fitted, non-zeros first (the exact zeros named), then the
+    intercept."""
+    lines = []
     heads = coefficient_headers(report)
     width = max(12, max(len(n) for n in report.feature_names) + 2)
     cell = max([14] + [len(h) + 2 for h in heads])
@@ -905,7 +896,24 @@ def format_text(report):
     if not report.survival:
         name, *intercept = intercept_row(report)
         lines.append(f"  {name:<{width}}" + "".join(f"{v:>#{cell}.6g}" for v in intercept))
+    return lines
+
+
+def format_text(report):
+    """The terminal report."""
+    est, lines = report.estimator, []
+    t = traffic(report)
+    lines.append(f"skfed fit: {type(est).__name__} ({report.model}, {penalty_text(report)}), "
+                 f"solver {est.solver_.name}, {len(report.site_rows)} sites, "
+                 f"{report.overall[0]} training rows, "
+                 + (f"{report.overall[1]} held out" if report.held_out else
+                    f"none held out ({report.none_held_out})"))
+    lines.append(scaling_text(report))
+    if report.survival:
+        lines.append(survival_text(report))
     lines.append("")
+    if report.summary is None:  # with --summary the regression table shows them
+        lines.extend(_coefficient_lines(report) + [""])
     if report.summary is not None:
         from .summary import summary_lines
 

@@ -104,6 +104,20 @@ def fit_statistics(report):
     return [(label, float(getattr(est, attr))) for attr, label in FIT_STATISTICS]
 
 
+def journal_lines(report):
+    """The regression as a journal prints it (one ratio column and p, reference rows, a
+    joint p per multi-level factor), as text lines."""
+    table = regression_results(report).journal_table()
+    width = max(12, max(len(str(n)) for n in table.index) + 2)
+    cell = max(len(table.columns[0]), *(len(v) for v in table.iloc[:, 0])) + 2
+    lines = ["as a journal prints it:",
+             f"  {'':<{width}}{table.columns[0]:>{cell}}{'p':>9}"]
+    for name, (estimate, p) in zip(table.index, table.to_numpy()):
+        lines.append(f"  {str(name).replace(chr(0x2003), '  '):<{width}}{estimate:>{cell}}"
+                     f"{p:>9}")
+    return lines
+
+
 def _hazard_ratio_lines(report):
     est, table = report.estimator, report.summary
     what = {"nonrobust": "model-based (inverse information)",
@@ -134,8 +148,8 @@ def summary_lines(report):
     what = {"nonrobust": "model-based", "HC0": "robust (HC0)", "HC1": "robust (HC1)",
             "cluster": "cluster-robust with the sites as clusters"}.get(cov, cov)
     table = report.summary
-    ratio = {"log": "; exp(coef): rate ratios", "logit": "; exp(coef): odds ratios"}.get(
-        est._result("family").link, "")
+    measure = regression_results(report)._measure()  # "rate ratio", "odds ratio"...
+    ratio = f"; the {measure}s (exp(coef)) in the journal table below" if measure else ""
     lines = [f"regression table on the original columns: standard errors {what}, Wald "
              f"intervals{ratio}; every number from the sites' sums"]
     width = max(12, max(len(str(n)) for n in table.index) + 2)
@@ -143,4 +157,4 @@ def summary_lines(report):
     for name, row in table.iterrows():
         lines.append(f"  {str(name):<{width}}" + "".join(f"{v:>#14.5g}" for v in row))
     lines += [f"  {label}: {value:.6g}" for label, value in fit_statistics(report)]
-    return lines
+    return lines + [""] + journal_lines(report)
