@@ -839,11 +839,11 @@ def test_statistics_through_services(clinic, federation):
     assert remote.note == ref.note and remote.mask.to_numpy().any()
     assert not remote.mask.loc["bmi"].to_numpy().any()
     # a (ward, event) cell of a site is small: suppressed there, not refused
-    remote = stats.crosstab(data, "ward", "event", min_level_count=30)
-    ref = stats.crosstab(local, "ward", "event", min_level_count=30)
+    remote = stats.crosstab(data, "ward", "event", min_level_count=30, per_site=True)
+    ref = stats.crosstab(local, "ward", "event", min_level_count=30, per_site=True)
     pd.testing.assert_frame_equal(remote.by_site, ref.by_site)
     # an analyst's smaller threshold: the site applies its own
-    low = stats.crosstab(data, "ward", "event", min_level_count=5)
+    low = stats.crosstab(data, "ward", "event", min_level_count=5, per_site=True)
     pd.testing.assert_frame_equal(low.by_site, ref.by_site)
     pd.testing.assert_frame_equal(remote.suppressed, ref.suppressed)
     assert remote.note == ref.note and not remote.suppressed.empty
