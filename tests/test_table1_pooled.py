@@ -529,3 +529,28 @@ def test_bad_privacy_labels_and_sites_are_named():
         describe(df, columns=["age"], clients=site, labels=["Age"])
     with pytest.raises(ValueError, match="privacy=SecureAggregation"):
         crosstab(df, "horTh", "menostat", clients=site, privacy="secure")
+
+
+def test_a_modified_client_gets_no_raw_counts_in_the_clear(tmp_path):
+    """The pooled cells' operations count every level, small ones included: asked in the
+    clear over the raw transport (not inside a masked sum), the site refuses them (rule
+    finer_sums), and names its levels without counts."""
+    pytest.importorskip("grpc")
+    from skfed.sites import SiteRefusal
+
+    from ._sites import diabetes_service
+
+    dataset = {"name": "visits", "target": "target", "drop": [], "sample_weight": None}
+    with diabetes_service(tmp_path, "min_rows = 10") as conn:
+        levels = conn.call("stats.levels", dataset=dataset, columns=["sex", "age"], by="sex")
+        assert levels["kinds"] == {"sex": "numeric", "age": "numeric"}
+        assert len(levels["strata"]) == 2 and set(levels["strata"].values()) == {True}
+        layout = {"strata": list(levels["strata"]), "levels": {}}
+        with pytest.raises(SiteRefusal) as info:
+            conn.call("stats.table_counts", dataset=dataset, columns=["bmi"], by="sex",
+                      layout=layout)
+        assert info.value.rule == "finer_sums"
+        with pytest.raises(SiteRefusal) as info:
+            conn.call("stats.table_sums", dataset=dataset, columns=["bmi"], by="sex",
+                      layout=layout, centers=[[0.0] * 4], power=1)
+        assert info.value.rule == "finer_sums"
