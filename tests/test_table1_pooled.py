@@ -554,3 +554,22 @@ def test_a_modified_client_gets_no_raw_counts_in_the_clear(tmp_path):
             conn.call("stats.table_sums", dataset=dataset, columns=["bmi"], by="sex",
                       layout=layout, centers=[[0.0] * 4], power=1)
         assert info.value.rule == "finer_sums"
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_a_binary_code_is_one_row_through_services(gbsg2_services, secure):
+    """gbsg2's event indicator (0/1, numbers at the sites) named categorical: one n (%)
+    row, the count of 1s, through the services as in process."""
+    data, local = gbsg2_services
+    options = dict(by="horTh", columns=["cens", "age"], categorical=["cens"], quantiles=(),
+                   privacy=SecureAggregation() if secure else None)
+    remote = describe(data, **options)
+    pd.testing.assert_frame_equal(remote.table, describe(local, **options).table)
+    frame = remote.to_frame()
+    df, _ = _gbsg2()
+    row = frame.loc["cens, n (%)"]
+    n = int(df.cens.sum())
+    assert row.iloc[0] == f"{n} ({100 * n / len(df):.1f}%)"
+    assert "  1" not in frame.index and "  0" not in frame.index
+    with pytest.raises(ValueError, match="categorical names 'time'"):
+        describe(local, columns=["age"], categorical=["time"])

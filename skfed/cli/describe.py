@@ -266,7 +266,8 @@ def _tables(args, data, columns, by, pairs, quantiles):
         privacy = SecureAggregation()
     options = dict(min_level_count=args.min_count, per_site=args.per_site, privacy=privacy)
     result = describe(data, by=by, columns=columns, quantiles=quantiles,
-                      labels=_labels(args, columns, by), **options)
+                      labels=_labels(args, columns, by), **options,
+                      categorical=[c for c in args.categorical or () if c in columns])
     return result, [(r, c, crosstab(data, r, c, **options)) for r, c in pairs]
 
 
@@ -296,9 +297,7 @@ def _describe_services(args):
     if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
         raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
                        "TLS with the analyst's certificate).")
-    if args.categorical:
-        raise CLIError("--categorical is for a local file: a site service reads its columns "
-                       "with its own types (text columns are categorical).")
+    args.categorical = _names(args.categorical, "--categorical")
     quantiles = _quantiles(args.quantiles, ())
     notes = [] if args.quantiles else [
         "no quantiles: the pooled quantiles need each site's allow_exact_quantiles (they "
@@ -312,6 +311,7 @@ def _describe_services(args):
         raise CLIError(str(exc)) from exc
     try:
         available = [str(c) for c in data.columns or ()]
+        _check_names(available, args.categorical, "--categorical")
         columns, by = _choose_columns(args, available)
         pairs = _crosstab_pairs(args.crosstab, available)
         result, tables = _tables(args, data, columns, by, pairs, quantiles)
@@ -456,8 +456,8 @@ def add_describe_parser(sub):
                    help="the columns to describe (commas or spaces between them; default: "
                         "every column but the site column and --by)")
     d.add_argument("--categorical", nargs="+", metavar="COLUMN",
-                   help="numeric columns to describe as categories (codes such as 0/1); "
-                        "text columns always are")
+                   help="numeric columns to describe as categories (codes such as 0/1, a "
+                        "binary one on one n (%%) row); text columns always are")
     d.add_argument("--min-count", type=int, default=5, metavar="N",
                    help="the smallest count shown (default 5)")
     d.add_argument("--quantiles", metavar="Q,Q,...",

@@ -239,7 +239,7 @@ def _check_privacy(privacy, data):
 
 
 def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25, 0.5, 0.75),
-             per_site=False, privacy=None, labels=None, clients=None):
+             per_site=False, privacy=None, labels=None, categorical=None, clients=None):
     """The descriptive "Table 1" pooled over all sites (per site when asked), small cells
     hidden.
 
@@ -312,6 +312,10 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     labels : dict, default=None
         ``{column: label}``: the names a report shows (with units, e.g.
         ``{"age": "Age (years)"}``).
+    categorical : list of str, default=None
+        Described columns counted by level whatever their type (numeric codes
+        such as 0/1, which a site service reads as numbers): a binary one is
+        then one n (%) row.
     clients : str or array-like of shape (n_samples,), default=None
         The site of each row when ``data`` is a DataFrame: a column name (not
         described by default, as pandas' ``groupby`` key) or one label per row.
@@ -342,12 +346,18 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     if POOLED in list(data.sites):
         raise ValueError(f"a site is named {POOLED!r}, the label of the pooled column.")
     labels = _check_labels(labels, columns, by)
+    categorical = list(categorical or ())
+    unknown = [c for c in categorical if c not in columns]
+    if unknown:
+        raise ValueError(f"categorical names {show(unknown[0])}, which is not a described "
+                         "column.")
     privacy = _check_privacy(privacy, data)
     k = int(min_level_count)
     if privacy is None:
-        table = from_parts(data, columns, by, quantiles, k, bool(per_site))
+        table = from_parts(data, columns, by, quantiles, k, bool(per_site), categorical)
     else:
-        table = from_masked(data, privacy, columns, by, quantiles, k, bool(per_site))
+        table = from_masked(data, privacy, columns, by, quantiles, k, bool(per_site),
+                            categorical)
     if ALL in table.strata:
         raise ValueError(f"by column {show(by)} has a level {ALL!r}, the label of all strata.")
     frame, mask, records = table.frames()

@@ -24,8 +24,10 @@ from ._cells import ALL, POOLED
 SMD_DECIMALS = 3
 #: the columns :func:`layout` adds when the groups of ``by`` are compared
 COMPARISON_HEADERS = [("", "p-value"), ("", "SMD")]
-#: the levels of a binary column whose second one is shown alone (gtsummary's rule)
-BINARY = ({0, 1}, {False, True}, {"no", "yes"})
+#: the levels of a binary column whose "yes" one is shown alone (gtsummary's rule), in
+#: lower case (a code read as text: "0"/"1")
+BINARY = ({0, 1}, {False, True}, {"no", "yes"}, {"0", "1"}, {"false", "true"})
+YES = (1, True, "yes", "1", "true")
 
 
 class Footnotes:
@@ -52,11 +54,9 @@ def binary_level(levels):
     if len(levels) != 2:
         return None
     folded = {lv.lower() if isinstance(lv, str) else lv for lv in levels}
-    for pair in BINARY:
-        if folded == pair:
-            return next(lv for lv in levels if (lv.lower() if isinstance(lv, str) else lv)
-                        in (1, True, "yes"))
-    return None
+    if folded not in BINARY:
+        return None
+    return next(lv for lv in levels if (lv.lower() if isinstance(lv, str) else lv) in YES)
 
 
 def group_name(group):

@@ -49,7 +49,9 @@ def check_level_names(site, columns, rules):
 
 def _describe_levels(site, values, rules):
     columns, by = values["columns"], values["by"]
-    check_level_names(site, [c for c in columns if not is_numeric(_column(site, c))]
+    forced = set(values.get("categorical") or ())
+    check_level_names(site, [c for c in columns if c in forced
+                             or not is_numeric(_column(site, c))]
                       + ([by] if by is not None else []), rules)
 
 
@@ -124,9 +126,10 @@ def _levels(values):
               "in small levels refused",
     arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
                Arg("quantiles", "value", check=_quantile_list, convert=list),
-               Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count")),
+               Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count"),
+               Arg("categorical", "names", most=MAX_COLUMNS, optional=True, default=())),
     checks=(_describe_levels,), reply=_describe_reply)
-def site_describe(site, columns, by, quantiles, min_count=1):
+def site_describe(site, columns, by, quantiles, min_count=1, categorical=()):
     """A site's summary of each column, per stratum of ``by``, its small counts hidden.
 
     Parameters
@@ -140,6 +143,8 @@ def site_describe(site, columns, by, quantiles, min_count=1):
         complementary cells (:func:`skfed.stats._suppress.hide_summary`); a
         hidden non-missing count hides the cell's moments, quantiles and
         extremes. 1 hides nothing.
+    categorical : sequence of str, default=()
+        Columns counted by level whatever their type (numeric codes: 0/1).
 
     Returns
     -------
@@ -159,7 +164,8 @@ def site_describe(site, columns, by, quantiles, min_count=1):
     X = _table(site)
     for name in list(columns) + ([by] if by is not None else []):
         _column(site, name)
-    kinds = {c: "numeric" if is_numeric(X[c]) else "categorical" for c in columns}
+    kinds = {c: "numeric" if is_numeric(X[c]) and c not in set(categorical or ())
+             else "categorical" for c in columns}
     cells, sizes = {}, {}
     for stratum, mask in _strata(site, by).items():
         rows = X.loc[mask]

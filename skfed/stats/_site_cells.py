@@ -34,8 +34,8 @@ def _plain(value):
 
 
 def _categorical_columns(site, values):
-    kinds = {c: is_numeric(_column(site, c)) for c in values["columns"]}
-    return [c for c, numeric in kinds.items() if not numeric]
+    forced = set(values.get("categorical") or ())
+    return [c for c in values["columns"] if c in forced or not is_numeric(_column(site, c))]
 
 
 def _level_names(site, values, rules):
@@ -52,9 +52,10 @@ def _level_names(site, values, rules):
     describes="per column whether it is numeric, and the names of the levels of each "
               "categorical column and of by held here (no count); a column whose values "
               "are mostly in levels held by fewer than min_level_count rows refused",
-    arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True)),
+    arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
+               Arg("categorical", "names", most=MAX_COLUMNS, optional=True, default=())),
     checks=(_level_names,), counts=lambda reply: [])
-def site_levels(site, columns, by):
+def site_levels(site, columns, by, categorical=()):
     """A site's column kinds and level names, for the public layout of a pooled Table 1.
 
     Parameters
@@ -62,6 +63,8 @@ def site_levels(site, columns, by):
     site : SiteData
     columns : list of str
     by : str or None
+    categorical : sequence of str, default=()
+        Columns counted by level whatever their type (numeric codes: 0/1).
 
     Returns
     -------
@@ -71,8 +74,8 @@ def site_levels(site, columns, by):
         (missing values left out), sorted, as names (keys) only.
     """
     _table(site)
-    kinds = {c: "numeric" if is_numeric(_column(site, c)) else "categorical"
-             for c in columns}
+    kinds = {c: "numeric" if is_numeric(_column(site, c)) and c not in set(categorical or ())
+             else "categorical" for c in columns}
     levels = {c: _names(_column(site, c)) for c in columns if kinds[c] == "categorical"}
     strata = _names(_column(site, by)) if by is not None else {}
     return {"kinds": kinds, "levels": levels, "strata": strata}

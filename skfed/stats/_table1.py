@@ -164,10 +164,10 @@ def _part(reply, g, c, name, numeric):
     return x["levels"].get(name, 0)
 
 
-def site_summaries(data, columns, by, quantiles, k):
+def site_summaries(data, columns, by, quantiles, k, categorical=()):
     """Each site's summary in the clear, its small counts hidden at the site."""
     return FederationSession.for_dataset(data).per_site(
-        site_describe, columns, by, quantiles, k, phase="analysis")
+        site_describe, columns, by, quantiles, k, list(categorical), phase="analysis")
 
 
 def _put_site_counts(table, replies, pooled):
@@ -194,9 +194,9 @@ def _put_site_counts(table, replies, pooled):
                     cells.put(row, g, s, n, None if n is not None else reason(j))
 
 
-def from_parts(data, columns, by, quantiles, k, per_site):
+def from_parts(data, columns, by, quantiles, k, per_site, categorical=()):
     """A Table 1 pooled from the sites' released summaries (see the module)."""
-    replies = site_summaries(data, columns, by, quantiles, k)
+    replies = site_summaries(data, columns, by, quantiles, k, categorical)
     kinds = column_kinds(replies, columns)
     table = Table1(list(data.sites), _reply_strata(replies, by), columns, kinds, per_site,
                    quantiles)
@@ -238,14 +238,15 @@ def _layout(replies, columns, by):
     return kinds, {"strata": strata, "levels": levels}
 
 
-def from_masked(data, privacy, columns, by, quantiles, k, per_site):
+def from_masked(data, privacy, columns, by, quantiles, k, per_site, categorical=()):
     """A Table 1 whose pooled cells are masked sums over the sites (see the module)."""
     from ..privacy.masked_sums import masked_session
 
     session = FederationSession.for_dataset(data)
-    kinds, layout = _layout(session.per_site(site_levels, columns, by, phase="analysis"),
-                            columns, by)
-    replies = site_summaries(data, columns, by, quantiles, k) if per_site else None
+    kinds, layout = _layout(session.per_site(site_levels, columns, by, list(categorical),
+                                             phase="analysis"), columns, by)
+    replies = site_summaries(data, columns, by, quantiles, k, categorical) if per_site \
+        else None
     with masked_session(data, privacy) as masked:
         counts = masked.sum(site_table_counts, columns, by, layout, phase="analysis")
         strata = layout["strata"] + ([MISSING] if by and counts["sizes"][-2] > 0 else [])
