@@ -1,6 +1,6 @@
 """The proportional-hazards test in every Cox report of ``skfed fit --summary``: with and
-without ``--formula``, in process and through real site services, as text and JSON;
-where it cannot be computed (secure aggregation) the report says why.
+without ``--formula``, in process and through real site services, as text, JSON and in
+the HTML report; where it cannot be computed (secure aggregation) the report says why.
 
 References: lifelines' ``proportional_hazard_test`` of a ``CoxPHFitter`` fitted on the
 pooled rows, with R's rank of the event times (ties averaged) as its transform (what
@@ -102,22 +102,27 @@ def test_site_strata_and_a_strata_column_equal_the_python_api(rossi, capsys, tmp
 
 def test_a_formula_report_has_its_results_test(rossi, capsys, tmp_path):
     path, frame = rossi
-    ph, out = _ph(path, capsys, tmp_path, "--formula", FORMULA)
+    page = tmp_path / "cox.html"
+    ph, out = _ph(path, capsys, tmp_path, "--formula", FORMULA, "--report", page)
     api = coxph(FORMULA, frame, clients="site", tol=1e-10).proportional_hazard_test()
     table = _table(ph)
     assert list(table.index) == list(api.index)
     np.testing.assert_allclose(table["test_statistic"].astype(float), api["test_statistic"],
                                rtol=1e-6)
     assert "GLOBAL" in out
+    text = page.read_text()
+    assert "<h2>Proportional-hazards test</h2>" in text and "GLOBAL" in text
 
 
 def test_secure_aggregation_says_why_there_is_no_test(rossi, capsys, tmp_path):
     path, _ = rossi
+    page = tmp_path / "cox.html"
     ph, out = _ph(path, capsys, tmp_path, "--target", "arrest", "week",
-                  "--secure-aggregation")
+                  "--secure-aggregation", "--report", page)
     assert ph["table"] is None and "secure aggregation" in ph["reason"]
     assert "proportional-hazards test: not available: the model was fitted under secure " \
            "aggregation" in out
+    assert "Not available: the model was fitted under secure aggregation" in page.read_text()
 
 
 def test_through_site_services(rossi, capsys, tmp_path):

@@ -266,7 +266,9 @@ def _summary_section(report, path):
         stats = fit_statistics(report)
         parts += ["<h2>Fit statistics</h2>",
                   _table(["statistic", "value"], stats, formats=[_statistic])]
-    return parts + _forest_section(report, path)
+    from .ph_test import ph_test_html  # a Cox model's PH test, after its forest plot
+
+    return parts + _forest_section(report, path) + ph_test_html(report.ph_test)
 
 
 def _appendix(report, path, convergence):

@@ -132,5 +132,6 @@ def ph_test_html(test):
     for name, statistic, df, p in ph_test_rows(test):
         cells.append(f'<tr><td class="name">{html.escape(name)}</td><td>{statistic:.3f}</td>'
                      f"<td>{df}</td><td>{html.escape(format_p(p))}</td></tr>")
-    return [head, f"<p>{html.escape(ph_test_title(test).capitalize())}.</p>",
+    title = ph_test_title(test)
+    return [head, f"<p>{html.escape(title[0].upper() + title[1:])}.</p>",
             "\n".join(cells) + "</table></div>"]
