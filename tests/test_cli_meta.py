@@ -160,6 +160,12 @@ def test_reports_are_self_contained_pages(tmp_path, capsys):
     assert not re.search(r"""(?:src|href)\s*=\s*["'](?!#)""", text)  # nothing fetched
     assert (tmp_path / "meta-forest-1.pdf").read_bytes().startswith(b"%PDF")
     assert (tmp_path / "meta-forest-1.svg").exists()
+    from .test_reports_render import CHROMIUM, _assert_fits, _render
+
+    if CHROMIUM is not None:  # laid out at 1280 px: nothing wider than the window
+        measured, _ = _render(page, tmp_path)
+        _assert_fits(measured)
+        assert measured["figures"] == "1"
     rows = tmp_path / "rows.csv"
     _rows().to_csv(rows, index=False)
     two = tmp_path / "two.html"

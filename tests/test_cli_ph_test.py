@@ -127,7 +127,8 @@ def test_secure_aggregation_says_why_there_is_no_test(rossi, capsys, tmp_path):
 
 def test_through_site_services(rossi, capsys, tmp_path):
     """Each site its own stratum (what any service answers): the test equals the local
-    file's; a formula's shared baseline at services that allow event times too."""
+    file's; a formula's shared baseline at services that allow event times too; a site's
+    refusal of the test's sums leaves the report standing, saying why."""
     pytest.importorskip("grpc")
     from ._cli_services import cli_services
 
@@ -151,3 +152,15 @@ def test_through_site_services(rossi, capsys, tmp_path):
         np.testing.assert_allclose(_table(theirs)["test_statistic"].astype(float),
                                    _table(ours)["test_statistic"].astype(float), rtol=1e-6)
     assert "proportional-hazards test" in out
+    # a site holding fewer events than its min_level_count refuses the test's sums: the
+    # fit's report stands and says why there is no test
+    strict = ROSSI_POLICY + "\nmin_level_count = 40"
+    with cli_services(tmp_path / "strict", frame, clients="site", dataset="rossi",
+                      policy=strict) as services:
+        code, out, err = _run(capsys, *services, "--model", "cox", "--summary", "--target",
+                              "arrest", "week", "--strata", "site", "--json", out_json)
+    assert code == 0, err
+    refused = json.loads(out_json.read_text())["ph_test"]
+    assert refused["table"] is None and "survival.schoenfeld_moments" in refused["reason"]
+    assert "proportional-hazards test: not available: site " in out
+    assert "(policy rule 'min_level_count')" in out and "exp(coef)" in out
