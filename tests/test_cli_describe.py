@@ -123,7 +123,8 @@ def test_a_rare_level_is_suppressed_with_its_complement(tmp_path, capsys):
     frame = _frame(rare=True)
     out_json = tmp_path / "t1.json"
     code, out, err = _run(capsys, _csv(tmp_path, frame), "--clients", "hospital",
-                          "--columns", "stage", "age", "--per-site", "--json", str(out_json))
+                          "--columns", "stage", "age", "--per-site", "--json", str(out_json),
+                          "--no-secure-aggregation")  # the sites' released parts
     assert code == 0, err
     data, cells = _cells(out_json)
     assert cells["stage", "IV", "count", "all", "hospital-b"] == (None, True)
@@ -148,7 +149,7 @@ def test_a_rare_level_is_suppressed_with_its_complement(tmp_path, capsys):
     assert not any(h for k, (_, h) in cells.items() if k[0] == "age")
     # a larger --min-count hides more, and says so
     code, out, _ = _run(capsys, _csv(tmp_path, frame), "--clients", "hospital",
-                        "--columns", "stage", "--min-count", "200")
+                        "--columns", "stage", "--min-count", "200", "--no-secure-aggregation")
     assert code == 0 and "fewer than 200 rows at site" not in out  # pooled view only
     assert "not pooled" in out and "--min-count 200" in out
 
@@ -158,7 +159,8 @@ def test_html_report(tmp_path, capsys):
     html_path = tmp_path / "table1.html"
     code, out, err = _run(capsys, _csv(tmp_path, frame), "--clients", "hospital",
                           "--columns", "age,stage,sex", "--crosstab", "stage:sex",
-                          "--crosstab", "arm:sex", "--per-site", "--html", str(html_path))
+                          "--crosstab", "arm:sex", "--per-site", "--html", str(html_path),
+                          "--no-secure-aggregation")
     assert code == 0, err
     assert f"HTML report written to {html_path}" in out
     page = html_path.read_text()
@@ -263,7 +265,7 @@ def _service_args(services):
 def test_site_services_suppress_instead_of_refusing(services, tmp_path, capsys):
     remote_json, local_json = tmp_path / "remote.json", tmp_path / "local.json"
     options = ["--columns", "age,bmi,stage,sex", "--by", "arm", "--crosstab", "stage:sex",
-               "--per-site"]
+               "--per-site", "--no-secure-aggregation"]  # the sites' released parts
     code, out, err = _run(capsys, *_service_args(services), *options,
                           "--json", str(remote_json))
     assert code == 0, err

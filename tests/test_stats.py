@@ -378,8 +378,9 @@ def test_describe_by_stratum_equals_pandas():
 
 def test_describe_suppresses_rare_level_and_its_complement():
     df, site = _table1_data()
+    # the sites' released parts (privacy=None): each site suppresses its own cells
     result = describe(df, clients=site, columns=["stage", "age"], min_level_count=5,
-                      per_site=True)
+                      per_site=True, privacy=None)
     t, mask, record = result.table, result.mask, result.suppressed
     # the 2 rows of level IV at site b: hidden there, and the pooled cell lacks b's part
     assert np.isnan(t[("all", "b")][("stage", "IV", "count")])
@@ -431,7 +432,8 @@ def test_suppression_is_done_by_each_site():
     small = df.copy()
     rows_a = np.flatnonzero(site == "a")
     small.loc[rows_a[3:], "age"] = np.nan
-    one = describe(small, clients=site, columns=["age"], min_level_count=5, per_site=True)
+    one = describe(small, clients=site, columns=["age"], min_level_count=5, per_site=True,
+                   privacy=None)
     assert one.mask[("all", "a")].loc[("age", "", "missing")]
     for stat in ["count", "mean", "std", "50%"]:  # the statistics of a hidden count
         assert one.mask[("all", "a")].loc[("age", "", stat)]
@@ -581,7 +583,7 @@ def test_same_numbers_with_rows_on_dask_workers():
 def test_describe_by_suppresses_small_strata_everywhere():
     df, site = _table1_data()
     result = describe(df, by="stage", clients=site, columns=["age", "sex"], min_level_count=5,
-                      per_site=True)
+                      per_site=True, privacy=None)  # the sites' released parts
     t, mask = result.table, result.mask
     n_row = ("N", "", "count")
     # stratum IV: 2 rows at site b (and pooled): hidden, with their statistics

@@ -110,7 +110,7 @@ def test_a_few_missing_values_no_longer_blank_menostat():
     each site, the missing counts and a level are hidden in both arms, and the p-value;
     from masked sums, every pooled cell holds 5 rows or more and all are shown."""
     df, site = _gbsg2()
-    plain = describe(df, by="horTh", columns=["menostat"], clients=site)
+    plain = describe(df, by="horTh", columns=["menostat"], clients=site, privacy=None)
     for arm in ("no", "yes"):  # the missing count and a level with it, in both arms
         hidden = plain.mask.loc["menostat", (arm, "pooled")]
         assert hidden.loc[("", "missing")] and hidden.sum() >= 2
@@ -119,6 +119,9 @@ def test_a_few_missing_values_no_longer_blank_menostat():
     pooled = describe(df, by="horTh", columns=["menostat"], clients=site,
                       privacy=SecureAggregation())
     assert not pooled.mask.to_numpy().any()
+    # the default pools the cells first (masked sums over two sites or more)
+    default = describe(df, by="horTh", columns=["menostat"], clients=site)
+    pd.testing.assert_frame_equal(default.table, pooled.table)
     expected = pd.crosstab(df.menostat.fillna("<missing>"), df.horTh)
     for arm in ("no", "yes"):
         for level in ("Post", "Pre"):
@@ -366,9 +369,11 @@ def test_a_site_requiring_secure_aggregation_serves_the_pooled_table_only(tmp_pa
                           privacy=SecureAggregation())
         assert not result.mask.to_numpy().any()
         assert _check_pooled(result, df, ["all", "no", "yes"]) == result.table.size
-        with pytest.raises(SiteRefusal) as info:
-            describe(data, by="horTh", columns=["menostat"], quantiles=())
+        with pytest.raises(SiteRefusal) as info:  # the sites' own releases: refused
+            describe(data, by="horTh", columns=["menostat"], quantiles=(), privacy=None)
         assert info.value.rule == "require"
+        default = describe(data, by="horTh", columns=["menostat"], quantiles=())
+        assert default.masked and not default.mask.to_numpy().any()  # masked by default
         with pytest.raises(SiteRefusal):
             describe(data, by="horTh", columns=["menostat"], quantiles=(), per_site=True,
                      privacy=SecureAggregation())
@@ -493,13 +498,13 @@ def test_the_command_line_pools_labels_and_exports(tmp_path, capsys):
     base = ["describe", str(path), "--clients", "hospital", "--by", "horTh", "--columns",
             "age,menostat,tgrade", "--label", "age=Age (years)", "--label",
             "menostat=Menopausal status"]
-    assert main(base) == 0
+    assert main(base + ["--no-secure-aggregation"]) == 0  # the sites' released parts
     plain = capsys.readouterr().out
     assert "not pooled: site" in plain and "--secure-aggregation pools" in plain
     outputs = ["--csv", str(tmp_path / "t1.csv"), "--latex", str(tmp_path / "t1.tex")]
     if __import__("importlib").util.find_spec("docx") is not None:
         outputs += ["--docx", str(tmp_path / "t1.docx")]
-    assert main(base + ["--secure-aggregation"] + outputs) == 0
+    assert main(base + outputs) == 0  # the default: masked pooled cells
     out = capsys.readouterr().out
     assert "Overall (n = 686)" in out and "no (n = 440)" in out and "yes (n = 246)" in out
     assert "Age (years)" in out and "Menopausal status, n (%)" in out
@@ -516,7 +521,7 @@ def test_bad_privacy_labels_and_sites_are_named():
     from skfed.privacy import DifferentialPrivacy
 
     df, site = _gbsg2()
-    with pytest.raises(ValueError, match="privacy=SecureAggregation"):
+    with pytest.raises(ValueError, match="SecureAggregation"):
         describe(df, columns=["age"], clients=site, privacy=DifferentialPrivacy(epsilon=1.0))
     with pytest.raises(ValueError, match="secure aggregation needs at least two sites"):
         describe(df, columns=["age"], clients=np.zeros(len(df)),
@@ -527,7 +532,7 @@ def test_bad_privacy_labels_and_sites_are_named():
         describe(df, columns=["age"], clients=site, labels={"age": ""})
     with pytest.raises(ValueError, match="labels must be a dict"):
         describe(df, columns=["age"], clients=site, labels=["Age"])
-    with pytest.raises(ValueError, match="privacy=SecureAggregation"):
+    with pytest.raises(ValueError, match="SecureAggregation"):
         crosstab(df, "horTh", "menostat", clients=site, privacy="secure")
 
 

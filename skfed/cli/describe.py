@@ -49,7 +49,7 @@ class Table1:
         Where the rows are (the file, or the site services and dataset).
     notes : list of str
     secure : bool
-        The pooled cells are masked sums (``--secure-aggregation``).
+        The pooled cells are masked sums (by default over two sites or more).
     """
 
     result: object
@@ -251,7 +251,7 @@ def _describe_file(args):
         raise CLIError(str(exc)) from exc
     return Table1(result, tables, list(data.sites), [int(n) for n in data.n_samples],
                   args.min_count, by, args.per_site, source=str(args.data),
-                  secure=args.secure_aggregation)
+                  secure=result.masked)
 
 
 def _tables(args, data, columns, by, pairs, quantiles):
@@ -259,7 +259,11 @@ def _tables(args, data, columns, by, pairs, quantiles):
     from masked sums with ``--secure-aggregation``."""
     from ..stats import crosstab, describe
 
-    privacy = None
+    privacy = "auto"  # masked pooled cells over two sites or more (skfed.stats.describe)
+    if args.no_secure_aggregation:
+        if args.secure_aggregation:
+            raise CLIError("--secure-aggregation and --no-secure-aggregation: give one.")
+        privacy = None
     if args.secure_aggregation:
         from ..privacy import SecureAggregation
 
@@ -319,7 +323,7 @@ def _describe_services(args):
                       args.min_count, by, args.per_site,
                       source=f"dataset {args.dataset!r} of the site services "
                              + ", ".join(f"{k}={v}" for k, v in sites.items()),
-                      notes=notes, secure=args.secure_aggregation)
+                      notes=notes, secure=result.masked)
     except failures + (ImportError,) as exc:
         raise CLIError(str(exc)) from exc
     finally:
@@ -471,8 +475,14 @@ def add_describe_parser(sub):
                    help="also show each site's column (each site's own counts in the clear, "
                         "suppressed at the site, audited with the pooled column)")
     d.add_argument("--secure-aggregation", action="store_true",
-                   help="the pooled cells as masked sums over the sites (only the pooled "
-                        "counts and sums decoded; small pooled cells suppressed)")
+                   help="insist on the pooled cells as masked sums over the sites (the "
+                        "default wherever two sites or more and the cryptography package "
+                        "allow it: only the pooled counts and sums decoded, small pooled "
+                        "cells suppressed)")
+    d.add_argument("--no-secure-aggregation", action="store_true",
+                   help="pool the sites' own releases instead (each site suppresses its "
+                        "small cells and their complements; a pooled cell is hidden where "
+                        "a site hid its part)")
     d.add_argument("--label", action="append", default=[], metavar='COLUMN="LABEL"',
                    help='the name a column has in the table, with its unit (repeat: '
                         '--label age="Age (years)")')

@@ -72,11 +72,13 @@ class CrosstabResult:
     masked: bool = False
 
 
-def crosstab(data, row, col, *, min_level_count=5, per_site=False, privacy=None,
+def crosstab(data, row, col, *, min_level_count=5, per_site=False, privacy="auto",
              clients=None):
     """Pooled counts of two categorical columns over all sites, with the chi-square test.
 
-    Without ``privacy``, each site sends its count of every pair of levels
+    By default (``privacy="auto"``) the pooled cells are masked sums over two
+    sites or more (below). With ``privacy=None``, each site sends its count of
+    every pair of levels
     that occurs (missing values as a level) and its margins, after hiding its
     cells ``0 < c < min_level_count`` and the cells that would give them back;
     a pooled cell is the sum of the released parts, or hidden when a site hid
@@ -97,8 +99,11 @@ def crosstab(data, row, col, *, min_level_count=5, per_site=False, privacy=None,
     per_site : bool, default=False
         Also release each site's cross-table (in the clear, suppressed at the
         site), audited with the pooled one.
-    privacy : SecureAggregation, default=None
-        The pooled cells as masked sums over the sites (at least two).
+    privacy : "auto", SecureAggregation or None, default="auto"
+        The pooled cells as masked sums over the sites (at least two);
+        ``None``: sums of the sites' released parts; ``"auto"``: masked sums
+        where there are two sites and ``cryptography`` is installed (as
+        :func:`describe`).
     clients : str or array-like of shape (n_samples,), default=None
         The site of each row when ``data`` is a DataFrame (a column name or one
         label per row).

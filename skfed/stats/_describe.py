@@ -221,15 +221,28 @@ def _check_labels(labels, columns, by):
 
 
 def _check_privacy(privacy, data):
-    """``None`` (released parts) or a secure aggregation (masked sums)."""
+    """``None`` (released parts) or a secure aggregation (masked sums); ``"auto"``: masked
+    sums over two sites or more where ``cryptography`` (the ``privacy`` or ``site``
+    extra) is installed, so that the suppression rule applies to the pooled cells."""
+    if isinstance(privacy, str) and privacy == "auto":
+        if len(data) < 2:  # one site: the pooled cells are its own release
+            return None
+        try:
+            import cryptography  # noqa: F401 - the masks' key agreement
+        except ImportError:  # a bare install: the sites' released parts
+            return None
+        from ..privacy import SecureAggregation
+
+        return SecureAggregation()
     if privacy is None:
         return None
     from ..privacy import DifferentialPrivacy, SecureAggregation
 
     # DifferentialPrivacy is a SecureAggregation (masked and noised rounds): refused here
     if not isinstance(privacy, SecureAggregation) or isinstance(privacy, DifferentialPrivacy):
-        raise ValueError("describe and crosstab take privacy=SecureAggregation() (the pooled "
-                         "cells as masked sums) or None (the sites' released parts); got "
+        raise ValueError("describe and crosstab take privacy='auto', SecureAggregation() "
+                         "(the pooled cells as masked sums) or None (the sites' released "
+                         "parts); got "
                          f"{type(privacy).__name__}: differential privacy would noise "
                          "every count.")
     if len(data) < 2:
@@ -239,7 +252,7 @@ def _check_privacy(privacy, data):
 
 
 def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25, 0.5, 0.75),
-             per_site=False, privacy=None, labels=None, categorical=None, clients=None):
+             per_site=False, privacy="auto", labels=None, categorical=None, clients=None):
     """The descriptive "Table 1" pooled over all sites (per site when asked), small cells
     hidden.
 
@@ -250,7 +263,10 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     ``missing`` row is left out where no row of the column is missing. Every
     table also has the row ``("N", "", "count")``: the rows per group.
 
-    **Where the pooled cells come from.** Without ``privacy``, each site
+    **Where the pooled cells come from.** By default (``privacy="auto"``) the
+    pooled cells are masked sums over two sites or more (below), so that the
+    suppression rule applies to the pooled cells; with one site, or without
+    the ``cryptography`` package, and with ``privacy=None``, each site
     sends its counts, means and sums of squared deviations in the clear,
     having hidden its own counts ``0 < c < min_level_count`` and the cells
     that would give them back (a site service applies its own
@@ -306,9 +322,10 @@ def describe(data, by=None, *, columns=None, min_level_count=5, quantiles=(0.25,
     per_site : bool, default=False
         Also show each site's column (its own release in the clear, suppressed
         at the site), audited together with the pooled column.
-    privacy : SecureAggregation, default=None
-        The pooled cells as masked sums over the sites (at least two); ``None``:
-        sums of the sites' released parts.
+    privacy : "auto", SecureAggregation or None, default="auto"
+        The pooled cells as masked sums over the sites (at least two);
+        ``None``: sums of the sites' released parts; ``"auto"``: masked sums
+        where there are two sites and ``cryptography`` is installed.
     labels : dict, default=None
         ``{column: label}``: the names a report shows (with units, e.g.
         ``{"age": "Age (years)"}``).
