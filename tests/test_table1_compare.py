@@ -3,7 +3,6 @@ suppression of a numeric column with a few missing values per site."""
 
 import numpy as np
 import pandas as pd
-import pytest
 from scipy import stats
 
 from skfed.stats import describe

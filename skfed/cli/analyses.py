@@ -18,9 +18,8 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
-
 from .errors import CLIError
+from .json_values import json_value
 
 #: the commands of this module, by name: (module, its parser adder, its runner)
 COMMANDS = {"km": ("km", "add_km_parser", "run_km"),
@@ -159,19 +158,11 @@ def open_rows(args):
 
 def _service_rows(args):
     from ..data import FederatedDataset
-    from .describe import parse_services
+    from .describe import check_service_options
 
-    if args.data or args.clients:
-        raise CLIError("--site-service reaches the sites' own services: give no local file "
-                       "or --clients with it.")
-    if not args.dataset:
-        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
-                       "sites' configurations).")
-    if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
-        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
-                       "TLS with the analyst's certificate).")
+    sites = check_service_options(args)
     try:
-        return FederatedDataset.from_sites(parse_services(args.site_service),
+        return FederatedDataset.from_sites(sites,
                                            dataset=args.dataset, ca_file=args.tls_ca_file,
                                            cert_file=args.tls_cert, key_file=args.tls_key)
     except library_errors() as exc:
@@ -203,21 +194,6 @@ def parse_labels(specs, columns):
 
 
 # -- the outputs --------------------------------------------------------------------
-def json_value(value):
-    """A JSON value: numbers as floats (NaN and infinities ``None``), arrays as lists."""
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [json_value(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value if value is None or isinstance(value, str) else str(value)
-
-
 def frame_json(frame):
     """``{row: {column: value}}`` of a DataFrame, as JSON values."""
     return json_value({str(k): dict(v) for k, v in frame.to_dict(orient="index").items()})

@@ -291,16 +291,7 @@ def _describe_services(args):
     from ..data import FederatedDataset
     from ..sites import SiteRefusal, SiteServiceError, SiteUnavailable
 
-    sites = parse_services(args.site_service)
-    if args.data or args.clients:
-        raise CLIError("--site-service reaches the sites' own services: give no local file "
-                       "or --clients with it.")
-    if not args.dataset:
-        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
-                       "sites' configurations).")
-    if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
-        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
-                       "TLS with the analyst's certificate).")
+    sites = check_service_options(args)
     args.categorical = _names(args.categorical, "--categorical")
     quantiles = _quantiles(args.quantiles, ())
     notes = [] if args.quantiles else [
@@ -328,6 +319,22 @@ def _describe_services(args):
         raise CLIError(str(exc)) from exc
     finally:
         data.close()
+
+
+def check_service_options(args):
+    """The sites of ``--site-service NAME=HOST:PORT ...``, after the options that go
+    with it (``--dataset``, the analyst's TLS files; no local file, no ``--clients``)."""
+    sites = parse_services(args.site_service)
+    if args.data or args.clients:
+        raise CLIError("--site-service reaches the sites' own services: give no local file "
+                       "or --clients with it.")
+    if not args.dataset:
+        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
+                       "sites' configurations).")
+    if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
+        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
+                       "TLS with the analyst's certificate).")
+    return sites
 
 
 def parse_services(specs):

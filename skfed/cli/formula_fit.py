@@ -12,12 +12,11 @@ its ``summary()`` is the report's regression table. Also here:
 (``--json``).
 """
 
-import math
-
 import numpy as np
 
 from .fit import (CLIError, FitReport, coefficient_headers, coefficient_rows, intercept_row,
                   fit_watching_convergence, metric_name, pass_on_warnings, traffic)
+from .json_values import json_value
 
 #: ``--model`` -> the formula's GLM family (``cox``: :func:`skfed.formula.coxph`)
 FAMILIES = {"linear": "gaussian", "logistic": "binomial", "poisson": "poisson",
@@ -186,21 +185,6 @@ def run_formula_fit(args):
         notes=[], test=None, summary=summary, formula=results, ph_test=ph_test)
 
 
-def _plain(value):
-    """A JSON value: numbers as floats (NaN and infinities as ``None``), arrays as lists."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
 def report_json(report):
     """Every number of a ``skfed fit`` report, as plain JSON values (``--json``).
 
@@ -239,4 +223,4 @@ def report_json(report):
            "holdout": report.holdout, "traffic": traffic(report)}
     if report.formula is not None:
         out["design"] = report.formula.design
-    return _plain(out)
+    return json_value(out)

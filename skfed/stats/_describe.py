@@ -227,9 +227,9 @@ def _check_privacy(privacy, data):
     if isinstance(privacy, str) and privacy == "auto":
         if len(data) < 2:  # one site: the pooled cells are its own release
             return None
-        try:
-            import cryptography  # noqa: F401 - the masks' key agreement
-        except ImportError:  # a bare install: the sites' released parts
+        from importlib.util import find_spec
+
+        if find_spec("cryptography") is None:  # a bare install: the sites' released parts
             return None
         from ..privacy import SecureAggregation
 
