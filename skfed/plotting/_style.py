@@ -84,6 +84,9 @@ def new_figure(width, height, **gridspec):
     fig = Figure(figsize=(width, height), layout="constrained")
     if not gridspec:
         return fig, [fig.add_subplot()]
+    # the layout spaces the axes by their labels itself: a gridspec's hspace or wspace (a
+    # fraction of the axes' mean size) would only add a gap
+    gridspec = {k: v for k, v in gridspec.items() if k not in ("hspace", "wspace")}
     grid = fig.add_gridspec(**gridspec)
     return fig, [fig.add_subplot(grid[k]) for k in range(grid.nrows * grid.ncols)]
 
