@@ -102,6 +102,13 @@ def test_cox_formula_equals_coxph(tmp_path):
                                       fit_options={"precision": 1e-12})
     assert report.summary.loc["C(wexp)[T.1]", "coef"] == pytest.approx(ref.params_["wexp"],
                                                                       rel=1e-7)
+    # --time-grid: the formula's Cox model on grouped times, as coxph(time_grid=...)
+    grid = "0,4,8,13,17,21,26,30,34,39,43,47,52"
+    report = run_fit(_args(str(tmp_path / "rossi.csv"), "--clients", "site", "--model", "cox",
+                           "--formula", formula, "--time-grid", grid), out=io.StringIO())
+    python = coxph(formula, rossi, clients="site",
+                   time_grid=[float(t) for t in grid.split(",")])
+    pd.testing.assert_frame_equal(report.summary, python.summary(), rtol=1e-10)
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -165,6 +165,7 @@ def test_report_is_a_self_contained_page(csv, tmp_path, capsys):
     assert text.count("<svg") == 1 and "Number at risk" in text
     assert "Hormone therapy = yes" in text and "Days since surgery" in text
     assert "Log-rank test: chi-square 8.56" in text
+    assert "log-rank test p = 0.003" in text  # under the curves, in the figure's caption
     assert not re.search(r"""(?:src|href)\s*=\s*["'](?!#)""", text)
     assert (tmp_path / "km-kaplan-meier.pdf").read_bytes().startswith(b"%PDF")
     from .test_reports_render import CHROMIUM, _assert_fits, _render

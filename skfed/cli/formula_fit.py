@@ -35,8 +35,6 @@ _NOT_WITH_FORMULA = (
     ("l1_ratio", "--l1-ratio", "a formula fit is unpenalized"),
     ("impute", "--impute", "a formula uses each site's complete rows (statsmodels' "
                            "missing='drop')"),
-    ("time_grid", "--time-grid", "skfed.formula.coxph fits no time grid: use --strata site, "
-                                 "or sites that allow event times"),
     ("dp_epsilon", "--dp-epsilon", "a formula fit runs Newton's method, which differential "
                                    "privacy does not cover; --secure-aggregation masks it"),
 )
@@ -138,8 +136,11 @@ def _fit(args, model, family, data, clients):
         if value is not None:  # else the Python API's defaults
             options[name] = value
     if model == "cox":
+        from .fit import parse_time_grid
+
+        grid = parse_time_grid(getattr(args, "time_grid", None))
         fit = lambda: coxph(args.formula, data, strata=args.strata,  # noqa: E731
-                            ties=args.ties or "efron", **options)
+                            ties=args.ties or "efron", time_grid=grid, **options)
     else:
         fit = lambda: glm(args.formula, data, family=family,  # noqa: E731
                           var_power=args.var_power, offset=args.offset, **options)

@@ -283,6 +283,7 @@ def km_json(report):
 def km_page(report, path):
     """The ``--report`` page: the curves with the number at risk, the medians, the
     log-rank test and the survival table."""
+    from .._format import format_p
     from ..plotting import plot_kaplan_meier
     from .html_report import _figure, _table
 
@@ -292,6 +293,9 @@ def km_page(report, path):
     fig = plot_kaplan_meier(shown, xlabel=labels.get(report.time, report.time))
     caption = ("Kaplan-Meier curves with their pointwise intervals and the number at risk"
                if not km.approximate else f"Survival from the life table. {km.note}")
+    if report.logrank is not None:  # the comparison a reader looks for under the curves
+        p = format_p(report.logrank.p_value)
+        caption += f"; log-rank test p {p if p.startswith('<') else '= ' + p}"
     parts = page_head("skfed km: survival curves") + [
         "".join(f"<p>{html.escape(line)}</p>" for line in _what(report)[1:]),
         f"<p>{html.escape(report.source)}.</p>",
