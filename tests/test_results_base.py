@@ -267,3 +267,16 @@ def test_coxph_formula_takes_a_time_grid(gbsg2):
 
 def test_a_mixed_formula_summary_names_its_response(results):
     assert "np.log(tsize)" in str(results["mixed formula"].summary())
+
+
+def test_a_mixed_formula_predicts_from_rows_in_its_variables(results, gbsg2):
+    res = results["mixed formula"]
+    rows = gbsg2.iloc[:5].assign(clinic=lambda f: f.site + "0")
+    fixed = res.predict(rows)
+    X = np.column_stack([np.ones(5), (rows.horTh == "yes").astype(float), rows.age])
+    np.testing.assert_allclose(fixed, X @ res.fe_params[["Intercept", "C(horTh)[T.yes]",
+                                                         "age"]].to_numpy(), rtol=1e-12)
+    with_groups = res.predict(rows, groups="clinic")  # each clinic's predicted effect added
+    effects = res.random_effects_frame.iloc[:, 0]
+    np.testing.assert_allclose(with_groups - fixed, effects.loc[rows.clinic].to_numpy(),
+                               rtol=1e-10)

@@ -23,7 +23,7 @@ from ._design import complete_rows, design_rows
 from ._errors import FormulaError
 from ._knots import discover_knots
 from ._parse import parse_formula
-from ._results import CoxResults, GLMResults, design_terms
+from ._results import CoxResults, GLMResults, MixedFormulaResults
 from ._terms import design_columns
 
 #: family -> (its links skfed fits, the default link)
@@ -455,9 +455,8 @@ def mixedlm(formula, data, *, groups=None, re_formula=None, reml=True, clients=N
     estimator = FedMixedLM(re_columns=slopes, re_intercept=intercept, fit_intercept=False,
                            reml=reml, min_group_size=min_group_size)
     estimator.fit(design_data, groups=groups)
-    results = estimator.results_
-    results.estimator, results.design, results.rows_by_site = estimator, design, rows
-    results.training_data = design_data
-    results.term_structure = design_terms(design)
+    results = MixedFormulaResults.of(estimator.results_, formula=formula, estimator=estimator,
+                                     design=design, rows_by_site=rows,
+                                     training_data=design_data)
     results.endog_name = str(parsed.lhs[0])  # the response's name in the summary
     return results

@@ -14,6 +14,7 @@ from scipy import stats
 
 from ..data.site import SiteData
 from ..datafits.links import inverse_link
+from ..mixed._results import MixedLMResults
 from ..stats._journal import interaction_text
 from ..stats._results import LabelledResults, Term
 from ._design import complete_rows, design_matrix
@@ -69,6 +70,21 @@ def _part_pairs(parts, factors):
 def _part_text(parts, factors, labels=None):
     """``"horTh: yes \u00d7 age"``: an interaction column by its factors' levels."""
     return interaction_text(_part_pairs(parts, factors), labels or {})
+
+
+def design_rows(design, data, offset=None):
+    """The design matrix of the complete rows of ``data`` (new rows, a DataFrame), their
+    index, and their offset."""
+    if not isinstance(data, pd.DataFrame):
+        raise TypeError("predict takes a DataFrame of new rows (the sites' own rows "
+                        "stay at the sites).")
+    design = dict(design, response=None, offset=None, keep=[], weights=None)
+    site = SiteData("new rows", data.reset_index(drop=True),
+                    meta={"row_ids": np.arange(len(data))},
+                    offset=None if offset is None else np.asarray(offset, dtype=float))
+    site = complete_rows(site, design)
+    return (design_matrix(site, design).to_numpy(), data.index[site.meta["row_ids"]],
+            site.offset)
 
 
 def _effect_term(terms, name):
@@ -240,16 +256,7 @@ class FormulaResults(LabelledResults):
     def _design_of(self, data, offset=None):
         """The design matrix of the complete rows of ``data`` (a DataFrame), their index,
         and their offset."""
-        if not isinstance(data, pd.DataFrame):
-            raise TypeError("predict takes a DataFrame of new rows (the sites' own rows "
-                            "stay at the sites).")
-        design = dict(self.design, response=None, offset=None, keep=[], weights=None)
-        site = SiteData("new rows", data.reset_index(drop=True),
-                        meta={"row_ids": np.arange(len(data))},
-                        offset=None if offset is None else np.asarray(offset, dtype=float))
-        site = complete_rows(site, design)
-        return (design_matrix(site, design).to_numpy(), data.index[site.meta["row_ids"]],
-                site.offset)
+        return design_rows(self.design, data, offset)
 
 
 class GLMResults(FormulaResults):
@@ -450,3 +457,41 @@ class CoxResults(FormulaResults):
         survival : ndarray of shape (n_rows, n_times)
         """
         return np.exp(-self.predict_cumulative_hazard(data, times, strata))
+
+
+class MixedFormulaResults(MixedLMResults):
+    """statsmodels' ``MixedLMResults`` of :func:`skfed.formula.mixedlm`, with the formula,
+    its design and terms, and ``predict`` from rows in the formula's variables."""
+
+    @classmethod
+    def of(cls, results, *, formula, estimator, design, rows_by_site, training_data):
+        """The results ``results`` of a mixed model's fit, with its formula's parts."""
+        out = cls.__new__(cls)
+        out.__dict__.update(results.__dict__)
+        out.formula, out.estimator, out.design = formula, estimator, design
+        out.rows_by_site, out.training_data = rows_by_site, training_data
+        out.term_structure = design_terms(design)
+        return out
+
+    def predict(self, data, groups=None):
+        """The fixed part ``X b`` of new rows (a DataFrame in the formula's variables),
+        plus each row's predicted random effect where its group was in the fit.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame
+            Rows missing a value the formula uses are left out (their index too).
+        groups : str or array-like, default=None
+            A column of ``data`` or one group per row; ``None``: statsmodels'
+            population-level ``predict``.
+
+        Returns
+        -------
+        pandas.Series
+        """
+        X, index, _ = design_rows(self.design, data)
+        if isinstance(groups, str):
+            groups = data.loc[index, groups].to_numpy()
+        elif groups is not None:
+            groups = pd.Series(np.asarray(groups), index=data.index).loc[index].to_numpy()
+        return pd.Series(self.estimator.predict(X, groups=groups), index=index)
