@@ -6,18 +6,19 @@ import numpy as np
 
 def summary_text(title, info, table, digits):
     """The text of a summary (title, ``{label: text}`` facts, a numeric table)."""
-    pairs = list(info.items()) or [("", "")]
+    pairs = list(info.items())
     half = -(-len(pairs) // 2)
     pairs += [("", "")] * (2 * half - len(pairs))
     info_rows = [[*pairs[i], *pairs[i + half]] for i in range(half)]
     table_rows = [[str(name)] + [_number(v, digits) for v in row]
                   for name, row in zip(table.index, table.to_numpy())]
     header = [""] + [str(c) for c in table.columns]
-    widths = [_width(info_rows), _width([header] + table_rows)]
-    widest = max(widths)
+    parts = [(table_rows, _width([header] + table_rows), header, "r")]
+    if info_rows:  # no facts: no block for them
+        parts.insert(0, (info_rows, _width(info_rows), None, "l"))
+    widest = max(width for _, width, _, _ in parts)
     blocks = []
-    for rows, width, head, align in ((info_rows, widths[0], None, "l"),
-                                     (table_rows, widths[1], header, "r")):
+    for rows, width, head, align in parts:
         n_sep = max(len(rows[0]) - 2 if head else len(rows[0]) - 1, 1)
         pad = (widest - width) // n_sep
         first_pad = widest - width - n_sep * pad
@@ -25,7 +26,8 @@ def summary_text(title, info, table, digits):
     if len(title) < widest:
         title = " " * int(widest / 2 - len(title) / 2) + title
     rule = "=" * widest
-    lines = [title, rule] + blocks[0] + ["-" * len(blocks[1][0])] + blocks[1] + [rule]
+    facts = blocks[0] + ["-" * len(blocks[-1][0])] if info_rows else []
+    lines = [title, rule] + facts + blocks[-1] + [rule]
     return "\n".join(lines) + "\n"  # statsmodels ends with its (empty) notes' line
 
 
