@@ -22,6 +22,7 @@ import uuid
 import numpy as np
 
 from ..executors.dask_executor import DaskExecutor, ResidentClient
+from .blocks import row_blocks
 from .site import SiteData, SiteError
 from .sources import check_schema, describe, load_site, reorder_columns
 from .steps import drop_incomplete_site
@@ -357,14 +358,16 @@ class FederatedDataset:
             if values is not None and len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries but X has {n} rows.")
         labels, indices = group_clients(clients, n)
-        take = (lambda idx: X.iloc[idx]) if hasattr(X, "iloc") else (lambda idx: X[idx])
         y = None if y is None else np.asarray(y)
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         offset = None if offset is None else np.asarray(offset)
-        parts = [SiteData(label.item() if isinstance(label, np.generic) else label, take(idx),
-                          None if y is None else y[idx], None if sw is None else sw[idx],
-                          offset=None if offset is None else offset[idx])
-                 for label, idx in zip(labels, indices)]
+        # views of the caller's rows where they are grouped by site (no copy)
+        Xs, ys, sws, offsets = (
+            [None] * len(indices) if v is None else row_blocks(v, indices)
+            for v in (X, y, sw, offset))
+        parts = [SiteData(label.item() if isinstance(label, np.generic) else label, Xs[k],
+                          ys[k], sws[k], offset=offsets[k])
+                 for k, label in enumerate(labels)]
         for part in parts:
             if part.n_samples == 0:
                 raise SiteError(part.site, "no rows.")

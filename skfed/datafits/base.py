@@ -347,12 +347,13 @@ def hessian_from_raw(X, D, layout):
     if not sp.issparse(X) and K == 1 and np.all(weights(0, 0) >= 0):
         # one output: the columns of [X, 1] are already in the layout of theta;
         # the intercept's row from column sums (no copy of X with a ones column)
-        h = weights(0, 0)
-        G = _gram(np.asarray(X), h)
-        if not layout.fit_intercept:
-            return G
-        side = np.asarray(X).T @ h
-        return np.block([[G, side[:, None]], [side[None, :], np.array([[h.sum()]])]])
+        h, A = weights(0, 0), np.asarray(X)
+        H = np.empty((layout.size, layout.size))
+        _gram(A, h, out=H[:d, :d])  # written in place: no block assembly copies
+        if layout.fit_intercept:
+            H[:d, d] = H[d, :d] = A.T @ h
+            H[d, d] = h.sum()
+        return H
     if layout.fit_intercept:
         A = sp.hstack([X, np.ones((n, 1))], format="csr") if sp.issparse(X) else np.hstack(
             [X, np.ones((n, 1))])
@@ -392,11 +393,15 @@ def hessian_from_raw(X, D, layout):
     return flat[np.ix_(perm, perm)]
 
 
-def _gram(A, h):
+def _gram(A, h, out=None):
     """``A' diag(h) A`` for ``h >= 0``: a symmetric rank-k update on the
-    ``sqrt(h)``-scaled rows (half the flops of a product)."""
+    ``sqrt(h)``-scaled rows (half the flops of a product), written into
+    ``out`` (a ``(p, p)`` array or view) when given."""
+    p = A.shape[1]
+    out = np.empty((p, p)) if out is None else out
     if min(A.shape) == 0:
-        return np.zeros((A.shape[1], A.shape[1]))
+        out[...] = 0.0
+        return out
     from scipy.linalg.blas import dsyrk
 
     if h.size and np.all(h == h[0]) and A.flags.c_contiguous and A.dtype == np.float64:
@@ -404,9 +409,10 @@ def _gram(A, h):
     else:
         B = np.multiply(A, np.sqrt(h)[:, None])  # C-ordered, so B.T is Fortran-ordered
         upper = dsyrk(1.0, B.T, trans=0, lower=0)  # the strict lower triangle is zero
-    G = upper + upper.T
-    G[np.diag_indices_from(G)] *= 0.5
-    return G
+    # the full matrix from the upper triangle (the lower one is exactly its mirror)
+    np.add(upper, upper.T, out=out)
+    out[np.diag_indices(p)] = np.diagonal(upper)
+    return out
 
 
 def joint_factor(curvature, mean, L_coef, L_int):
