@@ -22,8 +22,8 @@ pytest.importorskip("cryptography")
 from skfed.ensemble import (FedHistGradientBoostingClassifier,  # noqa: E402
                             FedHistGradientBoostingRegressor)
 from skfed.privacy import DifferentialPrivacy, SecureAggregation  # noqa: E402
-from skfed.privacy.masked_sums import (EXPONENT, LIMB_BITS, LIMBS,  # noqa: E402
-                                       flatten_reply, unflatten_total)
+from skfed.privacy.masked_sums import (EXPONENT, RANGE_BITS, limb_bits,  # noqa: E402
+                                       limb_count, flatten_reply, unflatten_total)
 
 from .test_hist_gradient_boosting import assert_same_trees, make_data, pooled, split  # noqa
 
@@ -127,16 +127,35 @@ def test_monotonic_and_interaction_constraints_under_masking():
 
 
 def test_the_ledger_counts_the_key_agreement_and_the_limbs():
-    """One setup round more (the keys); every histogram float travels as six words."""
+    """One setup round more (the keys); every histogram float travels as the limbs a
+    sum over the fit's sites needs (four words up to four sites), a count as one."""
     X, y, rng = make_data(n=600)
     clients = split(X, rng, "iid")
     masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, max_iter=3)
     assert masked.history_.setup_rounds == plain.history_.setup_rounds + 1
     np.testing.assert_array_equal(masked.history_["rounds"], plain.history_["rounds"])
     ratio = masked.history_["bytes"][1:].sum() / plain.history_["bytes"][1:].sum()
-    # gradients and hessians in six words, counts in one: between 1x and 6x
-    assert 2.0 < ratio < LIMBS
+    n_sites = len(np.unique(clients))
+    assert masked.history_.privacy["limbs"] == limb_count(n_sites) == 4
+    # gradients and hessians in four words, counts in one: between 1x and 4x
+    assert 2.0 < ratio < limb_count(n_sites)
     assert plain.history_.privacy is None
+
+
+def test_the_limb_count_is_public_not_the_datas():
+    """Two datasets of one shape, values of very different magnitudes: the same limbs,
+    the same words per masked sum (sized from the number of sites and the code's
+    public range, never from the values)."""
+    X, y, rng = make_data(n=400)
+    clients = split(X, rng, "iid")
+    small, _ = fit_twice(FedHistGradientBoostingRegressor, X, y * 1e-6, clients, max_iter=2)
+    large, _ = fit_twice(FedHistGradientBoostingRegressor, X, y * 1e12, clients, max_iter=2)
+    assert small.history_.privacy["limbs"] == large.history_.privacy["limbs"]
+    for n_sites in (2, 3, 4, 17, 8191):
+        tiny = flatten_reply({"g": np.full(30, 1e-30), "c": np.zeros(30, np.uint32)}, n_sites)
+        huge = flatten_reply({"g": np.full(30, 1e25), "c": np.full(30, 10 ** 9)}, n_sites)
+        assert tiny[0].shape == huge[0].shape == ((limb_count(n_sites) + 1) * 30,)
+        assert tiny[1] == huge[1]
 
 
 # -- what is refused --------------------------------------------------------------
@@ -170,7 +189,15 @@ def _exact_sum(values):
     return float(sum(Fraction(float(v)) for v in values))
 
 
-def test_limbs_give_the_exact_sum_rounded_once():
+def _masked_total(vectors):
+    total = np.zeros_like(vectors[0])
+    for v in vectors:
+        total += v  # modulo 2**64: what the masks cancel to
+    return total
+
+
+@pytest.mark.parametrize("n_sites", [4, 5, 300])
+def test_limbs_give_the_exact_sum_rounded_once(n_sites):
     """Sums of float32 gradients, of float64 values across magnitudes and of
     cancelling values: the decoded total is the exact sum rounded once."""
     rng = np.random.default_rng(3)
@@ -178,53 +205,83 @@ def test_limbs_give_the_exact_sum_rounded_once():
               "c": rng.integers(0, 1000, 50, dtype=np.uint32),
               "loss": float(rng.normal() * 1e6)} for k in (-3, 0, 5)]
     sites.append({"g": -sites[0]["g"], "c": np.zeros(50, dtype=np.uint32), "loss": 1e-20})
-    vectors = [flatten_reply(s) for s in sites]
+    sites += [{"g": np.zeros(50), "c": np.zeros(50, dtype=np.uint32), "loss": 0.0}] * (
+        n_sites - len(sites))
+    vectors = [flatten_reply(s, n_sites) for s in sites]
     layout = vectors[0][1]
-    total = sum(v for v, _ in vectors)  # the limbs' sums: what the masks cancel to
-    sums = unflatten_total(total, layout)
+    sums = unflatten_total(_masked_total([v for v, _ in vectors]), layout, n_sites)
     for i in range(50):
         assert sums["g"][i] == _exact_sum([s["g"][i] for s in sites])
     np.testing.assert_array_equal(sums["c"], sum(s["c"].astype(np.int64) for s in sites))
     assert sums["loss"] == _exact_sum([s["loss"] for s in sites])
 
 
-def test_limb_sums_are_rounded_once_as_python_divides_integers():
+def test_the_largest_values_of_the_code_sum_exactly():
+    """Every site at the edge of the range, of one sign: the limbs' sums reach their
+    bounds and still decode to the exact sum rounded once."""
+    for n_sites in (2, 4, 8191):
+        edge = np.array([np.nextafter(2.0 ** RANGE_BITS, 0), -np.nextafter(2.0 ** RANGE_BITS,
+                                                                           0), 2.0 ** -149])
+        words, layout = flatten_reply({"x": edge}, n_sites)
+        total = words * np.uint64(n_sites)  # n_sites equal replies, modulo 2**64
+        got = unflatten_total(total, layout, n_sites)["x"]
+        np.testing.assert_array_equal(got, [_exact_sum([v] * n_sites) for v in edge])
+
+
+@pytest.mark.parametrize("n_sites", [2, 4, 100])
+def test_limb_sums_are_rounded_once_as_python_divides_integers(n_sites):
     """The server's vectorized rounding of limb sums (carries, the 64 leading bits, a
     sticky bit) against Python's correctly rounded ``int / int``: random sums of every
     magnitude and sign, and halfway cases."""
     from skfed.privacy.masked_sums import _from_limbs
 
+    bits, count = limb_bits(n_sites), limb_count(n_sites)
     rng = np.random.default_rng(7)
     size = 4000
-    sums = rng.integers(-(2 ** 45), 2 ** 45, size=(LIMBS, size)).astype(np.float64)
-    for j, k in enumerate(rng.integers(0, LIMBS + 1, size)):
+    sums = rng.integers(-(2 ** (bits + 1)), 2 ** (bits + 1), size=(count, size))
+    for j, k in enumerate(rng.integers(0, count + 1, size)):
         sums[k:, j] = 0  # every magnitude
-    halfway = [2 ** 53 + 1, -(2 ** 53 + 3), (1 << 120) + (1 << 66) + 1, 1, 0]
+    halfway = [2 ** 53 + 1, -(2 ** 53 + 3), (1 << 120) + (1 << 66) + 1, 1, 0,
+               (1 << 200) + (1 << 147) + 1, -((1 << 180) - 1)]
     for v in halfway:
-        digits = [(abs(v) >> (LIMB_BITS * k)) % (1 << LIMB_BITS) for k in range(LIMBS)]
-        sums = np.column_stack([sums, np.sign(v) * np.array(digits, dtype=np.float64)])
+        digits = [(abs(v) >> (bits * k)) % (1 << bits) for k in range(count)]
+        sums = np.column_stack([sums, (1 if v >= 0 else -1) * np.array(digits)])
     size = sums.shape[1]
-    exact = [sum(int(sums[k, j]) << (LIMB_BITS * k) for k in range(LIMBS)) / (1 << EXPONENT)
+    exact = [sum(int(sums[k, j]) << (bits * k) for k in range(count)) / (1 << EXPONENT)
              for j in range(size)]
-    np.testing.assert_array_equal(_from_limbs(sums.ravel(), size), exact)
+    np.testing.assert_array_equal(_from_limbs(sums.ravel(), size, n_sites), exact)
 
 
 def test_a_tiny_exact_case_of_the_limbs():
-    """1.5 is 3 * 2**148: limbs of 40 bits, lowest first."""
-    vector, layout = flatten_reply({"x": np.array([1.5, -1.5])})
+    """1.5 is 3 * 2**148: limbs of 61 bits for four sites, lowest first."""
+    vector, layout = flatten_reply({"x": np.array([1.5, -1.5])}, 4)
     assert layout == [("x", (2,), False)]
-    limbs = vector.reshape(LIMBS, 2)
-    whole = sum(int(limbs[k, 0]) << (LIMB_BITS * k) for k in range(LIMBS))
+    bits, count = limb_bits(4), limb_count(4)
+    assert (bits, count) == (61, 4)
+    limbs = vector.view(np.int64).reshape(count, 2)
+    whole = sum(int(limbs[k, 0]) << (bits * k) for k in range(count))
     assert whole == 3 << (EXPONENT - 1)
-    assert sum(int(limbs[k, 1]) << (LIMB_BITS * k) for k in range(LIMBS)) == -whole
-    assert np.all(np.abs(vector) < 2 ** LIMB_BITS)
+    assert sum(int(limbs[k, 1]) << (bits * k) for k in range(count)) == -whole
+    np.testing.assert_array_equal(limbs[:, 1], -limbs[:, 0])  # the magnitude's, negated
+    assert np.all(np.abs(limbs[:-1]) < 2 ** bits) and np.all(np.abs(limbs[-1]) < 2 ** (bits - 1))
 
 
 def test_a_value_beyond_the_code_is_refused_by_name():
-    big = 2.0 ** (LIMB_BITS * LIMBS - EXPONENT)
+    big = 2.0 ** RANGE_BITS
     with pytest.raises(ValueError, match="field 'loss' .* beyond the exact code"):
         flatten_reply({"loss": big})
+    with pytest.raises(ValueError, match="field 'c' .* beyond the integer code"):
+        flatten_reply({"c": np.array([2 ** 60])})
     assert math.isfinite(unflatten_total(*flatten_reply({"loss": big / 2}))["loss"])
+
+
+def test_masks_that_do_not_cancel_are_refused_not_decoded():
+    """Words that are not a sum of valid encodings (a site's masks left in) fail the
+    range check of the decoding instead of giving numbers."""
+    words, layout = flatten_reply({"g": np.ones(200), "c": np.ones(200, np.uint32)}, 4)
+    noise = np.random.default_rng(0).integers(0, 2 ** 64, words.size, dtype=np.uint64)
+    with pytest.raises(ValueError, match="out of range: the words are not a sum"):
+        unflatten_total(words + noise, layout, 4)
 
 
 # -- the three homes of the rows ---------------------------------------------------------

@@ -131,7 +131,7 @@ def test_missing_mask_is_detected(monkeypatch):
     """A party whose pairwise masks are (wrongly) zero sends its plain encoding."""
     parties, keys = make_parties(range(3))
     monkeypatch.setattr(SecureAggregationParty, "_pair_mask",
-                        lambda self, peer, key, rnd, size: np.zeros(size, np.uint64))
+                        lambda self, peer, key, rnd, size, out=None: np.zeros(size, np.uint64))
     words = masked_words(parties[1], keys, np.zeros(DIM), range(ROUNDS))
     assert not looks_uniform(words)
 
@@ -342,3 +342,66 @@ def test_distributed_noise_rejects_bad_input(args):
         distributed_noise_std(*args)
     with pytest.raises(ValueError, match="min_honest"):
         distributed_noise_std(1.0, 1.0, 3, min_honest=4)
+
+
+# --------------------------------------------------------------------------- protocol versions
+
+def test_parties_of_different_versions_refuse_to_combine():
+    """A ChaCha20 (version 1) party and an AES-128-CTR (version 2) party derive masks
+    that do not cancel: the server refuses their messages instead of decoding garbage,
+    and the key agreement refuses a site of another version before anything is
+    masked."""
+    from skfed.privacy.secure_aggregation import PROTOCOL_VERSION, check_versions
+
+    rng = np.random.default_rng(5)
+    keys_ = [X25519PrivateKey.from_private_bytes(rng.bytes(32)) for _ in range(2)]
+    old = SecureAggregationParty(0, keys_[0], session=b"s", version=1)
+    new = SecureAggregationParty(1, keys_[1], session=b"s")
+    assert new.version == PROTOCOL_VERSION == 2
+    keys = {0: old.public_key(), 1: new.public_key()}
+    x = np.linspace(-50.0, 50.0, DIM)
+    messages = [old.mask(x, 0, keys, fixed_point=FP), new.mask(x, 0, keys, fixed_point=FP)]
+    assert [m.version for m in messages] == [1, 2]
+    with pytest.raises(ValueError, match="different protocol versions"):
+        aggregate_masked(messages, FP)
+    # what the refusal prevents: the two masks do not cancel
+    total = messages[0].data + messages[1].data
+    assert looks_uniform(total - 2 * FP.encode(x))
+    with pytest.raises(ValueError, match=r"sites \[1\] speak protocol version\(s\) \[1\]"):
+        check_versions([{"version": 2}, {"version": 1}])
+    with pytest.raises(ValueError, match="unknown secure aggregation protocol version 7"):
+        SecureAggregationParty(0, version=7)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_each_version_sums_exactly(version):
+    """Within one version the masks cancel: the decoded sum is the sum of the
+    encodings, exactly, and a message alone looks uniform."""
+    rng = np.random.default_rng(version)
+    parties = [SecureAggregationParty(i, X25519PrivateKey.from_private_bytes(rng.bytes(32)),
+                                      session=b"v", version=version) for i in range(3)]
+    keys = {p.party_id: p.public_key() for p in parties}
+    xs = [rng.normal(size=DIM) for _ in parties]
+    messages = [p.mask(x, 3, keys, fixed_point=FP) for p, x in zip(parties, xs)]
+    assert looks_uniform(messages[0].data)
+    codes = sum(FP.encode(x).view(np.int64).astype(object) for x in xs)
+    np.testing.assert_array_equal(aggregate_masked(messages, FP),
+                                  np.ldexp(codes.astype(np.float64), -FP.fraction_bits))
+
+
+def test_mask_words_masks_integer_limbs_that_cancel_exactly():
+    """The limb path: words encoded by the caller, masked, summed modulo 2**64 to the
+    plain sum of the words; one message alone looks uniform."""
+    from skfed.privacy.secure_aggregation import sum_masked
+
+    parties, keys = make_parties(range(4))
+    rng = np.random.default_rng(2)
+    words = [rng.integers(-2 ** 40, 2 ** 40, DIM).view(np.uint64) for _ in parties]
+    messages = [p.mask_words(w, 9, keys) for p, w in zip(parties, words)]
+    assert looks_uniform(messages[2].data)
+    plain = np.zeros(DIM, dtype=np.uint64)
+    for w in words:
+        plain += w
+    np.testing.assert_array_equal(sum_masked(messages, 4), plain)
+    with pytest.raises(ValueError, match="already masked a message in round 9"):
+        parties[0].mask_words(words[0], 9, keys)

@@ -14,14 +14,19 @@ over a dataset; :class:`MaskedSums` is that session's protection:
    writes every number of its reply as an exact integer: counts as they are,
    a float ``x`` as ``x * 2**149`` (an integer for every float32 and every
    float64 above ``2**-96`` in magnitude: the gradients and hessians are
-   float32, as scikit-learn's) in six signed limbs of 40 bits. It masks the
-   limbs in integer fixed point modulo ``2**64`` under a fresh, increasing
-   exchange number, with a coefficient of one (the site checks it: the
-   server cannot weigh one site alone). The server adds the masked words,
-   rebuilds each integer and rounds it once to float64: the **exact** sum of
-   the sites' values, bit for bit the plain sum wherever that one is exact
-   (as the histograms of float32 gradients are). The trees are therefore
-   the plain fit's, ties between splits included; the price is six words per
+   float32, as scikit-learn's) in signed limbs as wide as the number of sites
+   allows (:func:`limb_bits`: 61 bits up to four sites, 50 at 8,191), as many
+   as the code's public range ``|x| < 2**91`` needs (:func:`limb_count`: four
+   up to four sites, five beyond 15). The limb count is a function of the
+   number of sites only, never of the values. It masks the limbs as
+   ``uint64`` words modulo ``2**64`` (the pairwise masks from AES-128-CTR,
+   :mod:`skfed.privacy.secure_aggregation`) under a fresh, increasing exchange
+   number, with a coefficient of one (the site checks it: the server cannot
+   weigh one site alone). The server adds the masked words, rebuilds each
+   integer and rounds it once to float64: the **exact** sum of the sites'
+   values, bit for bit the plain sum wherever that one is exact (as the
+   histograms of float32 gradients are). The trees are therefore the plain
+   fit's, ties between splits included; the price is four or five words per
    float instead of one.
 
 Where the site parties live: with each site's rows. For sites simulated in
@@ -37,14 +42,17 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..federation.session import FederationSession, payload_nbytes
-from .secure_aggregation import SecureAggregationParty, aggregate_masked
+from .secure_aggregation import (PROTOCOL_VERSION, SecureAggregationParty,
+                                 check_versions, sum_masked)
 
 
 #: the exact code of a float: ``x * 2**EXPONENT`` (an integer for every float32 and for
-#: every float64 above 2**-96 in magnitude) in LIMBS signed limbs of LIMB_BITS bits
-EXPONENT, LIMB_BITS, LIMBS = 149, 40, 6
-#: the most sites whose limb sums (each below ``sites * 2**LIMB_BITS``) float64 holds
-MAX_SITES = 2 ** (53 - LIMB_BITS) - 1
+#: every float64 above 2**-96 in magnitude), for ``|x| < 2**RANGE_BITS``
+EXPONENT, RANGE_BITS = 149, 91
+#: integer fields: ``|v| < 2**INTEGER_BITS`` (a sum over MAX_SITES sites within int64)
+INTEGER_BITS = 49
+#: the most sites of a masked sum (limbs of at least 50 bits)
+MAX_SITES = 2 ** 13 - 1
 
 
 def site_weight_sum(site):
@@ -52,59 +60,90 @@ def site_weight_sum(site):
     return float(np.sum(site.weights()))
 
 
+def limb_bits(n_parties):
+    """Bits of a limb in a sum over ``n_parties`` sites: the sum of ``n_parties`` limbs
+    below ``2**bits`` (the top one signed, below ``2**(bits - 1)`` in magnitude) stays
+    within int64, so every word's sum modulo ``2**64`` is the exact integer sum."""
+    return 63 - max(int(n_parties) - 1, 0).bit_length()
+
+
+def limb_count(n_parties):
+    """Limbs per float in a sum over ``n_parties`` sites: enough for ``|x * 2**EXPONENT|
+    < 2**(EXPONENT + RANGE_BITS)`` with a sign. Public: the number of sites and the
+    code's range fix it, never the values (at most 5 limbs, 4 up to 4 sites)."""
+    bits = limb_bits(n_parties)
+    return -(-(EXPONENT + RANGE_BITS + 1) // bits)
+
+
 def limb_code(n_parties):
-    """The fixed-point code the limbs are masked in: integers (no fraction bits), a
-    sum over ``n_parties`` sites of limbs below ``2**LIMB_BITS`` within int64 (and
-    exact in float64: at most 8,191 sites)."""
+    """The integer code the limbs are masked in (no fraction bits): a sum over
+    ``n_parties`` sites of words below ``2**(limb_bits - 1)`` in magnitude within int64
+    (the lower limbs, below ``2**limb_bits``, are read unsigned)."""
     from .secure_aggregation import FixedPoint
 
-    return FixedPoint(0, bound=float(2 ** LIMB_BITS), n_parties=n_parties)
+    return FixedPoint(0, bound=float(2 ** (limb_bits(n_parties) - 1)), n_parties=n_parties)
 
 
-def _limbs(x, field):
-    """The exact integer ``round(x * 2**EXPONENT)`` of each value as LIMBS limbs, the
-    lowest first (the top one carries the sign)."""
-    y = np.rint(np.ldexp(np.asarray(x, dtype=np.float64).ravel(), EXPONENT))
-    base, inverse, limbs = float(2 ** LIMB_BITS), float(2 ** -LIMB_BITS), []
-    for _ in range(LIMBS - 1):
-        high = np.floor(y * inverse)  # every step exact: powers of two, integers
-        limbs.append(y - high * base)  # in [0, 2**LIMB_BITS)
-        y = high
-    limbs.append(y)  # the top limb, signed
-    if np.any(np.abs(y) >= base):
+def _limbs(x, field, n_parties):
+    """The exact integer ``round(x * 2**EXPONENT)`` of each value in its limbs, the lowest
+    first, as int64 words, limb-major: the magnitude's limbs, all negated for a negative
+    value (every limb below ``2**bits`` in magnitude, the top one ``2**(bits - 1)``)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"field {field!r} of a masked reply is not finite.")
+    if x.size and np.max(np.abs(x)) >= 2.0 ** RANGE_BITS:
         raise ValueError(f"field {field!r} of a masked reply is beyond the exact code's range "
-                         f"(|x| >= 2**{LIMB_BITS * LIMBS - EXPONENT}).")
-    return np.concatenate(limbs)
+                         f"(|x| >= 2**{RANGE_BITS}).")
+    y = np.rint(np.ldexp(x, EXPONENT))
+    negative = y < 0
+    y = np.abs(y)  # the magnitude's limbs hold bits of y only: exact in float64
+    bits = limb_bits(n_parties)
+    base, inverse = float(2 ** bits), float(2 ** -bits)
+    out = np.empty((limb_count(n_parties), x.size), dtype=np.int64)
+    for k in range(len(out) - 1):
+        high = np.floor(y * inverse)  # every step exact: powers of two, integers
+        out[k] = y - high * base  # in [0, 2**bits)
+        y = high
+    out[-1] = y  # below 2**(bits - 1): the range
+    out[:, negative] *= -1  # signed limbs: a sum's carries are the decoder's
+    return out.ravel()
 
 
-def _carried(digits):
-    """The same integers with every limb but the top one in ``[0, 2**LIMB_BITS)``."""
+def _carried(digits, bits):
+    """The same integers with every limb but the top one in ``[0, 2**bits)``."""
     for k in range(len(digits) - 1):
-        carry = digits[k] >> LIMB_BITS  # an arithmetic shift: the floor
-        digits[k] -= carry << LIMB_BITS
+        carry = digits[k] >> bits  # an arithmetic shift: the floor
+        digits[k] -= carry << bits
         digits[k + 1] += carry
     return digits
 
 
-def _from_limbs(sums, size):
-    """The floats nearest (ties to even) the integers ``sum_k sums[k] 2**(40 k)`` times
-    ``2**-EXPONENT``: their 64 leading bits, a sticky bit for the rest, one rounding."""
-    digits = _carried(np.asarray(sums, dtype=np.float64).reshape(LIMBS, size)
-                      .astype(np.int64))
+def _bit_length(words):
+    """Exact bit lengths of uint64 words (float64 holds 32-bit halves exactly)."""
+    high = (words >> np.uint64(32)).astype(np.float64)
+    low = (words & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    return np.where(high > 0, 32 + np.frexp(high)[1], np.frexp(low)[1]).astype(np.int64)
+
+
+def _from_limbs(sums, size, n_parties):
+    """The floats nearest (ties to even) the integers ``sum_k sums[k] 2**(bits k)`` times
+    ``2**-EXPONENT``: their 64 leading bits, a sticky bit for the rest, one rounding.
+    ``sums``: the limbs' int64 sums, limb-major."""
+    bits = limb_bits(n_parties)
+    digits = _carried(np.array(sums, dtype=np.int64).reshape(-1, size), bits)
     negative = digits[-1] < 0
     digits[:, negative] *= -1
-    digits = _carried(digits)  # every limb now >= 0 (the magnitude)
+    digits = _carried(digits, bits)  # every limb now >= 0 (the magnitude)
     digits = np.concatenate([np.zeros((2, size), dtype=np.int64), digits])  # two below
     top = len(digits) - 1 - np.argmax(digits[::-1] != 0, axis=0)  # the highest nonzero
     top = np.maximum(top, 2)
     cols = np.arange(size)
     a_, b_, c_ = (digits[top - k, cols].astype(np.uint64) for k in range(3))
-    width = np.frexp(a_.astype(np.float64))[1].astype(np.int64)  # bits of the top limb
-    width = np.maximum(width, 1)
-    shift = width + 2 * LIMB_BITS - 64  # of the three limbs, the 64 leading bits
+    width = np.maximum(_bit_length(a_), 1)  # bits of the top limb
+    shift = width + 2 * bits - 64  # of the three limbs, the 64 leading bits
     lead = a_ << (64 - width).astype(np.uint64)
-    down = np.maximum(shift - LIMB_BITS, 0).astype(np.uint64)
-    up = np.maximum(LIMB_BITS - shift, 0).astype(np.uint64)
+    down = np.maximum(shift - bits, 0).astype(np.uint64)
+    up = np.maximum(bits - shift, 0).astype(np.uint64)
     lead |= (b_ >> down) << up
     lead |= np.where(shift < 64, c_ >> np.minimum(shift, 63).astype(np.uint64), 0).astype(
         np.uint64)
@@ -114,17 +153,27 @@ def _from_limbs(sums, size):
     lowest = np.argmax(digits != 0, axis=0)  # the lowest nonzero limb
     dropped |= lowest < top - 2
     lead |= dropped.astype(np.uint64)  # sticky: 64 > 53 + 1 bits, so one rounding
-    scale = shift + LIMB_BITS * (top - 4) - EXPONENT
+    scale = shift + bits * (top - 4) - EXPONENT
     out = np.ldexp(lead.astype(np.float64), scale)
     out[negative] *= -1
     out[(digits == 0).all(axis=0)] = 0.0
     return out
 
 
-def flatten_reply(reply):
-    """``(vector, layout)``: a site's reply (a dict of numbers and arrays) as one flat
-    vector of integers (as floats): integer fields as they are, float fields in their
-    exact limbs; ``layout`` is ``[(field, shape, is_integer)]``."""
+def _integer_words(array, field):
+    if array.size and (int(array.max()) >= 2 ** INTEGER_BITS
+                       or int(array.min()) <= -2 ** INTEGER_BITS):
+        raise ValueError(f"field {field!r} of a masked reply is beyond the integer code's "
+                         f"range (|v| >= 2**{INTEGER_BITS}).")
+    return array.astype(np.int64).ravel()
+
+
+def flatten_reply(reply, n_parties=MAX_SITES):
+    """``(words, layout)``: a site's reply (a dict of numbers and arrays) as one flat
+    vector of ``uint64`` words for a sum over ``n_parties`` sites: integer fields as they
+    are (two's complement), float fields in their exact limbs; ``layout`` is
+    ``[(field, shape, is_integer)]``. Its length depends on the shapes and the number
+    of sites only."""
     if not isinstance(reply, dict):
         raise TypeError("a masked sum needs a site function that returns a dict of numbers "
                         f"and arrays, not a {type(reply).__name__}.")
@@ -135,20 +184,42 @@ def flatten_reply(reply):
             raise TypeError(f"field {field!r} of a masked reply is not numeric.")
         integer = array.dtype.kind in "biu"
         layout.append((str(field), tuple(array.shape), integer))
-        parts.append(array.astype(np.float64).ravel() if integer else _limbs(array, field))
-    return (np.concatenate(parts) if parts else np.zeros(0)), layout
+        parts.append(_integer_words(array, field) if integer
+                     else _limbs(array, field, n_parties))
+    words = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return words.view(np.uint64), layout
 
 
-def unflatten_total(total, layout):
-    """The decoded totals by field: integer fields as they are (exact), float fields the
-    exact sums of the sites' values rounded once to float64."""
+def _check_range(part, limit, what):
+    if part.size and (int(part.max()) >= limit or int(part.min()) < -limit):
+        raise ValueError(f"decoded {what} out of range: the words are not a sum of valid "
+                         f"encodings (masks that did not cancel: mismatched keys, sessions, "
+                         f"versions or exchange numbers?).")
+
+
+def unflatten_total(total, layout, n_parties=MAX_SITES):
+    """The decoded totals by field from the words' sum modulo ``2**64`` over
+    ``n_parties`` sites: integer fields as they are (exact), float fields the exact sums
+    of the sites' values rounded once to float64."""
+    total = np.asarray(total).view(np.int64) if np.asarray(total).dtype == np.uint64 \
+        else np.asarray(total, dtype=np.int64)
     sums, start = {}, 0
+    bits, count = limb_bits(n_parties), limb_count(n_parties)
     for field, shape, integer in layout:
         shape = tuple(int(d) for d in shape)
         size = int(np.prod(shape, dtype=int))
-        width = size if integer else LIMBS * size
-        part = np.asarray(total[start:start + width], dtype=np.float64)
-        part = (part if integer else _from_limbs(part, size)).reshape(shape)
+        width = size if integer else count * size
+        part = total[start:start + width]
+        if integer:
+            _check_range(part, n_parties << INTEGER_BITS, f"integer field {field!r}")
+            part = part.astype(np.float64)
+        else:
+            # each lower limb below n 2**bits in magnitude, the top one n 2**(bits - 1)
+            _check_range(part[:(count - 1) * size], n_parties << bits, f"field {field!r}")
+            _check_range(part[(count - 1) * size:], n_parties << (bits - 1),
+                         f"field {field!r}")
+            part = _from_limbs(part, size, n_parties)
+        part = part.reshape(shape)
         sums[field] = float(part) if shape == () else part
         start += width
     return sums
@@ -157,9 +228,12 @@ def unflatten_total(total, layout):
 def mask_reply(party, keys, reply, message, fixed_point):
     """What one site sends for one masked sum: its reply in exact integer limbs, masked
     (the message's coefficient is 1: a plain sum, which the site checks)."""
-    vector, layout = flatten_reply(reply)
+    words, layout = flatten_reply(reply, fixed_point.n_parties)
     peers = {int(p): keys[int(p)] for p in message["parties"]}
-    masked = party.mask(vector, int(message["exchange"]), peers, fixed_point=fixed_point)
+    if len(peers) > fixed_point.n_parties:
+        raise ValueError(f"{len(peers)} parties but the limb code is for "
+                         f"{fixed_point.n_parties}: a sum could overflow.")
+    masked = party.mask_words(words, int(message["exchange"]), peers)
     return {"masked": masked, "layout": [list(entry) for entry in layout]}
 
 
@@ -192,7 +266,8 @@ def client_key(client, session, party_id):
     """Make the site's key pair for the session (at the site): its public half and the
     weight sum of its rows."""
     client.party = SecureAggregationParty(party_id, session=session)
-    return {"public_key": client.party.public_key(), "weight_sum": site_weight_sum(client.site)}
+    return {"public_key": client.party.public_key(), "version": client.party.version,
+            "weight_sum": site_weight_sum(client.site)}
 
 
 def client_masked_reply(client, fn, args, message, keys, fixed_point):
@@ -272,6 +347,7 @@ class MaskedSums:
         """The key agreement: returns its bytes (both directions, every site)."""
         n = self.n_sites
         replies = self.parties_.keys(self.session_, self.fixed_point_)
+        check_versions(replies)
         public = {j: bytes(r["public_key"]) for j, r in enumerate(replies)}
         if len(set(public.values())) != n:
             raise ValueError("secure aggregation: two sites sent the same public key.")
@@ -301,15 +377,17 @@ class MaskedSums:
                                  f"the fields {_form(reply['layout'])}, site 0's "
                                  f"{_form(layout)}: a masked sum needs one form at every "
                                  "site.")
-        total = aggregate_masked([r["masked"] for r in replies], self.fixed_point_)
+        total = sum_masked([r["masked"] for r in replies], self.fixed_point_.n_parties)
         traffic = sum(int(r["masked"].nbytes) for r in replies) + self.n_sites * (
             payload_nbytes(args) + payload_nbytes(message))
-        return unflatten_total(total, [tuple(e) for e in layout]), traffic
+        return unflatten_total(total, [tuple(e) for e in layout], self.n_sites), traffic
 
     def privacy_record(self):
         """What ``history_.privacy`` reports about the masking."""
-        return {"secure_aggregation": True, "exact": True, "limbs": LIMBS,
-                "limb_bits": LIMB_BITS, "exponent": EXPONENT, "masked_sums": self.exchanges_}
+        return {"secure_aggregation": True, "exact": True,
+                "limbs": limb_count(self.n_sites), "limb_bits": limb_bits(self.n_sites),
+                "exponent": EXPONENT, "protocol_version": PROTOCOL_VERSION,
+                "masked_sums": self.exchanges_}
 
     def close(self):
         self.parties_.close()

@@ -12,9 +12,11 @@ Protocol of one aggregation
    into a 256-bit seed bound to the session, the round identifier and the
    ordered pair ``(min(i, j), max(i, j))``: a different seed for every pair
    and every round.
-3. The seed keys ChaCha20, whose keystream, read as little-endian ``uint64``
-   words, is the pair's mask ``m_ij`` (a cryptographic pseudo-random
-   generator; all primitives come from the ``cryptography`` package).
+3. The seed keys AES-128 in counter mode, whose keystream, read as
+   little-endian ``uint64`` words, is the pair's mask ``m_ij`` (a cryptographic
+   pseudo-random generator at the speed of the processor's AES instructions; all
+   primitives come from the ``cryptography`` package). The whole mask of a
+   message is one call of the cipher, read in place by numpy.
 4. Party ``i`` encodes its (weighted) vector in fixed point modulo ``2**64``
    (:class:`FixedPoint`) and sends
    ``y_i = enc(w_i x_i) + sum_{j > i} m_ij - sum_{j < i} m_ij  (mod 2**64)``.
@@ -61,6 +63,16 @@ Threat model and limits
 * With a single party the "sum" is its message, so :meth:`SecureAggregationParty.mask`
   refuses to run without peers.
 
+Protocol versions
+-----------------
+:data:`PROTOCOL_VERSION` names the mask generator: version 1 (ChaCha20 keyed by
+a 256-bit seed), version 2 (AES-128-CTR keyed by a 128-bit seed, the X25519
+agreement's own security level, about four times faster). The version is bound
+into the HKDF salt, published with the public key and carried by every
+:class:`MaskedMessage`: parties of different versions derive masks that do not
+cancel, so :func:`aggregate_masked` refuses to combine their messages instead of
+decoding garbage.
+
 References
 ----------
 K. Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving
@@ -81,19 +93,34 @@ try:  # optional dependency: skfed[privacy]
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric.x25519 import (X25519PrivateKey,
                                                                   X25519PublicKey)
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 except ImportError:  # pragma: no cover - exercised only without the extra
     X25519PrivateKey = X25519PublicKey = None
 
 __all__ = ["FixedPoint", "SecureAggregationParty", "MaskedMessage", "aggregate_masked",
-           "DropoutError"]
+           "sum_masked", "check_versions", "DropoutError", "PROTOCOL_VERSION"]
 
 _MODULUS_BITS = 64
 _INT64_LIMIT = 2 ** 63          # the sum must stay in [-2**63, 2**63)
-_HKDF_SALT = b"skfed secure aggregation v1"
-_CHACHA_NONCE = bytes(16)       # each key is used for one stream only
+#: the mask generator's version (see the module docstring): bound into every seed
+PROTOCOL_VERSION = 2
+#: version -> (HKDF salt, seed bytes); each key is used for one stream only (zero nonce)
+_PROTOCOLS = {1: (b"skfed secure aggregation v1", 32),
+              2: (b"skfed secure aggregation v2, aes-128-ctr", 16)}
+_ZERO_IV = bytes(16)
 _MAX_PARTY_ID = 2 ** 63 - 1
+
+
+_ZEROS = [bytes(0)]
+
+
+def _zeros(nbytes):
+    """``nbytes`` zero bytes (the cipher's input: its output is then the keystream),
+    one buffer grown as needed."""
+    if len(_ZEROS[0]) < nbytes:
+        _ZEROS[0] = bytes(max(nbytes, 2 * len(_ZEROS[0])))
+    return memoryview(_ZEROS[0])[:nbytes]
 
 
 def _require_cryptography():
@@ -333,12 +360,15 @@ class MaskedMessage:
         the set whose messages the server needs to cancel the masks.
     data : ndarray of uint64
         ``enc(weight * x) + sum_{j > i} m_ij - sum_{j < i} m_ij  (mod 2**64)``.
+    version : int
+        The protocol version the masks were made under (:data:`PROTOCOL_VERSION`).
     """
 
     party_id: int
     round: int
     parties: tuple
     data: np.ndarray
+    version: int = PROTOCOL_VERSION
 
     @property
     def nbytes(self):
@@ -371,20 +401,29 @@ class SecureAggregationParty:
         Context bound into every derived seed (for example a random fit
         identifier chosen by the server). A key pair reused across fits must
         get a different session in each.
+    version : int, default=PROTOCOL_VERSION
+        The mask generator (1: ChaCha20, 2: AES-128-CTR); every party of an
+        aggregation must use the same one.
 
     Notes
     -----
     The seed of pair ``(i, j)``, ``i < j``, in round ``r`` is
-    ``HKDF-SHA256(ikm=X25519(sk, pk_peer), salt="skfed secure aggregation v1",
+    ``HKDF-SHA256(ikm=X25519(sk, pk_peer), salt=<the version's salt>,
     info=len(session) || session || r || i || j)`` (64-bit big-endian
-    integers), 32 bytes; it keys ChaCha20 (zero nonce: each key produces one
-    stream) whose keystream gives the mask words. A party refuses to mask a
-    second message under the same round identifier.
+    integers), 16 bytes under version 2 (32 under version 1); it keys
+    AES-128-CTR (ChaCha20 under version 1) with a zero counter block (each
+    key produces one stream) whose keystream gives the mask words. A party
+    refuses to mask a second message under the same round identifier.
     """
 
-    def __init__(self, party_id, private_key=None, *, session=b""):
+    def __init__(self, party_id, private_key=None, *, session=b"",
+                 version=PROTOCOL_VERSION):
         _require_cryptography()
         self.party_id = _check_int(party_id, "party_id", 0, _MAX_PARTY_ID)
+        if version not in _PROTOCOLS:
+            raise ValueError(f"unknown secure aggregation protocol version {show(version)}; "
+                             f"this party speaks {sorted(_PROTOCOLS)}.")
+        self.version = int(version)
         if private_key is None:
             private_key = X25519PrivateKey.generate()
         elif not isinstance(private_key, X25519PrivateKey):
@@ -422,14 +461,24 @@ class SecureAggregationParty:
         low, high = sorted((self.party_id, peer_id))
         info = (len(self.session).to_bytes(8, "big") + self.session
                 + round.to_bytes(8, "big") + low.to_bytes(8, "big") + high.to_bytes(8, "big"))
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=_HKDF_SALT,
+        salt, length = _PROTOCOLS[self.version]
+        return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt,
                     info=info).derive(shared)
 
-    def _pair_mask(self, peer_id, peer_key, round, size):
-        seed = self._pair_seed(peer_id, peer_key, round)
-        encryptor = Cipher(algorithms.ChaCha20(seed, _CHACHA_NONCE), mode=None).encryptor()
-        stream = encryptor.update(bytes(8 * size)) + encryptor.finalize()
-        return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
+    def _stream(self, seed):
+        if self.version == 1:
+            return Cipher(algorithms.ChaCha20(seed, _ZERO_IV), mode=None).encryptor()
+        return Cipher(algorithms.AES(seed), modes.CTR(_ZERO_IV)).encryptor()
+
+    def _pair_mask(self, peer_id, peer_key, round, size, out=None):
+        """The pair's mask of ``size`` words: one call of the cipher into ``out`` (a
+        reusable buffer of at least ``8 * size + 15`` bytes), read in place."""
+        stream = self._stream(self._pair_seed(peer_id, peer_key, round))
+        if out is None:
+            out = bytearray(8 * size + 15)
+        # the keystream of zero bytes is the keystream: no plaintext to xor
+        written = stream.update_into(_zeros(8 * size), out)
+        return np.frombuffer(out, dtype="<u8", count=written // 8)
 
     def mask(self, vector, round, peers_public_keys, *, fixed_point, weight=1.0):
         """Encode ``weight * vector`` and add this party's pairwise masks.
@@ -467,6 +516,41 @@ class SecureAggregationParty:
         round = _check_int(round, "round", 0, 2 ** 64 - 1)
         if not isinstance(fixed_point, FixedPoint):
             raise TypeError("fixed_point must be a FixedPoint.")
+        peers = self._peers(peers_public_keys, fixed_point.n_parties)
+        self._check_round(round)
+        x = np.asarray(vector, dtype=np.float64)
+        if not isinstance(weight, Real) or not np.isfinite(weight):
+            raise ValueError(f"weight must be a finite number, got {show(weight)}.")
+        data = fixed_point.encode(weight * x).ravel()
+        return self._masked(data, round, peers, x.shape)
+
+    def mask_words(self, words, round, peers_public_keys):
+        """Add this party's pairwise masks to words it encoded itself.
+
+        Parameters
+        ----------
+        words : ndarray of uint64
+            An encoding whose sum over the parties cannot wrap modulo ``2**64`` (the
+            caller's range check: exact integer limbs, :mod:`skfed.privacy.masked_sums`).
+        round : int
+            Round identifier, as in :meth:`mask`.
+        peers_public_keys : mapping of int to bytes
+            As in :meth:`mask`.
+
+        Returns
+        -------
+        MaskedMessage
+        """
+        round = _check_int(round, "round", 0, 2 ** 64 - 1)
+        words = np.asarray(words)
+        if words.dtype != np.uint64:
+            raise TypeError(f"mask_words expects uint64 words, got {words.dtype}.")
+        peers = self._peers(peers_public_keys, None)
+        self._check_round(round)
+        return self._masked(words.ravel().copy(), round, peers, words.shape)
+
+    def _peers(self, peers_public_keys, n_parties):
+        """``{peer id: key}`` of the other parties, checked."""
         own = self.public_key()
         peers = {}
         for pid, key in dict(peers_public_keys).items():
@@ -482,27 +566,52 @@ class SecureAggregationParty:
         if not peers:
             raise ValueError("secure aggregation needs at least two parties: alone, the "
                              "'sum' the server decodes is this party's message.")
-        if len(peers) + 1 > fixed_point.n_parties:
+        if n_parties is not None and len(peers) + 1 > n_parties:
             raise ValueError(f"{len(peers) + 1} parties but fixed_point.n_parties = "
-                             f"{fixed_point.n_parties}: the overflow check does not cover "
-                             f"this sum.")
+                             f"{n_parties}: the overflow check does not cover this sum.")
+        return peers
+
+    def _check_round(self, round):
         if (self.session, round) in self._used_rounds:
             raise ValueError(f"party {self.party_id} already masked a message in round {round}"
                              f" of this session; reusing the masks would reveal the difference "
                              f"of the two messages. Use a new round identifier.")
-        x = np.asarray(vector, dtype=np.float64)
-        if not isinstance(weight, Real) or not np.isfinite(weight):
-            raise ValueError(f"weight must be a finite number, got {show(weight)}.")
-        data = fixed_point.encode(weight * x).ravel()
+
+    def _masked(self, data, round, peers, shape):
+        buffer = bytearray(8 * data.size + 15)  # one keystream buffer for every pair
         for pid, key in peers.items():
-            m = self._pair_mask(pid, key, round, data.size)
+            m = self._pair_mask(pid, key, round, data.size, out=buffer)
             if pid > self.party_id:
                 data += m
             else:
                 data -= m
         self._used_rounds.add((self.session, round))
         parties = tuple(sorted([self.party_id, *peers]))
-        return MaskedMessage(self.party_id, round, parties, data.reshape(x.shape))
+        return MaskedMessage(self.party_id, round, parties, data.reshape(shape), self.version)
+
+
+def check_versions(replies):
+    """Refuse a key agreement whose parties speak another protocol version.
+
+    Parameters
+    ----------
+    replies : list or dict of dict
+        The sites' key-agreement replies (by position or by site id); a reply
+        without ``"version"`` is version 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the sites whose version differs from :data:`PROTOCOL_VERSION`
+        (their masks would not cancel: the sum would decode to garbage).
+    """
+    pairs = replies.items() if isinstance(replies, dict) else enumerate(replies)
+    other = {j: r.get("version", 1) for j, r in pairs if r.get("version", 1) != PROTOCOL_VERSION}
+    if other:
+        raise ValueError(f"secure aggregation: sites {sorted(other)} speak protocol version(s) "
+                         f"{sorted(set(other.values()))}, this analyst version "
+                         f"{PROTOCOL_VERSION}; masks of different versions do not cancel. "
+                         f"Upgrade every site and the analyst to one skfed release.")
 
 
 def aggregate_masked(messages, fixed_point):
@@ -532,15 +641,45 @@ def aggregate_masked(messages, fixed_point):
         a party sent twice, or the decoded sum is out of range (masks that
         did not cancel).
     """
+    if not isinstance(fixed_point, FixedPoint):
+        raise TypeError("fixed_point must be a FixedPoint.")
+    messages = list(messages)
+    total = sum_masked(messages, fixed_point.n_parties)
+    return fixed_point.decode(total, n_terms=len(messages))
+
+
+def sum_masked(messages, n_parties):
+    """Server side: check the masked messages and add their words modulo ``2**64``.
+
+    Parameters
+    ----------
+    messages : sequence of MaskedMessage
+        One message from every party listed in the messages' ``parties``.
+    n_parties : int
+        The most parties the encoding's range check covers.
+
+    Returns
+    -------
+    ndarray of uint64
+        The sum of the encodings (the masks cancelled), for the caller to decode.
+
+    Raises
+    ------
+    DropoutError, ValueError
+        As :func:`aggregate_masked`.
+    """
     messages = list(messages)
     if not messages:
         raise ValueError("no messages to aggregate.")
-    if not isinstance(fixed_point, FixedPoint):
-        raise TypeError("fixed_point must be a FixedPoint.")
     first = messages[0]
     senders = [m.party_id for m in messages]
     if len(set(senders)) != len(senders):
         raise ValueError(f"a party sent more than one message: {sorted(senders)}.")
+    versions = sorted({int(getattr(m, "version", 1)) for m in messages})
+    if len(versions) > 1:
+        raise ValueError(f"masked messages of different protocol versions {versions}: their "
+                         f"masks do not cancel (the parties must agree on one version; this "
+                         f"library speaks version {PROTOCOL_VERSION}).")
     for m in messages:
         if m.round != first.round:
             raise ValueError(f"messages from different rounds: {first.round} and {m.round}.")
@@ -562,10 +701,10 @@ def aggregate_masked(messages, fixed_point):
             f"sharing of the keys, Bonawitz et al. 2017) is not implemented: restart the round "
             f"with a new round identifier (solvers that need every client), or without the "
             f"dropped parties (partial participation).", missing=missing)
-    if len(messages) > fixed_point.n_parties:
-        raise ValueError(f"{len(messages)} messages but fixed_point.n_parties = "
-                         f"{fixed_point.n_parties}: the sum could overflow.")
+    if len(messages) > n_parties:
+        raise ValueError(f"{len(messages)} messages but the encoding covers {n_parties} "
+                         f"parties: the sum could overflow.")
     total = np.zeros(first.data.shape, dtype=np.uint64)
     for m in messages:
         total += m.data  # wraps modulo 2**64
-    return fixed_point.decode(total, n_terms=len(messages))
+    return total

@@ -60,7 +60,8 @@ from ..federation.rounds import client_monitor
 from ..federation.session import payload_nbytes
 from ..federation.wire import wire_class
 from ..solvers.base import FederatedSolver, message_nbytes
-from .secure_aggregation import FixedPoint, SecureAggregationParty, aggregate_masked
+from .secure_aggregation import (FixedPoint, SecureAggregationParty, aggregate_masked,
+                                 check_versions)
 
 #: what a site service adds to its key-agreement reply (skfed.sites.guard)
 _PROOF_FIELDS = ("signature", "certificate", "site", "weight_sum")
@@ -272,6 +273,7 @@ class SecureAggregationSolver(FederatedSolver):
         keys = self._run(executor, "key agreement",
                          [(j, {"kind": "keys", "party": j, "session": self.session_})
                           for j in range(N)])
+        check_versions(keys)
         public = {j: keys[j]["public_key"] for j in range(N)}
         if len(set(public.values())) != N:
             raise ValueError("secure aggregation: two sites sent the same public key.")
@@ -355,7 +357,8 @@ class SecureAggregationSolver(FederatedSolver):
         kind = message["kind"]
         if kind == "keys":
             party = SecureAggregationParty(message["party"], session=message["session"])
-            return {"public_key": party.public_key()}, dict(state, party=party)
+            return ({"public_key": party.public_key(), "version": party.version},
+                    dict(state, party=party))
         if kind == "key-list":
             return {}, dict(state, keys=dict(message["keys"]))
         if kind in ("sums", "monitor"):

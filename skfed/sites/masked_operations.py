@@ -86,7 +86,8 @@ class MaskedSumOperations:
         key_session = bytes(args["key_session"])
         party = SecureAggregationParty(int(args["party"]), session=key_session)
         reply = guard.sign_key({"session": key_session, "party": int(args["party"])},
-                               {"public_key": party.public_key()}, site_weight_sum(site))
+                               {"public_key": party.public_key(), "version": party.version},
+                               site_weight_sum(site))
         handle = secrets.token_hex(16)
         with self._lock:
             self._sum_sessions[handle] = _SumSession(analyst, conf.name, args["dataset"],
