@@ -35,6 +35,7 @@ from sklearn.utils.validation import _check_categorical_features
 
 from ..federation.session import FederationSession
 from ._binning import SUBSAMPLE, federated_thresholds
+from ._compiled_split import compiled_splitter
 from ._grower import TreeReplay, grow_iteration, make_predictor
 from ._history import BoostingHistory
 from ._losses import QUANTILE_LOSSES, baseline_from_sums, make_loss
@@ -304,6 +305,7 @@ class BoostingRun:
             l2_regularization=est.l2_regularization, min_samples_leaf=est.min_samples_leaf,
             hessians_are_constant=self.loss.constant_hessian,
             feature_fraction_per_split=est.max_features)
+        self.compiled = compiled_splitter(self.splitter)
         est._predictors, est.train_score_, est.validation_score_ = [], [], []
         est.history_ = BoostingHistory()
         est.history_.n_clients = len(self.dataset)
@@ -349,7 +351,7 @@ class BoostingRun:
                               shrinkage=est.learning_rate,
                               interaction_cst=est._interaction_cst,
                               hessian_one=np.float32(1.0) if self.loss.constant_hessian
-                              else None)
+                              else None, compiled=self.compiled)
                    for _ in range(est.n_trees_per_iteration_)]
         fetch = _Fetcher(self, model)
         grown, _ = grow_iteration(replays, est._feature_subsample_rng, fetch)

@@ -71,11 +71,14 @@ class TreeReplay:
     interaction_cst : list of set or None
     hessian_one : numpy.float32 or None
         The constant hessian (1) when hessians are constant, else None.
+    compiled : CompiledSplit or None
+        scikit-learn's compiled split search with ``splitter``'s settings, run
+        instead of the numpy scan where given (:mod:`._compiled_split`).
     """
 
     def __init__(self, splitter, *, n_samples, max_leaf_nodes, max_depth, min_samples_leaf,
-                 shrinkage, interaction_cst, hessian_one):
-        self.splitter = splitter
+                 shrinkage, interaction_cst, hessian_one, compiled=None):
+        self.splitter, self.compiled = splitter, compiled
         self.n_samples = int(n_samples)
         self.max_leaf_nodes, self.max_depth = max_leaf_nodes, max_depth
         self.min_samples_leaf = int(min_samples_leaf)
@@ -140,9 +143,12 @@ class TreeReplay:
         cache_key = (node.key, node.lower, node.upper, mask.tobytes())
         split = self._splits.get(cache_key)
         if split is None:
-            split = self.splitter.find_node_split(
-                node.n_samples, self.histograms[node.key], node.sum_gradients,
-                node.sum_hessians, node.value, node.lower, node.upper, allowed, mask)
+            args = (node.n_samples, self.histograms[node.key], node.sum_gradients,
+                    node.sum_hessians, node.value, node.lower, node.upper, allowed)
+            if self.compiled is not None:  # no draws: the mask keeps every feature
+                split = self.compiled.find_node_split(*args)
+            if split is None:
+                split = self.splitter.find_node_split(*args, mask)
             self._splits[cache_key] = split
         node.split = copy.copy(split)
         if node.split.gain <= 0:
