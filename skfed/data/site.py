@@ -103,7 +103,9 @@ def numeric_matrix(site):
         if X.ndim != 2:
             raise SiteError(site.site, f"features must be 2-D; got shape {X.shape}.")
     values = X.data if sp.issparse(X) else X
-    if not np.all(np.isfinite(values)):
+    # a finite sum proves every entry finite without a mask the size of the rows;
+    # only a sum that is not (a non-finite entry, or an overflow) looks at each entry
+    if not np.isfinite(np.sum(values)) and not np.all(np.isfinite(values)):
         bad = np.flatnonzero(~np.isfinite(X.toarray() if sp.issparse(X) else X).all(axis=0))
         names = site.columns()
         where = repr(names[bad[0]]) if names else f"{bad[0]}"

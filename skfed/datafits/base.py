@@ -137,7 +137,9 @@ class ClientObjective:
         if X is None:
             X = self.X if rows is None else self.X[rows]
         lay = self.layout
-        Z = X @ lay.coef(theta).T
+        coef = lay.coef(theta)
+        # at zero coefficients (a fit's start) no pass over the rows: the rows are finite
+        Z = X @ coef.T if np.any(coef) else np.zeros((X.shape[0], coef.shape[0]))
         if lay.fit_intercept:
             Z = Z + lay.intercept(theta)
         Z = np.asarray(Z)
