@@ -425,18 +425,28 @@ class _Fetcher:
             run.train_losses.append(reply["loss"] / reply["weight"])
         self.first = False
         self.n_histograms += len(requests)
-        out, at = [], 0
-        for _, _, allowed in requests:
-            features = np.arange(n_features) if allowed is None else np.asarray(allowed)
-            size = len(features) * n_bins
-            parts = []
-            for name in ("gradients", "hessians", "counts"):
-                if name not in reply:
-                    parts.append(None)
-                    continue
+        return _node_histograms(reply, requests, n_features, n_bins)
+
+
+def _node_histograms(reply, requests, n_features, n_bins):
+    """Per requested node ``(gradients, hessians or None, counts)``, each of shape
+    (features, bins) (zero where a feature was not asked for): views of the reply
+    where every feature was (the grower reads them, never writes)."""
+    out, at = [], 0
+    for _, _, allowed in requests:
+        size = (n_features if allowed is None else len(allowed)) * n_bins
+        parts = []
+        for name in ("gradients", "hessians", "counts"):
+            if name not in reply:
+                parts.append(None)
+                continue
+            block = reply[name][at:at + size]
+            if allowed is None:
+                full = np.asarray(block, dtype=np.float64).reshape(n_features, n_bins)
+            else:
                 full = np.zeros((n_features, n_bins))
-                full[features] = reply[name][at:at + size].reshape(len(features), n_bins)
-                parts.append(full.astype(np.int64) if name == "counts" else full)
-            out.append(tuple(parts))
-            at += size
-        return out
+                full[np.asarray(allowed)] = block.reshape(len(allowed), n_bins)
+            parts.append(full.astype(np.int64) if name == "counts" else full)
+        out.append(tuple(parts))
+        at += size
+    return out

@@ -284,8 +284,9 @@ def grow_iteration(replays, rng, fetch):
     ends in the state scikit-learn's grower leaves it in.
     """
     start, rounds = copy.deepcopy(rng), 0
+    draws = any(r.splitter.feature_fraction < 1.0 for r in replays)
     while True:
-        gen = copy.deepcopy(start)
+        gen = copy.deepcopy(start) if draws else rng  # without draws rng is not used
         results, requests = [], []
         for k, replay in enumerate(replays):
             root, leaves, asked = replay.replay(gen)
