@@ -105,7 +105,7 @@ def _limbs(x, field, n_parties):
         out[k] = y - high * base  # in [0, 2**bits)
         y = high
     out[-1] = y  # below 2**(bits - 1): the range
-    out[:, negative] *= -1  # signed limbs: a sum's carries are the decoder's
+    out *= np.where(negative, -1, 1)  # signed limbs: a sum's carries are the decoder's
     return out.ravel()
 
 
@@ -132,32 +132,40 @@ def _from_limbs(sums, size, n_parties):
     bits = limb_bits(n_parties)
     digits = _carried(np.array(sums, dtype=np.int64).reshape(-1, size), bits)
     negative = digits[-1] < 0
-    digits[:, negative] *= -1
+    digits *= np.where(negative, -1, 1)
     digits = _carried(digits, bits)  # every limb now >= 0 (the magnitude)
-    digits = np.concatenate([np.zeros((2, size), dtype=np.int64), digits])  # two below
-    top = len(digits) - 1 - np.argmax(digits[::-1] != 0, axis=0)  # the highest nonzero
-    top = np.maximum(top, 2)
-    cols = np.arange(size)
-    a_, b_, c_ = (digits[top - k, cols].astype(np.uint64) for k in range(3))
-    width = np.maximum(_bit_length(a_), 1)  # bits of the top limb
-    shift = width + 2 * bits - 64  # of the three limbs, the 64 leading bits
+    top = np.full(size, -1)  # the highest nonzero limb (-1: zero)
+    for k in range(len(digits)):
+        top[digits[k] != 0] = k
+    out = np.zeros(size)
+    zero = np.zeros(0, dtype=np.uint64)
+    for k in range(len(digits)):  # by the top limb: no gathers
+        cols = np.flatnonzero(top == k)
+        if cols.size:
+            limb = [digits[j, cols].astype(np.uint64) if j >= 0 else zero for j in
+                    (k, k - 1, k - 2)]
+            below = digits[:max(k - 2, 0), cols].any(axis=0)
+            out[cols] = _rounded(*limb, below, bits, k)
+    return np.where(negative, -out, out)
+
+
+def _rounded(a_, b_, c_, below, bits, k):
+    """The float nearest ``(a 2**(2 bits) + b 2**bits + c + below) 2**(bits (k - 2) -
+    EXPONENT)`` (``below``: any nonzero limb under ``c``; ``a > 0``)."""
+    b_ = b_ if b_.size else np.zeros_like(a_)
+    c_ = c_ if c_.size else np.zeros_like(a_)
+    width = _bit_length(a_)  # bits of the top limb
+    shift = width + 2 * bits - 64  # of the three limbs, the 64 leading bits (>= 37)
     lead = a_ << (64 - width).astype(np.uint64)
     down = np.maximum(shift - bits, 0).astype(np.uint64)
     up = np.maximum(bits - shift, 0).astype(np.uint64)
     lead |= (b_ >> down) << up
-    lead |= np.where(shift < 64, c_ >> np.minimum(shift, 63).astype(np.uint64), 0).astype(
-        np.uint64)
+    low = np.minimum(shift, 63).astype(np.uint64)
+    lead |= np.where(shift < 64, c_ >> low, 0).astype(np.uint64)
     dropped = (b_ & ((np.uint64(1) << down) - np.uint64(1))) != 0
-    dropped |= np.where(shift < 64, c_ & ((np.uint64(1) << np.minimum(shift, 63).astype(
-        np.uint64)) - np.uint64(1)), c_) != 0
-    lowest = np.argmax(digits != 0, axis=0)  # the lowest nonzero limb
-    dropped |= lowest < top - 2
-    lead |= dropped.astype(np.uint64)  # sticky: 64 > 53 + 1 bits, so one rounding
-    scale = shift + bits * (top - 4) - EXPONENT
-    out = np.ldexp(lead.astype(np.float64), scale)
-    out[negative] *= -1
-    out[(digits == 0).all(axis=0)] = 0.0
-    return out
+    dropped |= np.where(shift < 64, c_ & ((np.uint64(1) << low) - np.uint64(1)), c_) != 0
+    lead |= (dropped | below).astype(np.uint64)  # sticky: 64 > 53 + 1 bits, one rounding
+    return np.ldexp(lead.astype(np.float64), shift + bits * (k - 2) - EXPONENT)
 
 
 def _integer_words(array, field):
