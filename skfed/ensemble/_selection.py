@@ -55,6 +55,14 @@ def _sorted_unique(keys):
     return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if keys.size else keys
 
 
+def _merged(keys, probes):
+    """The sorted union of two sorted arrays of distinct keys: a merge (the probes not
+    among ``keys`` inserted at their places), not a sort of both."""
+    at = np.searchsorted(keys, probes)
+    fresh = (at == len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != probes)
+    return np.insert(keys, at[fresh], probes[fresh])
+
+
 def _widths(keys):
     """Widths of the gaps between consecutive keys, exactly (as Python ints when the
     difference would overflow int64)."""
@@ -191,7 +199,7 @@ class OrderQuery:
 
     def absorb(self, probes, count, weight, gap_sum):
         """Merge the pooled answers for ``probes`` (sorted unique keys)."""
-        keys = _sorted_unique(np.concatenate([self.keys, probes]))
+        keys = _merged(self.keys, probes)
         old = np.searchsorted(keys, self.keys)
         new = np.searchsorted(keys, probes)
         merged_count = np.full(len(keys), np.nan)
