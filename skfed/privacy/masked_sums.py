@@ -94,19 +94,18 @@ def _limbs(x, field, n_parties):
     if x.size and np.max(np.abs(x)) >= 2.0 ** RANGE_BITS:
         raise ValueError(f"field {field!r} of a masked reply is beyond the exact code's range "
                          f"(|x| >= 2**{RANGE_BITS}).")
-    y = np.rint(np.ldexp(x, EXPONENT))
-    negative = y < 0
-    y = np.abs(y)  # the magnitude's limbs hold bits of y only: exact in float64
+    signed = np.rint(x * float(2 ** EXPONENT))  # a power of two: exact
+    y = np.abs(signed)  # the magnitude's limbs hold bits of y only: exact in float64
     bits = limb_bits(n_parties)
     base, inverse = float(2 ** bits), float(2 ** -bits)
-    out = np.empty((limb_count(n_parties), x.size), dtype=np.int64)
+    out = np.empty((limb_count(n_parties), x.size))
     for k in range(len(out) - 1):
         high = np.floor(y * inverse)  # every step exact: powers of two, integers
-        out[k] = y - high * base  # in [0, 2**bits)
+        np.subtract(y, high * base, out=out[k])  # in [0, 2**bits)
         y = high
     out[-1] = y  # below 2**(bits - 1): the range
-    out *= np.where(negative, -1, 1)  # signed limbs: a sum's carries are the decoder's
-    return out.ravel()
+    np.copysign(out, signed, out=out)  # signed limbs: a sum's carries are the decoder's
+    return out.astype(np.int64).ravel()
 
 
 def _carried(digits, bits):
@@ -132,7 +131,7 @@ def _from_limbs(sums, size, n_parties):
     bits = limb_bits(n_parties)
     digits = _carried(np.array(sums, dtype=np.int64).reshape(-1, size), bits)
     negative = digits[-1] < 0
-    digits *= np.where(negative, -1, 1)
+    digits *= 1 - 2 * negative.astype(np.int64)  # the magnitude
     digits = _carried(digits, bits)  # every limb now >= 0 (the magnitude)
     top = np.full(size, -1)  # the highest nonzero limb (-1: zero)
     for k in range(len(digits)):
