@@ -174,6 +174,24 @@ def test_one_site_cannot_mask_its_sums():
             X, y, clients=np.zeros(len(y), dtype=int))
 
 
+def test_a_site_of_another_protocol_version_is_refused_before_masking(monkeypatch):
+    """One site still on version 1 (ChaCha20 masks): the key agreement names it and
+    the fit stops before any sum is masked, instead of decoding masks that do not
+    cancel."""
+    from skfed.privacy import masked_sums, secure_aggregation
+
+    def party(party_id, **kwargs):
+        version = 1 if party_id == 1 else secure_aggregation.PROTOCOL_VERSION
+        return secure_aggregation.SecureAggregationParty(party_id, version=version, **kwargs)
+
+    monkeypatch.setattr(masked_sums, "SecureAggregationParty", party)
+    X, y, rng = make_data(n=200)
+    with pytest.raises(ValueError, match=r"sites \[1\] speak protocol version\(s\) \[1\], "
+                                         r"this analyst version 2"):
+        FedHistGradientBoostingRegressor(privacy=SecureAggregation()).fit(
+            X, y, clients=split(X, rng, "iid"))
+
+
 def test_privacy_must_be_a_secure_aggregation():
     X, y, rng = make_data(n=200)
     with pytest.raises(ValueError, match="privacy"):
