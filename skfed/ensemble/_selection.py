@@ -56,11 +56,17 @@ def _sorted_unique(keys):
 
 
 def _merged(keys, probes):
-    """The sorted union of two sorted arrays of distinct keys: a merge (the probes not
-    among ``keys`` inserted at their places), not a sort of both."""
+    """The sorted union of two sorted arrays of distinct keys, and where each key and
+    each probe lands in it: a merge (the probes not among ``keys`` inserted at their
+    places), not a sort of both nor a search of each in the union."""
     at = np.searchsorted(keys, probes)
     fresh = (at == len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != probes)
-    return np.insert(keys, at[fresh], probes[fresh])
+    # a key moves up by the fresh probes below it; a probe lands at its place among
+    # the keys, moved up by the fresh probes before it (all smaller: probes are sorted)
+    below = np.cumsum(np.bincount(at[fresh], minlength=len(keys) + 1))[:len(keys)]
+    before = np.cumsum(fresh) - fresh
+    return (np.insert(keys, at[fresh], probes[fresh]), np.arange(len(keys)) + below,
+            at + before)
 
 
 def _widths(keys):
@@ -199,9 +205,7 @@ class OrderQuery:
 
     def absorb(self, probes, count, weight, gap_sum):
         """Merge the pooled answers for ``probes`` (sorted unique keys)."""
-        keys = _merged(self.keys, probes)
-        old = np.searchsorted(keys, self.keys)
-        new = np.searchsorted(keys, probes)
+        keys, old, new = _merged(self.keys, probes)
         merged_count = np.full(len(keys), np.nan)
         merged_count[old] = self.count
         merged_count[new] = count
