@@ -8,7 +8,7 @@ Needs the ``privacy`` extra (``cryptography`` for secure aggregation,
 ``dp-accounting`` for the accountant); each is imported only when used.
 
 - :mod:`skfed.privacy.secure_aggregation`: pairwise-mask secure aggregation
-  (X25519 + HKDF + ChaCha20 from ``cryptography``) in fixed point modulo
+  (X25519 + HKDF + AES-128-CTR from ``cryptography``) in fixed point modulo
   ``2**64``; the server learns only the (weighted) sum.
 - :mod:`skfed.privacy.accounting`: L2 clipping, (distributed) Gaussian noise,
   and its epsilon by ``dp_accounting``'s RDP accountant.
