@@ -48,6 +48,14 @@ class _Node:
         return self.split.gain > other.split.gain
 
 
+def _copied(split):
+    """A shallow copy of a :class:`SplitInfo` (the replay sets ``missing_go_to_left``
+    on its node's copy; the cached one stays as found), without ``copy``'s protocol."""
+    out = object.__new__(type(split))
+    out.__dict__.update(split.__dict__)
+    return out
+
+
 def child_key(parent_key, split, has_missing, goes_left):
     """A node's identity: the splits that lead to it (they define its rows)."""
     bitset = None if split.left_cat_bitset is None else split.left_cat_bitset.tobytes()
@@ -87,6 +95,9 @@ class TreeReplay:
         self.hessian_one = hessian_one
         self.histograms = {}
         self._splits = {}
+        every = np.arange(len(splitter.is_categorical))
+        mask = np.ones(len(every), dtype=bool)  # draw_features's mask when nothing is drawn
+        self._every = (every, mask, mask.tobytes())
 
     def root_allowed(self):
         if self.interaction_cst is None:
@@ -137,10 +148,14 @@ class TreeReplay:
         self._find_split_and_push(root, rng)
 
     def _find_split_and_push(self, node, rng):
-        allowed = node.allowed if node.allowed is not None else \
-            np.arange(len(self.splitter.is_categorical))
-        mask = self.splitter.draw_features(len(allowed), rng)
-        cache_key = (node.key, node.lower, node.upper, mask.tobytes())
+        if node.allowed is None and self.splitter.feature_fraction >= 1.0:
+            # every feature, no draw: the same arrays at every node of the fit
+            allowed, mask, drawn = self._every
+        else:
+            allowed = node.allowed if node.allowed is not None else self._every[0]
+            mask = self.splitter.draw_features(len(allowed), rng)
+            drawn = mask.tobytes()
+        cache_key = (node.key, node.lower, node.upper, drawn)
         split = self._splits.get(cache_key)
         if split is None:
             args = (node.n_samples, self.histograms[node.key], node.sum_gradients,
@@ -150,7 +165,7 @@ class TreeReplay:
             if split is None:
                 split = self.splitter.find_node_split(*args, mask)
             self._splits[cache_key] = split
-        node.split = copy.copy(split)
+        node.split = _copied(split)
         if node.split.gain <= 0:
             self._finalize(node)
         else:
