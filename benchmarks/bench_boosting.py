@@ -26,6 +26,35 @@ Run: python benchmarks/bench_boosting.py [--rows 20000 --features 20 --sites 4
 ``--issue-scale`` is issue 28's measurement: 1,000,000 rows x 28 features on 8
 sites (100 trees), the ratios against the goals (fit time at most 2x
 scikit-learn's, rounds per tree at most the tree depth + 1); it takes minutes.
+Issue 37's goals for the fit-time ratio: at most 3x at 20,000 x 20, at most
+1.3x at 1M x 28.
+
+Measured (issue 37, item 3; the 2-core machine shared with other work, its load
+3 to 4 during the runs, ``--rows 20000 --features 20 --sites 4 --trees 100``):
+
+- before, one run: federated 6.98 s (setup 0.62 s, trees 6.35 s), scikit-learn
+  0.70 s, ratio 9.97 (the issue's run: 7.0 s vs 0.56 s, 12.5x). A profile put a
+  third of the trees' time in the server's numpy split search (0.25 ms a node,
+  about 70 nodes a tree), half in the sites' answers and the session (about
+  11.5 rounds a tree, 4 sites), the rest in the replays' bookkeeping.
+- after, one run: federated 5.79 s (setup 0.41 s, trees 5.38 s), scikit-learn
+  0.72 s, ratio 8.05 under that load (after the splitter change alone, in a
+  quieter run: 3.56 s vs 0.46 s, 7.75x); the same trees (largest differences
+  0). In CPU time, which the
+  load disturbs less (both versions in one sitting): federated 6.65 s before,
+  3.61 s after, scikit-learn 0.49-0.54 s: 12.4x before, 7.3x after.
+- what changed: scikit-learn's compiled splitter on the pooled histograms
+  where no categorical feature is allowed and no feature drawn (0.05 ms a
+  node); views of the reply instead of copies; the bins' order-statistic
+  search merges its keys instead of sorting and searching them again (setup
+  0.62 s to 0.41 s). Batching every node of a round into one vectorised numpy
+  search was tried and measured slower per node (0.50 ms against 0.25 ms: the
+  stacked arrays leave the cache), so the search stays per node.
+- what remains: about 32 ms of CPU a tree, two thirds at the sites and in the
+  session (per request and site: the context's digest, the node rows, the
+  model check, the histogram kernel), the rest the server's replays and split
+  searches. The goal (3x) needs the sites' per-request work cut (item 1's
+  site-resident state), not the server's.
 """
 
 import argparse
@@ -70,7 +99,8 @@ def same_model(args):
           f"{args.trees} trees")
     print(f"  fit time   federated {t_fed:7.2f} s (setup {t_fed - t_trees:.2f} s, "
           f"trees {t_trees:.2f} s)   scikit-learn {t_ref:6.2f} s   "
-          f"ratio {t_fed / t_ref:5.2f} (goal <= 2)")
+          f"ratio {t_fed / t_ref:5.2f} (goal <= {1.3 if args.issue_scale else 3}, "
+          "issue 37)")
     print(f"  rounds per tree  mean {rounds.mean():.2f}  max {rounds.max():.0f}   "
           f"(tree depth mean {depth.mean():.2f}, max {depth.max():.0f}; "
           f"leaves {h['n_leaves'][1:].mean():.1f}); rounds / (depth + 1): "
