@@ -348,6 +348,13 @@ class FederatedDataset:
         Returns
         -------
         dataset : FederatedDataset
+
+        Notes
+        -----
+        A C-ordered array whose rows are grouped by site is not copied: each
+        site holds a read-only view of its rows (interleaved rows are reordered
+        once, into one copy). A change made to ``X`` afterwards is then seen by
+        the dataset; pass ``X.copy()`` to keep a snapshot.
         """
         from ..federation.clients import group_clients
 
