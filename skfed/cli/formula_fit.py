@@ -108,21 +108,15 @@ def _local_frame(args):
 
 def _service_dataset(args):
     """The site services' dataset, without a target (the formula names its columns)."""
-    from .remote import parse_sites
     from ..data import FederatedDataset
+    from .describe import check_service_options
 
-    if args.data or args.site_files or args.clients:
+    if args.site_files:
         raise CLIError("--site-service reaches the sites' own services: give no local files "
                        "or --clients with it.")
-    if not args.dataset:
-        raise CLIError("--site-service needs --dataset NAME (the dataset's name in the "
-                       "sites' configurations).")
-    if not all([args.tls_ca_file, args.tls_cert, args.tls_key]):
-        raise CLIError("site services need --tls-ca-file, --tls-cert and --tls-key (mutual "
-                       "TLS with the analyst's certificate).")
-    return FederatedDataset.from_sites(parse_sites(args.site_service), dataset=args.dataset,
-                                       ca_file=args.tls_ca_file, cert_file=args.tls_cert,
-                                       key_file=args.tls_key)
+    sites = check_service_options(args)  # --dataset, the TLS files, no file nor --clients
+    return FederatedDataset.from_sites(sites, dataset=args.dataset, ca_file=args.tls_ca_file,
+                                       cert_file=args.tls_cert, key_file=args.tls_key)
 
 
 def _fit(args, model, family, data, clients):

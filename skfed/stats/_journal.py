@@ -39,7 +39,7 @@ def journal_rows(results, alpha, labels, decimals, use_t):
         if set(names) & set(INTERCEPT_NAMES):
             continue
         label = labels.get(term.details.get("column"), labels.get(term.name, term.label))
-        joint = (results._wald_test(names).pvalue if len(names) > 1 else values[names[0]][3])
+        joint = (results.wald_test(names).pvalue if len(names) > 1 else values[names[0]][3])
         if term.kind == "spline":
             rows.append((f"{label} (spline, {len(names)} df)", "", format_p(joint)))
             continue

@@ -114,24 +114,6 @@ class ModelResults:
         intervals = wald_intervals(np.asarray(est.params, dtype=float), bse, alpha, df)
         return est, bse, statistic, p, intervals, df
 
-    def _wald_test(self, R, q=None, use_f=False):
-        est = self._estimates()
-        R, q = linear_hypothesis(R, est.names, q)
-        return wald_test_from(est.params, est.cov, R, q, use_f=use_f,
-                              df_denom=self._df_inference(use_f))
-
-    def _wald_test_terms(self, terms=None, use_f=False):
-        if terms is None:
-            terms = {t.name: [c for c, _ in t.columns] for t in self._terms()}
-        rows = {}
-        for term, members in dict(terms).items():
-            result = self._wald_test(list(members), use_f=use_f)
-            rows[term] = {"statistic": result.statistic, "pvalue": result.pvalue,
-                          "df_constraint": result.df_num}
-            if use_f:
-                rows[term]["df_denom"] = result.df_denom
-        return pd.DataFrame.from_dict(rows, orient="index")
-
     # -- the regression table ------------------------------------------------
     def summary_frame(self, alpha=0.05, use_t=False, exponentiate=False):
         """The regression table as numbers: estimate, standard error, statistic,
@@ -245,7 +227,10 @@ class ModelResults:
         result : WaldTestResult
             ``statistic``, ``pvalue``, ``df_num``, ``df_denom``, ``distribution``.
         """
-        return self._wald_test(R, q, use_f)
+        est = self._estimates()
+        R, q = linear_hypothesis(R, est.names, q)
+        return wald_test_from(est.params, est.cov, R, q, use_f=use_f,
+                              df_denom=self._df_inference(use_f))
 
     def wald_test_terms(self, terms=None, use_f=False):
         """Joint Wald tests that all parameters of a term are zero, one per term.
@@ -268,7 +253,16 @@ class ModelResults:
             One row per term: ``statistic``, ``pvalue``, ``df_constraint``
             (and ``df_denom`` for F tests).
         """
-        return self._wald_test_terms(terms, use_f)
+        if terms is None:
+            terms = {t.name: [c for c, _ in t.columns] for t in self._terms()}
+        rows = {}
+        for term, members in dict(terms).items():
+            result = self.wald_test(list(members), use_f=use_f)
+            rows[term] = {"statistic": result.statistic, "pvalue": result.pvalue,
+                          "df_constraint": result.df_num}
+            if use_f:
+                rows[term]["df_denom"] = result.df_denom
+        return pd.DataFrame.from_dict(rows, orient="index")
 
     def anova_wald(self, typ=2):
         """Wald tests per term, R's ``car::Anova(model, type=typ, test.statistic="Wald")``.
