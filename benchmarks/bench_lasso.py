@@ -3,13 +3,23 @@
 For each problem: the wall time of FedLasso (sequential executor) to reach the
 pooled optimum within a relative objective gap (1e-6 for the first-order
 solvers, 1e-8 for Newton), divided by the time of scikit-learn's Lasso on the
-pooled data reaching the same gap; the bytes sent; and the per-round time
-against a pure-numpy floor (two matrix-vector products over all client data:
-what one full-batch gradient costs), for the first-order solvers also with
-``monitor_every=10`` (rows ``solver/m10``: the monitor pass, a gradient from
-every client, runs every tenth round).
+pooled data reaching the same gap (the loosest ``tol`` that does); both the
+median of ``--repeat`` fits (five by default), interleaved, with BLAS and
+OpenMP pinned to ``--threads`` threads (one by default; ``--blas-threads`` is
+the same option, 0 the libraries' own). Also the bytes sent and the per-round
+time against a pure-numpy floor (two matrix-vector products over all client
+data: what one full-batch gradient costs), for the first-order solvers also
+with ``monitor_every=10`` (rows ``solver/m10``: the monitor pass, a gradient
+from every client, runs every tenth round). For Newton, the time of one pooled
+Gram ``X'X`` (a symmetric rank-k update over all rows), the floor of a method
+that sends Hessians, is timed beside it.
 
-Run: python benchmarks/bench_lasso.py [--quick] [--blas-threads 1]
+Last, issue 37's goal as a table row (benchmarks/_measure.py) when FedLasso
+Newton runs on the synthetic 100,000 x 500 problem: at most 1.0x the pooled
+Lasso (today 2.3x), with the pooled Gram as a second, informational floor.
+
+Run: python benchmarks/bench_lasso.py [--quick] [--repeat 5] [--threads 1]
+issue 37's goal: python benchmarks/bench_lasso.py --problems synthetic-100k --solvers newton
 
 Measured (issue 37, item 6: the in-process path), FedLasso Newton on the
 synthetic 100,000 x 500 problem with 16 sites, one run each
@@ -43,14 +53,16 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
-from threadpoolctl import threadpool_limits
 
+from _measure import Goal, add_options, measure, pinned_threads, print_goals
 from skfed import FedLasso
 from skfed.datasets import make_federated_lasso
 
 TARGET = 1e-6
 #: Newton is measured to a tighter gap (it gets there in a round or two)
 TARGETS = {"newton": 1e-8}
+#: the problem of issue 37's goal for FedLasso Newton
+ISSUE_PROBLEM = "synthetic 100,000 x 500"
 
 
 def objective(X, y, est, alpha):
@@ -67,33 +79,36 @@ def timed(fn, repeat=1):
     return best, out
 
 
-def sklearn_time_to_gap(X, y, alpha, f_star, target=TARGET):
-    """Loosest tol whose pooled Lasso reaches the target gap, and its time."""
+def sklearn_tol_to_gap(X, y, alpha, f_star, target=TARGET):
+    """Loosest tol whose pooled Lasso reaches the target gap."""
     for tol in [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-12]:
-        t, est = timed(lambda: Lasso(alpha=alpha, tol=tol, max_iter=100_000).fit(X, y), 3)
+        est = Lasso(alpha=alpha, tol=tol, max_iter=100_000).fit(X, y)
         if (objective(X, y, est, alpha) - f_star) / f_star <= target:
-            return t, tol
+            return tol
     raise RuntimeError("sklearn did not reach the target gap")
 
 
-def fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target=TARGET,
-                    monitor_every=1):
+def fed_fit_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target=TARGET,
+                   monitor_every=1):
     """Rounds FedLasso needs to reach the target gap (from one run's history),
-    then the wall time of a fit of exactly that many rounds (monitored every
-    ``monitor_every`` rounds and at the last: the same model)."""
+    and a fit of exactly that many rounds (monitored every ``monitor_every``
+    rounds and at the last: the same model), to be timed; None if not reached."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         probe = FedLasso(alpha=alpha, solver=solver, max_rounds=max_rounds, tol=1e-10)
         history = probe.fit(X, y, clients=clients).history_.set_reference(f_star)
-        reached = np.flatnonzero(history["suboptimality"] <= target)
-        if reached.size == 0:
-            return None
-        rounds = int(reached[0])
-        timed_fit = FedLasso(alpha=alpha, solver=solver, max_rounds=max(rounds, 1), tol=0,
-                             monitor_every=monitor_every)
-        t, est = timed(lambda: timed_fit.fit(X, y, clients=clients))
-    assert (objective(X, y, est, alpha) - f_star) / f_star <= target
-    return t, est
+    reached = np.flatnonzero(history["suboptimality"] <= target)
+    if reached.size == 0:
+        return None
+    timed_fit = FedLasso(alpha=alpha, solver=solver, max_rounds=max(int(reached[0]), 1),
+                         tol=0, monitor_every=monitor_every)
+
+    def fit():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return timed_fit.fit(X, y, clients=clients)
+
+    return fit
 
 
 def numpy_floor(X, clients, repeat=20):
@@ -110,36 +125,67 @@ def numpy_floor(X, clients, repeat=20):
 
 
 def run(name, X, y, clients, alpha, solvers=("newton", "dualfl", "feddualavg", "fedmid-osp"),
-        max_rounds=50_000, monitor_every=(1, 10)):
+        max_rounds=50_000, monitor_every=(1, 10), repeat=5):
+    """Time every solver against the pooled Lasso; returns issue 37's goals (if any)."""
     ref = Lasso(alpha=alpha, tol=1e-12, max_iter=200_000).fit(X, y)
     f_star = objective(X, y, ref, alpha)
-    sk = {target: sklearn_time_to_gap(X, y, alpha, f_star, target)
-          for target in sorted({TARGETS.get(s, TARGET) for s in solvers}, reverse=True)}
+    tols = {target: sklearn_tol_to_gap(X, y, alpha, f_star, target)
+            for target in sorted({TARGETS.get(s, TARGET) for s in solvers}, reverse=True)}
     floor = numpy_floor(X, clients)
     print(f"\n{name}: n={X.shape[0]}, d={X.shape[1]}, clients={len(np.unique(clients))}, "
           f"alpha={alpha}, nnz*={np.count_nonzero(ref.coef_)}")
-    for target, (t_sk, tol_sk) in sk.items():
-        print(f"  sklearn Lasso (pooled) to a {target:g} gap: tol={tol_sk:g}, {t_sk:.3f} s")
+    for target, tol_sk in tols.items():
+        print(f"  sklearn Lasso (pooled) to a {target:g} gap: tol={tol_sk:g} (timed in each "
+              f"row beside the federated fit, median of {repeat})")
     print(f"  numpy floor (2 matvecs over all clients): {1e3 * floor:.2f} ms")
-    print(f"  {'solver':<14}{'gap':>7}{'rounds':>8}{'fit s':>9}{'time/sklearn':>14}"
-          f"{'MB sent':>9}{'ms/round':>10}{'round/floor':>13}")
+    print(f"  {'solver':<14}{'gap':>7}{'rounds':>8}{'fit s':>9}{'sklearn s':>11}"
+          f"{'time/sklearn':>14}{'MB sent':>9}{'ms/round':>10}{'round/floor':>13}")
+    goals = []
     for solver in solvers:
         target = TARGETS.get(solver, TARGET)
         # Newton reads its monitor from its replies: monitor_every changes nothing
         for every in (1,) if solver == "newton" else monitor_every:
-            found = fed_time_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target,
-                                    monitor_every=every)
+            fit = fed_fit_to_gap(X, y, clients, alpha, f_star, solver, max_rounds, target,
+                                 monitor_every=every)
             label = solver if every == 1 else f"{solver}/m{every}"
-            if found is None:
+            if fit is None:
                 print(f"  {label:<14} did not reach a {target:g} gap in {max_rounds} rounds")
                 break
-            t_fed, est = found
-            h = est.history_
-            mb = (np.sum(h["bytes_up"]) + np.sum(h["bytes_down"])) / 1e6
-            per_round = t_fed / max(est.n_iter_, 1)
-            print(f"  {label:<14}{target:>7.0e}{est.n_iter_:>8d}{t_fed:>9.3f}"
-                  f"{t_fed / sk[target][0]:>14.1f}{mb:>9.2f}{1e3 * per_round:>10.2f}"
-                  f"{per_round / floor:>13.1f}")
+            calls = {"fed": fit, "sklearn": lambda: Lasso(
+                alpha=alpha, tol=tols[target], max_iter=100_000).fit(X, y)}
+            if solver == "newton":
+                calls["gram"] = lambda: X.T @ X  # numpy runs a syrk for X.T @ X
+            t = measure(calls, repeat)
+            est = t["fed"].result
+            assert (objective(X, y, est, alpha) - f_star) / f_star <= target
+            print_row(label, target, t, floor)
+            if solver == "newton" and name == ISSUE_PROBLEM:
+                goals += newton_goals(X, clients, t, tols[target])
+    return goals
+
+
+def print_row(label, target, t, floor):
+    """One solver's row: rounds, medians, bytes and the round against the numpy floor."""
+    est, t_fed, t_sk = t["fed"].result, t["fed"].median, t["sklearn"].median
+    h = est.history_
+    mb = (np.sum(h["bytes_up"]) + np.sum(h["bytes_down"])) / 1e6
+    per_round = t_fed / max(est.n_iter_, 1)
+    print(f"  {label:<14}{target:>7.0e}{est.n_iter_:>8d}{t_fed:>9.3f}{t_sk:>11.3f}"
+          f"{t_fed / t_sk:>14.2f}{mb:>9.2f}{1e3 * per_round:>10.2f}"
+          f"{per_round / floor:>13.1f}")
+    if "gram" in t:
+        print(f"  {'':<14}one pooled Gram X'X: {t['gram'].median:.3f} s "
+              f"({t_fed / t['gram'].median:.2f}x of it)")
+
+
+def newton_goals(X, clients, t, tol):
+    """Issue 37's goal for FedLasso Newton at 100,000 x 500, and the Gram beside it."""
+    what = (f"FedLasso Newton, {X.shape[0]:,} x {X.shape[1]}, "
+            f"{len(np.unique(clients))} sites, in process")
+    return [Goal(what, "2.3x (1.54 s vs 0.67 s)", t["fed"], t["sklearn"],
+                 f"scikit-learn's pooled Lasso (tol={tol:g})", 1.0),
+            Goal(f"{what}, against the Gram", "-", t["fed"], t["gram"],
+                 "one pooled X'X", None)]
 
 
 def main():
@@ -152,34 +198,35 @@ def main():
     parser.add_argument("--monitor-every", nargs="+", type=int, default=[1, 10],
                         help="monitor_every values timed for the first-order solvers "
                              "(label solver/mK)")
-    parser.add_argument("--blas-threads", type=int, default=None,
-                        help="BLAS threads for both sides (default: the library's own); "
-                             "1 gives stable figures on a shared machine")
+    add_options(parser, thread_flags=("--threads", "--blas-threads"))
     args = parser.parse_args()
-    with threadpool_limits(args.blas_threads):
-        problems(args)
+    with pinned_threads(args.threads):
+        goals = problems(args)
+    if goals:
+        print_goals(goals, args.repeat, args.threads)
 
 
 def problems(args):
-    """Run the problems ``args`` names (the parsed command line)."""
-    every = args.monitor_every
+    """Run the problems ``args`` names (the parsed command line); returns their goals."""
+    every, repeat = args.monitor_every, args.repeat
     if args.quick:
         X, y, c, _ = make_federated_lasso("I", n_features=200, n_clients=8,
                                           n_samples_per_client=100, n_informative=20,
                                           random_state=0)
-        run("FCO config I (reduced)", X, y, c, alpha=0.5, solvers=args.solvers,
-            monitor_every=every)
-        return
+        return run("FCO config I (reduced)", X, y, c, alpha=0.5, solvers=args.solvers,
+                   monitor_every=every, repeat=repeat)
+    goals = []
     if "fco-I" in args.problems:
         X, y, c, _ = make_federated_lasso("I", random_state=0)
-        run("FCO LASSO config I", X, y, c, alpha=1.0, solvers=args.solvers,
-            monitor_every=every)
+        goals += run("FCO LASSO config I", X, y, c, alpha=1.0, solvers=args.solvers,
+                     monitor_every=every, repeat=repeat)
     if "synthetic-100k" in args.problems:
         X, y, c, _ = make_federated_lasso("I", n_features=500, n_clients=16,
                                           n_samples_per_client=6250, n_informative=50,
                                           random_state=0)
-        run("synthetic 100,000 x 500", X, y, c, alpha=0.5, solvers=args.solvers,
-            monitor_every=every)
+        goals += run(ISSUE_PROBLEM, X, y, c, alpha=0.5, solvers=args.solvers,
+                     monitor_every=every, repeat=repeat)
+    return goals
 
 
 if __name__ == "__main__":
