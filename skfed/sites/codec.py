@@ -7,9 +7,16 @@ penalties, layouts: :func:`allowed_classes`). It travels as::
 
     b"SKF1" | uint32 header length | JSON header | the arrays' raw bytes
 
-The header describes the tree; each array is a ``dtype``, a ``shape`` and a
-byte range of the tail, rebuilt with :func:`numpy.frombuffer` (never with
-``pickle``: object arrays are refused both ways).
+The header describes the tree; each array is a node ``{"$a": [offset, dtype,
+*shape]}`` naming where its bytes start in the tail, rebuilt with
+:func:`numpy.frombuffer` (never with ``pickle``: object arrays are refused both
+ways). A numeric array with few non-zero entries travels sparse where that is
+smaller, ``{"$sp": [offset, dtype, count, *shape]}``: ``count`` strictly
+increasing flat positions (``<u4``, or ``<u8`` past ``2**32`` entries) then
+their values, decoded to the same dense array bit for bit (a ``-0.0`` is not a
+zero). An array that occurs twice in a message (a step's model and its monitor's)
+travels once, both nodes naming its bytes. The dense size a message may announce
+is bounded (:data:`MAX_DECODED_BYTES`), its sparse arrays' included.
 
 An allow-listed object travels as its declared state only
 (:func:`wire_attributes`): its constructor's parameters and, where its class
@@ -42,7 +49,13 @@ from ..federation.wire import (foreign_attributes, qualified_name, wire_classes,
 MAGIC = b"SKF1"
 #: the most a decoded message may announce (arrays included)
 MAX_MESSAGE_BYTES = 1 << 30
+#: the most bytes a message's arrays may decode to (a sparse array's dense size counts)
+MAX_DECODED_BYTES = 1 << 30
 _ARRAY_KINDS = "biufcUS"
+#: the kinds and the fewest entries of an array that may travel sparse
+_SPARSE_KINDS, _SPARSE_FROM = "biuf", 16
+#: the most dimensions an array node may announce
+_MAX_DIMS = 32
 
 class MessageError(ValueError):
     """A message that is not a well-formed skfed message (refused, never run)."""
@@ -130,9 +143,48 @@ def _state(obj):
     return state
 
 
+def _index_dtype(size):
+    return np.dtype("<u4") if size <= 1 << 32 else np.dtype("<u8")
+
+
+def _sparse_parts(v):
+    """``(positions, values)`` of ``v``'s non-zero entries where they are fewer bytes
+    than ``v`` itself, else ``None`` (a float's bits decide: ``-0.0`` travels)."""
+    if v.dtype.kind not in _SPARSE_KINDS or v.size < _SPARSE_FROM or v.dtype.itemsize > 8:
+        return None
+    flat = np.ascontiguousarray(v).reshape(-1)
+    bits = flat.view(f"u{flat.dtype.itemsize}") if flat.dtype.kind == "f" else flat
+    count, index = int(np.count_nonzero(bits)), _index_dtype(flat.size)
+    if count * (index.itemsize + flat.dtype.itemsize) >= flat.nbytes:
+        return None
+    positions = np.flatnonzero(bits).astype(index)
+    return positions, flat[positions]
+
+
+class _Tail:
+    """The arrays' bytes of a message being encoded: each distinct array once, sparse
+    where that is smaller (see the module docstring)."""
+
+    def __init__(self):
+        self.blobs, self.size, self.offsets = [], 0, {}
+
+    def node(self, v):
+        parts = _sparse_parts(v)
+        if parts is None:
+            tag, data, count = "$a", np.ascontiguousarray(v).tobytes(), []
+        else:
+            tag, data, count = "$sp", parts[0].tobytes() + parts[1].tobytes(), [len(parts[1])]
+        offset = self.offsets.get((tag, data))
+        if offset is None:  # an equal array already sent is named, not sent again
+            offset = self.offsets[tag, data] = self.size
+            self.blobs.append(data)
+            self.size += len(data)
+        return {tag: [offset, v.dtype.str, *count, *(int(d) for d in v.shape)]}
+
+
 def encode(value):
     """The bytes of ``value`` (see the module docstring)."""
-    blobs, offset = [], [0]
+    tail = _Tail()
 
     def walk(v):
         if v is None or isinstance(v, (bool, str)):
@@ -167,11 +219,7 @@ def encode(value):
             if v.dtype.kind not in _ARRAY_KINDS or v.dtype.hasobject:
                 raise MessageError(f"arrays of dtype {v.dtype} cannot travel (object arrays "
                                    "would need pickle).")
-            data = np.ascontiguousarray(v).tobytes()
-            node = {"$a": [offset[0], len(data)], "dtype": v.dtype.str, "shape": list(v.shape)}
-            blobs.append(data)
-            offset[0] += len(data)
-            return node
+            return tail.node(v)
         if isinstance(v, (list, tuple)):
             items = [walk(x) for x in v]
             return items if isinstance(v, list) else {"$t": items}
@@ -189,7 +237,7 @@ def encode(value):
         return {"$o": _class_name(v), "state": walk(_state(v))}
 
     header = json.dumps(walk(value), allow_nan=False, separators=(",", ":")).encode()
-    return b"".join([MAGIC, struct.pack("<I", len(header)), header, *blobs])
+    return b"".join([MAGIC, struct.pack("<I", len(header)), header, *tail.blobs])
 
 
 def decode(data):
@@ -219,7 +267,7 @@ class _Reader:
     """Rebuilds a message's tree; each tagged node (``{"$a": ...}``) has its reader."""
 
     def __init__(self, tail):
-        self.tail = tail
+        self.tail, self.budget = tail, MAX_DECODED_BYTES
 
     def walk(self, node):
         if node is None or isinstance(node, (bool, int, float, str)):
@@ -235,17 +283,53 @@ class _Reader:
             raise MessageError("unknown message node.")
         return {k: self.walk(x) for k, x in node.items()}
 
-    def array(self, node):
-        start, length = node["$a"]
-        dtype = np.dtype(node["dtype"])
+    def layout(self, items, fixed):
+        """``(offset, dtype, counts, shape)`` of an array node's list (``fixed``: the
+        entries before the shape), every entry checked; the dense size charged."""
+        if not isinstance(items, list) or not fixed <= len(items) <= fixed + _MAX_DIMS:
+            raise MessageError("malformed array node.")
+        numbers = [items[0], *items[2:]]
+        if not isinstance(items[1], str) or not all(type(x) is int and x >= 0
+                                                    for x in numbers):
+            raise MessageError("malformed array node.")
+        try:
+            dtype = np.dtype(items[1])
+        except TypeError:
+            raise MessageError("malformed array dtype.") from None
         if dtype.kind not in _ARRAY_KINDS or dtype.hasobject:
             raise MessageError(f"arrays of dtype {dtype} are refused.")
-        if not (0 <= start and 0 <= length and start + length <= len(self.tail)):
+        shape = tuple(items[fixed:])
+        dense = math.prod(shape) * dtype.itemsize
+        if dense > self.budget:
+            raise MessageError("the message's arrays announce more bytes than a message "
+                               "may decode to.")
+        self.budget -= dense
+        return items[0], dtype, items[2:fixed], shape
+
+    def span(self, start, length):
+        if start + length > len(self.tail):
             raise MessageError("array outside the message.")
-        shape = tuple(int(s) for s in node["shape"])
-        if any(s < 0 for s in shape) or math.prod(shape) * dtype.itemsize != length:
-            raise MessageError("array shape does not match its bytes.")
-        return np.frombuffer(self.tail[start:start + length], dtype=dtype).reshape(shape).copy()
+        return self.tail[start:start + length]
+
+    def array(self, node):
+        start, dtype, _, shape = self.layout(node["$a"], 2)
+        data = self.span(start, math.prod(shape) * dtype.itemsize)
+        return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+    def sparse_array(self, node):
+        """A sparse node's dense array: its positions in range, strictly increasing."""
+        start, dtype, (count,), shape = self.layout(node["$sp"], 3)
+        size = math.prod(shape)
+        index = _index_dtype(size)
+        if dtype.kind not in _SPARSE_KINDS or dtype.itemsize > 8 or count > size:
+            raise MessageError("malformed sparse array.")
+        data = self.span(start, count * (index.itemsize + dtype.itemsize))
+        positions = np.frombuffer(data[:count * index.itemsize], dtype=index)
+        if count and (positions[-1] >= size or np.any(positions[1:] <= positions[:-1])):
+            raise MessageError("sparse array positions out of range or not increasing.")
+        out = np.zeros(size, dtype=dtype)
+        out[positions] = np.frombuffer(data[count * index.itemsize:], dtype=dtype)
+        return out.reshape(shape)
 
     def raw_bytes(self, node):
         try:
@@ -322,8 +406,8 @@ class _Reader:
         return _rebuild(cls, state, parameters)
 
 
-_TAGS = (("$a", _Reader.array), ("$b", _Reader.raw_bytes), ("$f", _Reader.special_float),
-         ("$s", _Reader.scalar), ("$dtype", _Reader.dtype), ("$oa", _Reader.object_array),
+_TAGS = (("$a", _Reader.array), ("$sp", _Reader.sparse_array), ("$b", _Reader.raw_bytes),
+         ("$f", _Reader.special_float), ("$s", _Reader.scalar), ("$dtype", _Reader.dtype), ("$oa", _Reader.object_array),
          ("$fn", _Reader.function), ("$t", _Reader.tuple_node), ("$set", _Reader.set_node),
          ("$m", _Reader.mapping), ("$csr", _Reader.sparse), ("$o", _Reader.allowed_object))
 
