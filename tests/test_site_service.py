@@ -618,13 +618,20 @@ def test_a_lost_site_is_named_within_the_timeout(tmp_path, federation, solver, m
         servers.append(SiteServer(load_config(path)).start())
         addresses[name] = f"127.0.0.1:{servers[-1].port}"
     original = SiteServiceExecutor.run_round
+    monitored = SiteServiceExecutor.run_round_monitored
 
     def run_round(self, solver_, rnd, jobs, *, retry=False):
         if rnd == 3:  # hospital-c's process dies between rounds
             servers[2].stop(grace=0)
         return original(self, solver_, rnd, jobs, retry=retry)
 
+    def run_round_monitored(self, solver_, rnd, jobs, theta, *, retry=False):
+        if rnd == 3:  # the same, for a round whose requests carry the monitor
+            servers[2].stop(grace=0)
+        return monitored(self, solver_, rnd, jobs, theta, retry=retry)
+
     monkeypatch.setattr(SiteServiceExecutor, "run_round", run_round)
+    monkeypatch.setattr(SiteServiceExecutor, "run_round_monitored", run_round_monitored)
     data = FederatedDataset.from_sites(addresses, dataset="visits", target="target",
                                        timeout=5, **_tls(certs))
     start = time.monotonic()

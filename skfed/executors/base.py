@@ -19,7 +19,8 @@ from ..federation.operations import MASKED, Arg, Refused, site_operation
     describes="the solver's reply of one round (its declared sums): masked under secure "
               "aggregation, clipped, noised and charged under differential privacy, "
               "decided by the solver's class at the site; in the clear only where the "
-              "policy requires no protection, under the dominance rule",
+              "policy requires no protection, under the dominance rule; a plain step "
+              "may carry fit.monitor's request, answered under fit.monitor's rules",
     arguments=(Arg("solver", "bytes", most=1 << 24, optional=True),
                Arg("solver_digest", "str", most=64), Arg("client", "int", low=0, high=1 << 20),
                Arg("seed", "int", low=0, high=2 ** 63 - 1),
@@ -27,7 +28,11 @@ from ..federation.operations import MASKED, Arg, Refused, site_operation
                    m, dict) else "a round's message is a dict"),
                Arg("state", "value", optional=True,
                    check=lambda s: None if s is None or isinstance(s, dict) else
-                   "a client's state is a dict")))
+                   "a client's state is a dict"),
+               # fit.monitor's arguments, run first under that operation's own rules
+               Arg("monitor", "value", optional=True,
+                   check=lambda m: None if isinstance(m, dict) else
+                   "a step's monitor is fit.monitor's named arguments")))
 def client_round(client, solver, state, message, seed):
     """One client's local work in one round: ``(reply, new_state)``.
 

@@ -12,6 +12,7 @@ from .._messages import count
 from ..exceptions import ClientDroppedWarning, ClientFailureError, SiteRefusal
 from ..history import ConvergenceHistory
 from .operations import COUNTS, SUMS, Arg, check_deadline, site_operation
+from .session import add_fields, payload_nbytes
 from .smoothness import masked_smoothness
 
 
@@ -68,6 +69,14 @@ def _check_size(client, vector, features=False):
     size = client.X.shape[1] if features else client.layout.size
     if vector.shape != (size,):
         raise Refused("message", f"expected a float vector of {size} entries")
+
+
+def _default_monitor(solver):
+    """Whether the solver's monitor is the round loop's pass of ``client_monitor`` (no
+    pass of its own: :meth:`~skfed.solvers.base.FederatedSolver.monitor_sums`)."""
+    from ..solvers.base import FederatedSolver
+
+    return type(solver).monitor_sums is FederatedSolver.monitor_sums
 
 
 @dataclass
@@ -320,7 +329,12 @@ def run_federation(*, solver, problem, session, theta0, max_rounds, tol, partici
     (``monitors_in_replies``, e.g. Newton) is monitored from them under full
     participation: no extra pass, except after a round where the solver's own
     condition ``may_stop`` holds, which is checked by a gradient pass (cheaper
-    than a round with Hessians) before the fit stops.
+    than a round with Hessians) before the fit stops. Through site services
+    (an executor that ``fuses_monitor``), a plain fit whose solver monitors by
+    this loop's pass sends a monitored round's pass with the next round's step
+    requests instead (one request per site and round; the same sums, so the
+    same history), unless a site was lost; the start's and the last round's
+    passes stay their own.
 
     A round whose model the next round's line search rejects (Newton's
     trial points, :meth:`FederatedSolver.rejected_trial`) is recorded with a
@@ -363,6 +377,9 @@ class _RoundLoop:
         # the monitor of a round's model read from the next round's replies
         self.fused = solver.monitors_in_replies and self.n_active == N
         self.pending = None  # that round's record, awaiting them
+        # a site service's step can carry the monitor of the model it starts from
+        # (``_open``: plain sessions whose solver monitors by the default pass)
+        self.requests_fused, self.monitored = False, None
         self.rnd, self.converged = 0, False
 
     def open(self, theta0, resume):
@@ -385,6 +402,10 @@ class _RoundLoop:
         if solver.masked and not solver.differentially_private and None in problem.lipschitz:
             # the monitor's constants as one masked sum (no site's own constant leaves it)
             problem.pooled_lipschitz = masked_smoothness(session, problem)
+        self.requests_fused = (
+            getattr(self.executor, "fuses_monitor", False) and not self.fused
+            and self.n_active == problem.n_clients and not session.masked
+            and not solver.differentially_private and _default_monitor(solver))
 
     def start(self):
         """Round 0: the monitor at the start and at zero (the stopping rule's scale)."""
@@ -448,10 +469,16 @@ class _RoundLoop:
         # one seed per client and round, whoever runs it
         seeds = np.random.SeedSequence(self.entropy, spawn_key=(1, rnd)).generate_state(N)
         messages = solver.personalize_round(self.server, message, active)
+        jobs = [(j, m, seeds[j]) for j, m in zip(active, messages)]
+        retry = solver.requires_full_participation
         try:
-            by_client, failures = self.executor.run_round(
-                solver, rnd + 1, [(j, m, seeds[j]) for j, m in zip(active, messages)],
-                retry=solver.requires_full_participation)
+            if self.pending is not None and self.requests_fused and not self.executor.lost:
+                # the pending model's monitor rides this round's requests
+                by_client, failures, self.monitored = self.executor.run_round_monitored(
+                    solver, rnd + 1, jobs, self.theta, retry=retry)
+            else:
+                by_client, failures = self.executor.run_round(solver, rnd + 1, jobs,
+                                                              retry=retry)
         except SiteRefusal as refusal:  # a site would not answer at this model
             withheld = (solver.withheld_trial(self.server) if refusal.rule == "dominance"
                         else None)
@@ -509,11 +536,14 @@ class _RoundLoop:
         be a rejected trial), else ``None`` (recorded now, or nothing was pending)."""
         if self.pending is None:
             return None
-        if len(active) == self.problem.n_clients:
+        N, monitored, self.monitored = self.problem.n_clients, self.monitored, None
+        if self.fused and len(active) == N:
             objective, stationarity = self.monitor.evaluate_sums(
                 self.theta, *self.solver.monitor_sums_in_replies(replies,
                                                                  self.problem.weights))
             mon_bytes = 0
+        elif monitored is not None and len(monitored) == N:
+            objective, stationarity, mon_bytes = self._monitor_carried(monitored)
         else:  # a client dropped: monitor on a pass of its own
             objective, stationarity, mon_bytes = self.monitor(self.theta)
         fields, self.pending = self.pending, None
@@ -521,6 +551,16 @@ class _RoundLoop:
             self.record(objective, stationarity, mon_bytes, fields)
             return None
         return objective, stationarity, mon_bytes, fields
+
+    def _monitor_carried(self, monitored):
+        """The monitor the round's requests carried (``client_monitor`` at every site):
+        summed and counted as the monitor's own pass (:meth:`_Monitor.pooled_loss`)."""
+        replies = [monitored[j] for j in range(self.problem.n_clients)]
+        value, grad = add_fields(replies, self.problem.weights)
+        spent = len(replies) * payload_nbytes((self.theta,)) + sum(
+            payload_nbytes(r) for r in replies)
+        self.session.ledger.add("monitor", spent, rounds=0)  # no exchange of its own
+        return (*self.monitor.evaluate_sums(self.theta, float(value), grad), spent)
 
     def _settle_trial(self, deferred):
         """After the aggregate: a line-search trial the solver has just rejected is not a
@@ -546,6 +586,8 @@ class _RoundLoop:
             self.pending = fields
         elif rnd < max_rounds and rnd % self.monitor_every:
             self.record(np.nan, np.nan, 0, fields)
+        elif rnd < max_rounds and self.requests_fused:  # with the next round's requests
+            self.pending = fields
         else:
             self.record(*self.monitor(self.theta), fields)
 

@@ -3,12 +3,13 @@
 ``fit.open`` (declared beside :func:`~skfed.data.site.client_objective`) builds the
 site's client objective and keeps it in a session only its analyst can use; the
 fit's operations on it (``fit.monitor``, ``fit.inference``...) are declared beside
-their functions. The service itself carries the session's rounds (``fit.step``) and
-its end (``fit.close``): a step's solver is decoded once and named by its digest
-after; what the step releases is decided by the solver's *class* at the site (its
-``site_protection``: masked, noised or plain), never by what a message says; a
-masked or noised step passes the site's guard (:mod:`skfed.sites.guard`) first.
-A mixin of :class:`~skfed.sites.host.SiteHost`.
+their functions. The service itself carries the session's rounds (``fit.step``, which
+may carry the round's ``fit.monitor`` request, run under that operation's own rules:
+one request per site and round) and its end (``fit.close``): a step's solver is
+decoded once and named by its digest after; what the step releases is decided by the
+solver's *class* at the site (its ``site_protection``: masked, noised or plain), never
+by what a message says; a masked or noised step passes the site's guard
+(:mod:`skfed.sites.guard`) first. A mixin of :class:`~skfed.sites.host.SiteHost`.
 """
 
 import hashlib
@@ -60,6 +61,10 @@ class FitSessions:
         client, seed = int(args["client"]), int(args["seed"])
         message = args.get("message")
         protection = solver.site_protection
+        # the monitor a plain step carries, answered first (a refusal leaves the state as
+        # it was), as a fit.monitor request of its own would be
+        monitored = (self._fused_monitor(analyst, session, solver, args, state)
+                     if "monitor" in args else None)
         with session.lock:  # the state of one client advances one round at a time
             if "state" in args:  # the first round: the initial state the server built
                 session.states[client] = args["state"]
@@ -78,7 +83,25 @@ class FitSessions:
                 reply = session.guard.sign_key(message, reply, session.objective.weight_sum)
         state.record["bytes_algorithm"] = message_nbytes(reply) if isinstance(reply,
                                                                              dict) else 0
-        return reply
+        return reply if "monitor" not in args else {"reply": reply, "monitor": monitored}
+
+    def _fused_monitor(self, analyst, session, solver, args, state):
+        """The ``fit.monitor`` request a plain step carries (one request per site and
+        round), under every rule of that operation's own request: served here and
+        allowed to this analyst, its declared arguments, its release class (refused
+        where the policy requires protection), its checks and its dominance audit. A
+        masked or noised step carries none: its monitor is a protected pass."""
+        if solver.site_protection is not None:
+            raise Refused("message", "a masked or noised step carries no monitor in the "
+                                     "clear", public=True)
+        operation = operations()["fit.monitor"]
+        self._check_analyst(analyst, operation.name)
+        named = dict(args["monitor"], session=args["session"])
+        problem = operation.problem(named)
+        if problem is not None:
+            raise Refused("message", f"the step's monitor: {problem}", public=True)
+        state.record["kind"] = "fit.step+fit.monitor"
+        return self.run(operation, session.objective, named, state, dataset=session.dataset)
 
     def _plain_step(self, session, solver, inner, step_state, message, seed):
         """A plain step: its sums audited by the dominance rule as they are formed, or, for

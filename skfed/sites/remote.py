@@ -197,6 +197,8 @@ class SiteServiceExecutor(Executor):
     """
 
     keeps_states_at_sites = True
+    #: a step may carry the monitor's request (:meth:`run_round_monitored`)
+    fuses_monitor = True
 
     def _start(self):
         self._sent_state, self._solver_sent = set(), {}
@@ -226,6 +228,17 @@ class SiteServiceExecutor(Executor):
         return out
 
     def run_round(self, solver, rnd, jobs, *, retry=False):
+        replies, failures, _ = self._round(solver, jobs, None)
+        return replies, failures
+
+    def run_round_monitored(self, solver, rnd, jobs, theta, *, retry=False):
+        """:meth:`run_round` whose requests also carry the monitor's at ``theta`` (the
+        ``fit.monitor`` request, answered under its own rules): one request per site.
+        Returns ``(replies, failures, monitored)``, ``monitored[j]`` site ``j``'s
+        ``client_monitor`` reply (the sites that answered)."""
+        return self._round(solver, jobs, {"theta": np.asarray(theta, dtype=float)})
+
+    def _round(self, solver, jobs, monitor):
         from . import SiteRefusal
 
         # the solver travels when it changes (its first round, or a server-side
@@ -244,11 +257,16 @@ class SiteServiceExecutor(Executor):
                 args["solver"] = blob
             if j not in self._sent_state:
                 args["state"] = self._states[j]
+            if monitor is not None:
+                args["monitor"] = monitor
             futures.append((j, self._submit(j, "fit.step", args)))
-        replies = {}
+        replies, monitored = {}, {}
         for j, future in futures:
             try:
-                replies[j] = future.result()
+                reply = future.result()
+                if monitor is not None:
+                    monitored[j], reply = reply["monitor"], reply["reply"]
+                replies[j] = reply
                 self._sent_state.add(j)
                 self._solver_sent[j] = digest
             except SiteRefusal:
@@ -259,7 +277,7 @@ class SiteServiceExecutor(Executor):
                 if isinstance(exc, SiteUnavailable):
                     self.lost.add(j)
                 failures[j] = ClientFailure(error=str(exc), worker=self.labels[j])
-        return replies, failures
+        return replies, failures, monitored
 
     def collect_states(self):
         return None

@@ -1,0 +1,271 @@
+"""One request per site per round through site services: the monitor fused into the step.
+
+Through site services, a round's ``fit.step`` request carries the ``fit.monitor``
+request of the model the step starts from (the model the last round ended on),
+so a monitored round asks each site once instead of twice. The history is the
+one the separate monitoring passes give, bit for bit (objective, stationarity,
+the monitor's bytes), and the fitted model too. At the site the fused monitor is
+the ``fit.monitor`` operation under every rule of its own request: a crafted
+fused request that a separate ``fit.monitor`` would be refused is refused (the
+dominance rule at a model an attacker chose, an operation the policy does not
+serve, arguments of the wrong form, a masked step's monitor in the clear), and
+the step it rode on does not run.
+"""
+
+import hashlib
+import warnings
+from collections import Counter
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("cryptography")
+
+from skfed import FedLasso  # noqa: E402
+from skfed.data.site import Targets  # noqa: E402
+from skfed.datafits import Quadratic  # noqa: E402
+from skfed.deploy import make_certificates  # noqa: E402
+from skfed.federation.layout import Layout  # noqa: E402
+from skfed.federation.operations import default_operations  # noqa: E402
+from skfed.federation.problem import FederatedProblem  # noqa: E402
+from skfed.privacy import SecureAggregation  # noqa: E402
+from skfed.sites import SiteRefusal  # noqa: E402
+from skfed.sites.audit import read_audit  # noqa: E402
+from skfed.sites.codec import encode  # noqa: E402
+from skfed.sites.policy import load_config  # noqa: E402
+from skfed.sites.remote import SiteServiceExecutor  # noqa: E402
+from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
+from skfed.solvers import FedAvg  # noqa: E402
+
+from ._sites import services_of, site_config  # noqa: E402
+
+N_FEATURES = 5
+
+
+def _frames(seed=0, n_sites=3, n_rows=60):
+    rng = np.random.default_rng(seed)
+    frames = []
+    for _ in range(n_sites):
+        X = rng.normal(size=(n_rows, N_FEATURES))
+        frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(N_FEATURES)])
+        frame["y"] = X @ np.array([1.0, -2.0, 0.0, 0.0, 0.5]) + rng.normal(size=n_rows)
+        frames.append(frame)
+    return frames
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    frames = _frames()
+    with services_of(tmp_path_factory.mktemp("fused"), frames, target="y") as data:
+        yield data, frames
+
+
+def _counted(data):
+    """Count the requests of each operation the analyst's connections send."""
+    calls = Counter()
+    for conn in data._backend.connections:
+        call = conn.call
+
+        def counting(op, _call=call, **args):
+            calls[op] += 1
+            return _call(op, **args)
+        conn.call = counting
+    return calls
+
+
+@contextmanager
+def _restored(data):
+    calls = [conn.call for conn in data._backend.connections]
+    try:
+        yield _counted(data)
+    finally:
+        for conn, call in zip(data._backend.connections, calls):
+            conn.call = call
+
+
+def _fit(data, monkeypatch, fused, **params):
+    monkeypatch.setattr(SiteServiceExecutor, "fuses_monitor", fused)
+    with warnings.catch_warnings(), _restored(data) as calls:
+        warnings.simplefilter("ignore")
+        est = FedLasso(alpha=0.05, **params).fit(data)
+    return est, calls
+
+
+@pytest.mark.parametrize("params", [
+    dict(solver="fedavg", max_rounds=8, tol=0),
+    dict(solver="fedavg", max_rounds=9, tol=0, monitor_every=3),
+    dict(solver="dualfl", max_rounds=6, tol=0),  # client states kept at the sites
+    dict(solver="fedavg", max_rounds=60, tol=0.2),  # the fused monitor stops the fit
+])
+def test_the_fused_history_is_the_separate_passes_bit_for_bit(federation, monkeypatch,
+                                                             params):
+    data, frames = federation
+    fused, fused_calls = _fit(data, monkeypatch, True, **params)
+    plain, plain_calls = _fit(data, monkeypatch, False, **params)
+    assert fused.n_iter_ == plain.n_iter_
+    if params["tol"]:
+        assert fused.n_iter_ < params["max_rounds"]  # it stopped on a fused monitor
+    np.testing.assert_array_equal(fused.coef_, plain.coef_)
+    assert fused.intercept_ == plain.intercept_
+    for key in ("objective", "stationarity", "bytes_up", "bytes_down", "nnz"):
+        np.testing.assert_array_equal(fused.history_[key], plain.history_[key])
+    mon_fused, mon_plain = (np.asarray(e.history_["monitor_bytes"]) for e in (fused, plain))
+    last = -1 if params["tol"] else None  # a stopping round's step counts as monitoring
+    np.testing.assert_array_equal(mon_fused[:last], mon_plain[:last])
+    # one request per site and round: every monitored round's model but the last rides
+    # the next round's steps (the start's and a polish are passes of their own); a fit
+    # stopped by a fused monitor spends one more step (its reply unused) instead
+    n_sites, rounds, every = len(frames), fused.n_iter_, params.get("monitor_every", 1)
+    carried = rounds if params["tol"] else sum(r % every == 0 for r in range(1, rounds))
+    assert carried >= 2
+    assert plain_calls["fit.monitor"] - fused_calls["fit.monitor"] == carried * n_sites
+    assert fused_calls["fit.step"] - plain_calls["fit.step"] == (params["tol"] > 0) * n_sites
+    # and in process: the same numbers to round-off
+    pooled = pd.concat(frames, ignore_index=True)
+    site = np.repeat(np.arange(len(frames)), [len(f) for f in frames])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = FedLasso(alpha=0.05, **params).fit(pooled.drop(columns="y"), pooled["y"],
+                                                   clients=site)
+    assert local.n_iter_ == fused.n_iter_
+    np.testing.assert_allclose(fused.coef_, local.coef_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fused.history_["objective"], local.history_["objective"],
+                               rtol=1e-12)
+
+
+# --- a modified client's fused requests ---------------------------------------------------
+SITE = "hospital-a"
+
+
+def _outlier_frame(n_rows=40):
+    """Rows with one outlier in ``z`` whose target is 0: at the zero model no sum is
+    dominated by it, at a model with a large ``z`` coefficient the loss is that row's."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(rng.normal(size=(n_rows, 3)), columns=["x0", "x1", "z"])
+    frame["y"] = frame["x0"] - frame["x1"] + rng.normal(size=n_rows)
+    frame.loc[0, "z"], frame.loc[0, "y"] = 60.0, 0.0
+    return frame
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A service for hospital-a (the outlier rows) under ``policy``: ``(connection,
+    folder)``; stopped after."""
+    certs = make_certificates(tmp_path / "certs", [SITE])
+    servers, conns = [], []
+
+    def start(policy="min_rows = 10"):
+        folder = tmp_path / f"site{len(servers)}"
+        folder.mkdir()
+        _outlier_frame().to_csv(folder / "rows.csv", index=False)
+        path = site_config(folder, SITE, certs=certs, datasets={"rows": ("rows.csv", None)},
+                           policy=policy)
+        servers.append(SiteServer(load_config(path)).start())
+        conns.append(SiteConnection(SITE, f"127.0.0.1:{servers[-1].port}",
+                                    ca_file=certs.ca.cert, cert_file=certs.client.cert,
+                                    key_file=certs.client.key))
+        return conns[-1], folder
+
+    yield start
+    for conn in conns:
+        conn.close()
+    for server in servers:
+        server.stop()
+
+
+def _solver():
+    problem = FederatedProblem(Layout(1, 3), Quadratic(), None, weights=np.ones(1),
+                               n_samples=np.array([40]),
+                               lipschitz=[{"coef": 1.0, "intercept": 1.0, "joint": 1.0,
+                                           "row": 1.0}])
+    return FedAvg(client_lr=0.05).setup(problem)
+
+
+def _open(conn):
+    return conn.call("fit.open", dataset={"name": "rows", "target": "y"}, datafit=Quadratic(),
+                     layout=Layout(1, 3), targets=Targets())
+
+
+def _step(conn, session, solver=None, first=True, **extra):
+    blob = np.frombuffer(encode(_solver() if solver is None else solver), dtype=np.uint8)
+    args = dict(session=session, solver_digest=hashlib.sha256(blob).hexdigest(), client=0,
+                seed=0, message={"w": np.zeros(4), "round": 0}, **extra)
+    if first:
+        args.update(solver=blob, state=None)
+    return conn.call("fit.step", **args)
+
+
+ATTACK = np.array([0.0, 0.0, 10.0, 0.0])  # the outlier's residual is then the loss
+
+
+def test_an_honest_fused_step_answers_as_the_two_requests(site):
+    conn, _ = site()
+    session = _open(conn)
+    honest = np.array([0.5, -0.5, 0.0, 0.1])
+    fused = _step(conn, session, monitor={"theta": honest})
+    value, grad = conn.call("fit.monitor", session=session, theta=honest)
+    assert fused["monitor"][0] == value
+    np.testing.assert_array_equal(fused["monitor"][1], grad)
+    other = _open(conn)
+    np.testing.assert_array_equal(_step(conn, other)["dw"], fused["reply"]["dw"])
+
+
+def test_a_fused_monitor_cannot_escape_the_dominance_rule(site):
+    conn, folder = site()
+    session = _open(conn)
+    with pytest.raises(SiteRefusal) as separate:  # today's separate monitor: refused
+        conn.call("fit.monitor", session=session, theta=ATTACK)
+    assert separate.value.rule == "dominance"
+    with pytest.raises(SiteRefusal) as fused:  # riding an honest step: refused the same
+        _step(conn, session, monitor={"theta": ATTACK})
+    assert fused.value.rule == "dominance"
+    line = [r for r in read_audit(folder / "audit.jsonl") if r["operation"] == "fit.step"][-1]
+    assert line["outcome"] == "refused" and line["kind"] == "fit.step+fit.monitor"
+    # the refusal was the monitor's: the same step alone is answered (its first time:
+    # the refused request placed no state and received no solver)
+    assert "dw" in _step(conn, session)
+
+
+def test_a_fused_monitor_needs_the_operation_served(site):
+    served = [op for op in default_operations() if op != "fit.monitor"]
+    conn, _ = site("min_rows = 10\noperations = [" + ", ".join(f'"{op}"' for op in served)
+                   + "]")
+    session = _open(conn)
+    with pytest.raises(SiteRefusal) as separate:
+        conn.call("fit.monitor", session=session, theta=np.zeros(4))
+    with pytest.raises(SiteRefusal) as fused:
+        _step(conn, session, monitor={"theta": np.zeros(4)})
+    assert separate.value.rule == fused.value.rule == "operations"
+    assert "dw" in _step(conn, session)
+
+
+@pytest.mark.parametrize("monitor", [{"theta": np.zeros(7)}, {"theta": np.zeros(4), "x": 1},
+                                     {"theta": np.full(4, np.nan)}, {}])
+def test_a_fused_monitor_of_the_wrong_form_is_refused(site, monitor):
+    conn, _ = site()
+    session = _open(conn)
+    with pytest.raises(SiteRefusal) as fused:
+        _step(conn, session, monitor=monitor)
+    assert fused.value.rule == "message"
+
+
+def test_a_protected_step_carries_no_monitor_in_the_clear(site):
+    conn, _ = site()
+    session = _open(conn)
+    masked = SecureAggregation().wrap(FedAvg(client_lr=0.05))
+    with pytest.raises(SiteRefusal, match="no monitor in the clear") as fused:
+        _step(conn, session, solver=masked, monitor={"theta": np.zeros(4)})
+    assert fused.value.rule == "message"
+
+
+def test_where_protection_is_required_a_fused_monitor_is_refused(site):
+    conn, _ = site('require = ["secure_aggregation"]\nconsortium = ["hospital-a", "b"]')
+    session = _open(conn)
+    with pytest.raises(SiteRefusal) as separate:
+        conn.call("fit.monitor", session=session, theta=np.zeros(4))
+    with pytest.raises(SiteRefusal) as fused:
+        _step(conn, session, monitor={"theta": np.zeros(4)})
+    assert separate.value.rule == fused.value.rule == "require"
