@@ -55,14 +55,13 @@ def test_bytes_are_what_feddualavg_sends(fitted):
     # setup: the sites' metadata round (the task's name down; rows, weight sum,
     # features, target dimension and count up: 6 numbers per client), one summary
     # round (the kind of constants down; rows, weight sum and four smoothness
-    # constants up: 7 numbers per client), federated Lanczos rounds (v down, H_j v
-    # up: 2 vectors of n_features per client) and one round of feature means (one
-    # vector per client)
+    # constants up: 7 numbers per client), one round of curvature products (the
+    # n_features unit vectors down, H_j times them up: d x d each way per client) and
+    # one round of feature means (one vector per client)
     d, n_clients = X.shape[1], 8
-    lanczos_rounds = h.setup_rounds - 3
-    assert lanczos_rounds >= 1
+    assert h.setup_rounds == 4
     assert h.setup_bytes == (8 * 6 * n_clients + 8 * 7 * n_clients
-                             + lanczos_rounds * 2 * n_clients * 8 * d
+                             + 2 * n_clients * 8 * d * d
                              + n_clients * 8 * d)
 
 

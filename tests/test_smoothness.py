@@ -6,7 +6,7 @@ import pytest
 from skfed.federation.layout import Layout
 from skfed.federation.problem import FederatedProblem
 from skfed.federation.session import FederationSession
-from skfed.federation.smoothness import pooled_smoothness
+from skfed.federation.smoothness import _GRAM_UP_TO, pooled_smoothness
 from skfed.datafits import ClientObjective, Quadratic
 from skfed.datasets import make_federated_lasso
 from skfed.executors import SequentialExecutor
@@ -36,4 +36,8 @@ def test_pooled_constant_is_the_pooled_hessians_top_eigenvalue(n_features):
     Xt = np.column_stack([X, np.ones(len(y))])
     D = np.diag(1 / np.sqrt(np.r_[np.full(n_features, constants["coef"]), 1.0]))
     assert np.linalg.eigvalsh(D @ (Xt.T @ Xt / len(y)) @ D)[-1] <= constants["joint"] + 1e-9
-    assert n_bytes == (n_rounds - 1) * 2 * 6 * 8 * n_features + 6 * 8 * n_features
+    if n_features <= _GRAM_UP_TO:  # one round: every unit vector's products, d x d each way
+        assert n_rounds == 2
+        assert n_bytes == 2 * 6 * 8 * n_features ** 2 + 6 * 8 * n_features
+    else:  # Lanczos: a vector each way per product
+        assert n_bytes == (n_rounds - 1) * 2 * 6 * 8 * n_features + 6 * 8 * n_features
