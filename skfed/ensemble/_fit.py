@@ -39,12 +39,12 @@ from ._compiled_split import compiled_splitter
 from ._grower import TreeReplay, grow_iteration, make_predictor
 from ._history import BoostingHistory
 from ._losses import QUANTILE_LOSSES, baseline_from_sums, make_loss
+from ._model_chain import ChainedModel, FitWire
 from ._quantiles import QuantileRefit, pooled_quantile_baseline
 from ._site import (pack_nodes, site_histograms, site_loss, site_schema, site_sketch,
                     site_totals)
 from ._sketch import sketch_thresholds
 from ._splitting import Splitter
-from ._tree import pack_trees
 
 
 def _column_name(names, j):
@@ -123,6 +123,9 @@ class BoostingRun:
         self.session = FederationSession.for_dataset(self.train)
         self.val_session = None if self.val is None else FederationSession.for_dataset(
             self.val)
+        # the requests that carry the fit's context and model name what the sites hold
+        self.wire = FitWire(self.session)
+        self.val_wire = None if self.val is None else FitWire(self.val_session)
 
     # -- 3: schema, context, totals ------------------------------------------
     def _schema(self):
@@ -217,7 +220,7 @@ class BoostingRun:
 
     def _totals(self):
         est = self.est
-        self.totals = self.session.sum(site_totals, self.context, phase="setup")
+        self.totals = self.wire.sum(site_totals, self.context, phase="setup")
         if not self.totals["w"] > 0:
             raise ValueError("the sample weights of the training rows sum to zero.")
         if not self.classifier and est.loss == "poisson" and not self.totals["y"] > 0:
@@ -237,12 +240,13 @@ class BoostingRun:
         if continuous.size and est.binning != "exact":
             found, rounds = self._sketch_bins(continuous), 1
         elif continuous.size:
-            found, rounds = federated_thresholds(self.session, context, features=continuous,
+            found, rounds = federated_thresholds(self.wire, context, features=continuous,
                                                  max_bins=est.max_bins, sampling=sampling)
         thresholds = [np.arange(len(cats), dtype=np.float64) if is_cat else found[f]
                       for f, (is_cat, cats) in enumerate(zip(context["categorical"],
                                                              context["categories"]))]
-        context["thresholds"] = thresholds
+        # a new context object (never one changed in place): the sites' state follows it
+        self.context = context = dict(self.context, thresholds=thresholds)
         est._context = context
         est.bin_thresholds_ = thresholds
         est.n_bins_non_missing_ = np.array(
@@ -259,8 +263,8 @@ class BoostingRun:
         (:mod:`._sketch`); the sketches then travel in the context, so that each site
         can check the thresholds it bins at."""
         rows = int(self.est.binning)
-        sketches = self.session.per_site(site_sketch, self.context, rows, phase="setup")
-        self.context["sketch"] = {"rows": rows, "sites": sketches}
+        sketches = self.wire.per_site(site_sketch, self.context, rows, phase="setup")
+        self.context = dict(self.context, sketch={"rows": rows, "sites": sketches})
         return dict(zip(continuous, sketch_thresholds(sketches, self.est.max_bins)))
 
     def _sampling(self, n_train):
@@ -290,7 +294,7 @@ class BoostingRun:
 
     def _baseline(self):
         if self.context["loss"] in QUANTILE_LOSSES:
-            baseline, _ = pooled_quantile_baseline(self.session, self.context, self.loss)
+            baseline, _ = pooled_quantile_baseline(self.wire, self.context, self.loss)
         else:
             baseline = baseline_from_sums(self.loss, self.totals)
         self.est._baseline_prediction = baseline
@@ -313,12 +317,14 @@ class BoostingRun:
         self.train_losses, self.records = [], []
         self.piggyback = not (est.do_early_stopping_ and self.val is None)
         self.start = time.perf_counter()
+        self.model = ChainedModel(est._baseline_prediction)
         if est.do_early_stopping_:
             self._score(self._model())
         for _ in range(est.max_iter):
             before = self.session.ledger.as_dict()["rounds"]
             trees, n_histograms = self._grow_iteration()
             est._predictors.append(trees)
+            self.model = self.model.extended(trees)
             after = self.session.ledger.as_dict()["rounds"]
             self.records.append({
                 "rounds": after["rounds"] - before["rounds"],
@@ -338,9 +344,9 @@ class BoostingRun:
         self._write_history()
 
     def _model(self):
-        """What the sites need to recompute their raw predictions."""
-        return {"baseline": self.est._baseline_prediction.ravel(),
-                "trees": pack_trees([t for it in self.est._predictors for t in it])}
+        """What the sites need to recompute their raw predictions (the model so far, sent
+        as the trees the sites do not hold: :class:`._model_chain.FitWire`)."""
+        return self.model
 
     def _grow_iteration(self):
         est = self.est
@@ -359,14 +365,14 @@ class BoostingRun:
             for leaf in leaves:
                 leaf.value *= est.learning_rate
         if self.context["loss"] in QUANTILE_LOSSES:
-            QuantileRefit(self.session, self.context, model, est.learning_rate,
+            QuantileRefit(self.wire, self.context, model, est.learning_rate,
                           self.loss).refit(grown)
         trees = [make_predictor(root, est.bin_thresholds_, est.n_bins_non_missing_)
                  for root, _ in grown]
         return trees, fetch.n_histograms
 
     def _loss_of(self, model, session=None, context=None):
-        session = session or self.session
+        session = session or self.wire
         reply = session.sum(site_loss, context or self.context, model, phase="monitor")
         return reply["loss"] / reply["weight"]
 
@@ -376,9 +382,10 @@ class BoostingRun:
         if self.val is None:
             self.train_losses.append(self._loss_of(model))
             return self._should_stop([-v for v in self.train_losses])
-        val_context = dict(self.context, class_weight=None,
-                           weighted=any(d["has_weights"] for d in self.val.metadata))
-        est.validation_score_.append(-self._loss_of(model, self.val_session, val_context))
+        if getattr(self, "val_context", None) is None:  # one object: the sites keep it
+            self.val_context = dict(self.context, class_weight=None,
+                                    weighted=any(d["has_weights"] for d in self.val.metadata))
+        est.validation_score_.append(-self._loss_of(model, self.val_wire, self.val_context))
         return self._should_stop(est.validation_score_)
 
     def _should_stop(self, scores):
@@ -419,8 +426,8 @@ class _Fetcher:
         n_features, n_bins = len(run.order), run.est.max_bins + 1
         packed = pack_nodes(requests, n_features)
         packed["with_loss"] = self.first and run.piggyback
-        reply = run.session.sum(site_histograms, run.context, self.model, packed,
-                                phase="rounds")
+        reply = run.wire.sum(site_histograms, run.context, self.model, packed,
+                             phase="rounds")
         if packed["with_loss"]:
             run.train_losses.append(reply["loss"] / reply["weight"])
         self.first = False

@@ -7,11 +7,12 @@ release), totals (:func:`site_totals`), counts below probe values for the bin
 thresholds (:func:`site_bin_counts`), node histograms
 (:func:`site_histograms`) and loss sums (:func:`site_loss`).
 
-The functions are stateless: each request carries the fit's *context* (column
-order, categories, bin thresholds, loss, classes) and the *model* (baseline
-and every tree so far), from which the site recomputes its binned rows, raw
-predictions and gradients (:mod:`skfed.ensemble._site_rows` keeps them between
-requests; it never changes an answer). A node's histograms are computed by
+A request names the fit's *context* (column order, categories, bin thresholds,
+loss, classes) and the *model* it extends (a chain of digests, :mod:`._model_chain`)
+and carries only what the site lacks; the site keeps the fit's binned rows, raw
+predictions and gradients between requests in the fit's state
+(:mod:`skfed.ensemble._fit_state`, :mod:`skfed.ensemble._site_rows`), which never
+changes an answer. A node's histograms are computed by
 scikit-learn's own histogram kernel where it is there, else as one sparse
 product of the nodes' rows (:mod:`skfed.ensemble._histograms`): the same sums
 to the bit.
@@ -28,10 +29,10 @@ from ..federation.operations import SUMS, Arg, check_deadline, site_operation
 from ._histograms import _joined, _node_histograms
 from ._losses import loss_sums
 from ._selection import SortedValues, count_below
-from ._site_rows import (_cache, _cached_rows, _column, _digest, _gradients,
-                         _is_category_dtype, _present_levels, _raw_predictions,
-                         bin_features, encoded_target, model_features, node_rows,
-                         pack_nodes, prepared, raw_predictions, unpack_nodes)
+from ._model_chain import content_digest
+from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype,
+                         _present_levels, bin_features, encoded_target, fit_state,
+                         model_features, node_rows, pack_nodes, resolve, unpack_nodes)
 from ._site_rules import (bin_count_rules, context_rules, histogram_rules, loss_rules,
                           residual_rules, schema_reply, schema_rules, score_rules,
                           sketch_reply, sketch_rules)
@@ -112,6 +113,7 @@ def site_schema(site, request):
 def site_totals(site, context):
     """Pooled totals: missing values per feature, rows, weights, and the target's
     sums (``wy``, ``y``) or per-class weights (``class_w``)."""
+    context = fit_state(site, context).context
     X = model_features(site, context)
     y, sw = encoded_target(site, context)
     w = np.ones(len(y)) if sw is None else sw
@@ -198,6 +200,7 @@ def site_sketch(site, context, rows):
     ``max_bins`` groups (zero-weight rows left out, as scikit-learn leaves them out of
     its bins), a group that a few values dominate merged with its neighbour
     (:func:`_undominated`)."""
+    context = fit_state(site, context).context
     X = model_features(site, context)
     _, sw = encoded_target(site, context)
     means, counts = [], []
@@ -237,7 +240,7 @@ def site_sketch(site, context, rows):
 def site_bin_counts(site, context, sampling, probes, starts):
     """Counts (and weights) at or below each probe, per continuous feature, and
     the sums of values between probes (:func:`~._selection.count_below`)."""
-    features = _sorted_features(site, context, sampling)
+    features = _sorted_features(site, fit_state(site, context), sampling)
     parts = []
     for q in range(len(sampling["features"])):
         a, b = int(starts[q]), int(starts[q + 1])
@@ -247,11 +250,11 @@ def site_bin_counts(site, context, sampling, probes, starts):
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _sorted_features(site, context, sampling):
+def _sorted_features(site, state, sampling):
     """The site's values of each feature of ``sampling``, sorted once for all the
-    rounds of the threshold search (cached by the digest of the request)."""
-    cache = _cache(site)
-    digest = _digest({"context": context, "sampling": sampling})
+    rounds of the threshold search (kept in the fit's state by the sampling's digest)."""
+    cache, context = state, state.context
+    digest = content_digest(sampling)
     if cache.get("bin_counts", (None,))[0] != digest:
         cache.pop("bin_counts", None)  # free the previous search's arrays first
         X = model_features(site, context)
@@ -279,9 +282,9 @@ def _sorted_features(site, context, sampling):
 def site_residual_counts(site, context, model, paths, probes, starts):
     """Counts (and weights) of the residuals ``y - raw`` at or below each probe, per
     node of ``paths`` (packed like :func:`pack_nodes`; ``model=None``: of ``y``)."""
-    prep = prepared(site, context)
-    values = prep.y if model is None else \
-        prep.y - raw_predictions(site, context, model)[:, 0]
+    state, prep, raw = resolve(site, context, model)
+    context = state.context
+    values = prep.y if model is None else prep.y - raw[:, 0]
     ones = np.ones(len(values), dtype=np.int64)
     parts = []
     for q, (_, steps, _) in enumerate(unpack_nodes(paths)):
@@ -307,8 +310,8 @@ def site_histograms(site, context, model, request):
     """Per requested node and allowed feature, per bin: the sums of gradients (and
     hessians, unless constant) and the row counts; with ``request["with_loss"]``
     also the loss sums of the current model (:func:`site_loss`)."""
-    cache, prep = _cache(site), prepared(site, context)
-    raw = _raw_predictions(cache, prep, context, model)
+    cache, prep, raw = resolve(site, context, model)
+    context = cache.context
     grad, hess = _gradients(cache, prep, raw)
     n_bins = context["max_bins"] + 1
     # the nodes of a tree that need the same features are computed together
@@ -341,8 +344,8 @@ def site_histograms(site, context, model, request):
     arguments=(_CONTEXT, _MODEL), checks=(loss_rules,))
 def site_loss(site, context, model):
     """``{"loss": sum w * loss, "weight": sum w}`` of the model on the site's rows."""
-    prep = prepared(site, context)
-    return loss_sums(prep.loss, prep.y, raw_predictions(site, context, model), prep.sw)
+    _, prep, raw = resolve(site, context, model)
+    return loss_sums(prep.loss, prep.y, raw, prep.sw)
 
 
 # -- predictions and scores where the rows are -------------------------------

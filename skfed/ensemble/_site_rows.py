@@ -1,27 +1,25 @@
-"""A boosting fit's rows at a site, and the cache that keeps them between requests.
+"""A boosting fit's rows at a site, and the state that keeps them between requests.
 
 The site's features in the model's order and binned, its encoded target, the
 raw predictions of a model (trees applied once, then only the new ones), the
-gradients, and the rows of the tree nodes a request names. A small cache, keyed
-by a digest of the fit's context and by the trees themselves (compared bit for
-bit), never changes an answer: a request that differs is computed afresh
+gradients, and the rows of the tree nodes a request names. They are kept in the
+fit's state at the site (:mod:`._fit_state`), which a request names by its context
+and its model's digest (:mod:`._model_chain`); they never change an answer: a
+request computes the same sums from a state as from its whole model
 (:mod:`skfed.ensemble._site`).
 """
 
 import functools
-import hashlib
-import weakref
 
 import numpy as np
 
 from .._messages import show
 from ..data.site import SiteError
+from ._fit_state import STORE, FitStateLost
 from ._losses import gradients, make_loss
+from ._model_chain import chain_start, content_digest, tree_digests
 from ._tree import in_bitset, split_rows, unpack_trees
-
-#: per-site caches, dropped with the site's data
-_CACHES = {}
-
+from ._wire import NAMING_KEYS, is_reference
 
 # -- the site's rows, as the model sees them ---------------------------------
 def _column(site, j):
@@ -119,47 +117,38 @@ def encoded_target(site, context):
     return at.astype(np.float64), sw
 
 
-# -- the cache (never visible in a result) -----------------------------------
-def _digest(obj, h=None):
-    top = h is None
-    h = hashlib.sha256() if top else h  # hardware-accelerated on most CPUs
-    if isinstance(obj, np.ndarray):
-        h.update(f"{obj.dtype.str}{obj.shape}".encode())
-        h.update(repr(obj.tolist()).encode() if obj.dtype.kind == "O"
-                 else np.ascontiguousarray(obj).tobytes())
-    elif isinstance(obj, dict):
-        for key in sorted(obj, key=str):
-            h.update(str(key).encode())
-            _digest(obj[key], h)
-    elif isinstance(obj, (list, tuple)):
-        h.update(f"[{len(obj)}".encode())
-        if all(isinstance(item, np.ndarray) and item.dtype.kind != "O" for item in obj):
-            # the common case (bin thresholds, categories): one header, then the bytes
-            h.update(repr([(item.dtype.str, item.shape) for item in obj]).encode())
-            for item in obj:
-                h.update(np.ascontiguousarray(item).tobytes())
-            return h.hexdigest() if top else None
-        for item in obj:
-            if isinstance(item, np.ndarray) and item.dtype.kind != "O":  # the common case
-                h.update(item.dtype.str.encode() + str(item.shape).encode())
-                h.update(np.ascontiguousarray(item).tobytes())
-            else:
-                _digest(item, h)
-    else:
-        h.update(repr(obj).encode())
-    return h.hexdigest() if top else None
+# -- the fit's state at the site (never visible in a result) --------------------
+def fit_state(site, context):
+    """The fit state (:class:`~._fit_state.FitState`) that a request's ``context``
+    names (a reference: :class:`~._fit_state.FitStateLost` if this analyst's site holds
+    none of that name) or carries whole (a state kept for its fit, or, without a fit,
+    the one state of the requests that name none)."""
+    if is_reference(context):
+        state = STORE.get(site, context["fit"], create=False)
+        if state is None or state.name != context["name"]:
+            raise FitStateLost()
+        return state
+    state = STORE.get(site, context.get("fit"), create=True)
+    if state.last is not context:  # a context received whole: digested once
+        plain = {k: v for k, v in context.items() if k not in NAMING_KEYS}
+        digest = content_digest(plain)
+        if digest != state.digest:
+            state.reset(plain, context.get("name"), digest)
+        state.name, state.last = context.get("name"), context
+    return state
 
 
-def _cache(site):
-    """The site's cache, dropped with its data (no cache where that cannot be tracked)."""
-    key = id(site)
-    if key not in _CACHES:
-        try:
-            weakref.finalize(site, _CACHES.pop, key, None)
-        except TypeError:  # not weakly referable: compute every request afresh
-            return {}
-        _CACHES[key] = {}
-    return _CACHES[key]
+def resolve(site, context, model=None):
+    """``(state, prepared rows, raw predictions or None)`` of a request: its fit's state,
+    the rows binned for its context, and the raw predictions of ``model`` (a message
+    of :func:`~._wire.check_model_message`'s forms), the state's caps held."""
+    state = fit_state(site, context)
+    prep = prepared(site, state)
+    raw = None if model is None else apply_model(state, prep, model)
+    if state.accounted != state.get("model_version"):  # measured as it grows
+        STORE.account(state)
+        state.accounted = state.get("model_version")
+    return state, prep, raw
 
 
 class _Prepared:
@@ -199,71 +188,49 @@ class _Prepared:
         return self._root_counts
 
 
-def prepared(site, context):
-    """The site's rows for ``context`` (cached by the context's digest)."""
-    cache = _cache(site)
-    digest = _digest(context)
-    if cache.get("context") != digest:
-        cache.clear()
-        cache["context"], cache["prepared"] = digest, _Prepared(site, context)
-    return cache["prepared"]
+def prepared(site, state):
+    """The site's rows for the state's context (built once per state)."""
+    if "prepared" not in state:
+        state["prepared"] = _Prepared(site, state.context)
+    return state["prepared"]
 
 
-#: the arrays of a packed model (:func:`~._tree.pack_trees`) after its baseline
-_TREE_FIELDS = ("start", "feature", "bin", "flags", "right", "value", "bitsets")
+def apply_model(state, prep, model):
+    """The raw predictions of ``model`` (a message of
+    :func:`~._wire.check_model_message`'s forms) on the site's rows, shape (n,
+    n_trees_per_iteration): the held model's, with only the trees it lacks added.
 
-
-def _model_arrays(model):
-    """The model's arrays, the baseline first (flat float64), as they arrived."""
-    return [np.asarray(model["baseline"], dtype=np.float64).reshape(-1)] + \
-        [np.ascontiguousarray(model["trees"][name]) for name in _TREE_FIELDS]
-
-
-def _same_bytes(a, b):
-    """Whether two arrays are the same, bit for bit (dtype and shape too)."""
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-def _trees_held(held, arrays):
-    """How many trees of the model whose raw predictions are held (``held``, its
-    arrays) begin the model ``arrays`` (same baseline, then the same trees, bit for
-    bit); 0 when the held model is not a beginning of it."""
-    if held is None or not _same_bytes(held[0], arrays[0]):
-        return 0
-    for old, new in zip(held[1:], arrays[1:]):  # tree starts, node fields, bitsets
-        if len(new) < len(old) or not _same_bytes(old, new[:len(old)]):
-            return 0
-    return len(held[1]) - 1
-
-
-def raw_predictions(site, context, model):
-    """The raw predictions of the site's rows, shape (n, n_trees_per_iteration).
-
-    Equal to scikit-learn's during fit: the baseline plus each tree's leaf
-    value, added tree by tree in float64.
+    Equal to scikit-learn's during fit: the baseline plus each tree's leaf value,
+    added tree by tree in float64.
     """
-    return _raw_predictions(_cache(site), prepared(site, context), context, model)
-
-
-def _raw_predictions(cache, prep, context, model):
-    """:func:`raw_predictions` from the site's cache and prepared rows: the trees
-    already applied for the previous model are not applied again."""
-    arrays = _model_arrays(model)
-    held = cache.get("model")
-    if held is not None and all(_same_bytes(a, b) for a, b in zip(held, arrays)):
-        return cache["raw"]
-    baseline, first = arrays[0], _trees_held(held, arrays)
-    raw = cache["raw"] if first else None
-    if raw is None:
-        raw = np.zeros((prep.binned.shape[0], len(baseline)), order="F")
-        raw += baseline.reshape(1, -1)
-    known = cache.get("rows", {})
-    for t, tree in enumerate(unpack_trees(model["trees"], first=first), start=first):
-        _add_leaf_values(raw[:, t % len(baseline)], tree, prep, context["max_bins"], known)
-    cache["raw"], cache["model"] = raw, [a.copy() for a in arrays]
-    cache["model_version"] = cache.get("model_version", 0) + 1
-    cache.pop("rows", None)  # a new iteration: the row sets of its nodes start afresh
-    cache.pop("rows_held", None)
+    extends, trees = model.get("extends"), model["trees"]
+    if extends is not None:  # the trees after the model of digest ``extends``
+        if not state.digests or state.digests[-1] != extends or "raw" not in state:
+            raise FitStateLost()
+        first, new = 0, tree_digests(extends, trees)
+    else:  # whole: the trees the held model has are not applied again
+        chain = [chain_start(state.name or "", model["baseline"])]
+        chain += tree_digests(chain[0], trees)
+        held = state.digests
+        if held and "raw" in state and len(held) <= len(chain) and \
+                chain[len(held) - 1] == held[-1]:
+            first, new = len(held) - 1, chain[len(held):]
+        else:
+            baseline = np.asarray(model["baseline"], dtype=np.float64).reshape(-1)
+            state["raw"] = np.zeros((prep.binned.shape[0], len(baseline)), order="F")
+            state["raw"] += baseline.reshape(1, -1)
+            state.digests, first, new = chain[:1], 0, chain[1:]
+            state["model_version"] = state.get("model_version", 0) + 1
+    if not new:
+        return state["raw"]
+    raw, offset, known = state["raw"], state.n_trees - first, state.get("rows", {})
+    for t, tree in enumerate(unpack_trees(trees, first=first), start=first + offset):
+        _add_leaf_values(raw[:, t % raw.shape[1]], tree, prep, state.context["max_bins"],
+                         known)
+    state.digests = state.digests + new
+    state["model_version"] = state.get("model_version", 0) + 1
+    state.pop("rows", None)  # a new iteration: the row sets of its nodes start afresh
+    state.pop("rows_held", None)
     return raw
 
 
@@ -305,8 +272,8 @@ def _step_key(prep, split):
 
 
 def _gradients(cache, prep, raw):
-    """The gradients and hessians at ``raw``, the raw predictions just computed by
-    :func:`_raw_predictions` with ``cache``."""
+    """The gradients and hessians at ``raw``, the raw predictions of the state
+    ``cache`` just computed by :func:`apply_model`."""
     version = cache["model_version"]
     if cache.get("gradients", (None,))[0] != version:  # a new model: new gradients
         cache["gradients"] = (version, gradients(prep.loss, prep.y, raw, prep.sw))

@@ -29,10 +29,13 @@ import numpy as np
 from ..data.levels import check_levels as held_levels
 from ..data.site import SiteData
 from ..federation.operations import Refused
-from ._site_rows import bin_features, model_features, node_rows, prepared, unpack_nodes
+from ._fit_state import FitStateLost
+from ._site_rows import (bin_features, fit_state, model_features, node_rows, prepared,
+                         unpack_nodes)
 from ._sketch import check_sketch_thresholds, sketch_payload
-from ._wire import (WireError, check_context, check_model, check_nodes, check_probes,
-                    check_sampling, check_schema_request, check_score_message)
+from ._wire import (WireError, check_context, check_context_reference, check_model,
+                    check_model_message, check_nodes, check_probes, check_sampling,
+                    check_schema_request, check_score_message, is_reference)
 
 #: the most verified sketch digests a site remembers (a bounded memory of fits)
 _SKETCH_MEMORY = 1024
@@ -63,10 +66,24 @@ def _exact_quantiles(rules, why):
 
 
 def checked_context(site, context, rules, *, binned, per_level=True):
-    """The fit's context: its form, its categorical columns' levels (where the reply
-    holds numbers per level: bins, ``per_level``) and, once binned, the rule on
-    continuous thresholds (the sites' signed sketches, or exact quantiles)."""
-    wire(lambda: check_context(context, site.X.shape[1], binned=binned))
+    """The fit's context (whole, or a reference to the fit's state here): its form, its
+    categorical columns' levels (where the reply holds numbers per level: bins,
+    ``per_level``) and, once binned, the rule on continuous thresholds (the sites'
+    signed sketches, or exact quantiles); each check once per fit state."""
+    if is_reference(context):
+        wire(check_context_reference, context)
+    else:
+        wire(lambda: check_context(context, site.X.shape[1], binned=binned))
+    state = fit_state(site, context)
+    if (binned, per_level) not in state.checked:
+        _check_context_rules(site, state.context, rules, binned=binned, per_level=per_level)
+        state.checked.add((binned, per_level))
+    return state
+
+
+def _check_context_rules(site, context, rules, *, binned, per_level):
+    if binned and context["thresholds"] is None:  # a reference to a context not binned
+        wire(lambda: check_context(context, site.X.shape[1], binned=True))
     if per_level:
         check_levels(site, [int(c) for c, is_cat in zip(context["order"],
                                                         context["categorical"]) if is_cat],
@@ -116,22 +133,28 @@ def _check_sketch(context, rules):
     verified.add(digest.digest())
 
 
-def checked_model(model, context, rules):
-    """The model's form, and its trees within ``max_local_iterations``."""
-    n_trees = wire(check_model, model, context)
+def checked_model(state, model, rules):
+    """The model's form (whole, or the trees after a digest the fit's state here holds),
+    and its trees within ``max_local_iterations``."""
+    extends, n_trees = wire(check_model_message, model, state.context)
+    if extends is not None:
+        if not state.digests or state.digests[-1] != extends:
+            raise FitStateLost()
+        n_trees += state.n_trees
     if n_trees > rules.max_local_iterations:
         raise Refused("max_local_iterations", f"a model of {n_trees} trees asks for more "
                       f"than this site's {rules.max_local_iterations} iterations", public=True)
     return model
 
 
-def check_node_rows(site, context, nodes, rules):
+def check_node_rows(site, state, nodes, rules):
     """No node's sums from fewer than ``min_rows`` rows here (0 rows is no row): the
     node's own, and its sibling's, which the parent's sums minus the node's give.
     Inside a masked sum the rule does not apply: only the sum over every site leaves."""
     if rules.masked:
         return
-    binned = prepared(site, context).binned
+    context = state.context
+    binned = prepared(site, state).binned
     positive = site.weights() > 0
     floor, missing_bin = rules.min_rows, context["max_bins"]
     for _, steps, _ in unpack_nodes(nodes):
@@ -193,36 +216,33 @@ def sketch_reply(site, values, sketch, rules):
 
 
 def bin_count_rules(site, values, rules):
-    context = values["context"]
-    checked_context(site, context, rules, binned=False)
+    context = checked_context(site, values["context"], rules, binned=False).context
     features = wire(check_sampling, values["sampling"], context, site.site, site.n_samples)
     wire(check_probes, values["probes"], values["starts"], len(features))
 
 
 def residual_rules(site, values, rules):
-    context, model = values["context"], values["model"]
-    checked_context(site, context, rules, binned=True)
+    state, model = checked_context(site, values["context"], rules, binned=True), \
+        values["model"]
     if model is not None:
-        checked_model(model, context, rules)
-    n_paths = wire(lambda: check_nodes(values["paths"], context, with_loss=False))
+        checked_model(state, model, rules)
+    n_paths = wire(lambda: check_nodes(values["paths"], state.context, with_loss=False))
     wire(check_probes, values["probes"], values["starts"], n_paths)
-    check_node_rows(site, context, values["paths"], rules)
+    check_node_rows(site, state, values["paths"], rules)
 
 
 def histogram_rules(site, values, rules):
-    context = values["context"]
-    checked_context(site, context, rules, binned=True)
-    checked_model(values["model"], context, rules)
-    wire(lambda: check_nodes(values["request"], context, with_loss=True))
-    check_node_rows(site, context, values["request"], rules)
+    state = checked_context(site, values["context"], rules, binned=True)
+    checked_model(state, values["model"], rules)
+    wire(lambda: check_nodes(values["request"], state.context, with_loss=True))
+    check_node_rows(site, state, values["request"], rules)
 
 
 def loss_rules(site, values, rules):
     # a loss and a score are sums over all the rows (under the dominance rule): no
     # number per level leaves, so a level rare among these rows is no refusal
-    context = values["context"]
-    checked_context(site, context, rules, binned=True, per_level=False)
-    checked_model(values["model"], context, rules)
+    state = checked_context(site, values["context"], rules, binned=True, per_level=False)
+    checked_model(state, values["model"], rules)
 
 
 def score_rules(site, values, rules):
@@ -231,8 +251,15 @@ def score_rules(site, values, rules):
     if isinstance(message, BoostingModel):
         return
     context, model = wire(check_score_message, message)
-    checked_context(site, context, rules, binned=True, per_level=False)
-    checked_model(model, context, rules)
+    if is_reference(context) or set(model) != {"baseline", "trees"}:
+        raise Refused("message", "a scored model travels whole (its context and trees)",
+                      public=True)
+    wire(lambda: check_context(context, site.X.shape[1], binned=True))
+    _check_context_rules(site, context, rules, binned=True, per_level=False)
+    n_trees = wire(check_model, model, context)
+    if n_trees > rules.max_local_iterations:
+        raise Refused("max_local_iterations", f"a model of {n_trees} trees asks for more "
+                      f"than this site's {rules.max_local_iterations} iterations", public=True)
     values["estimator"] = BoostingModel(site.site, context, model)
 
 

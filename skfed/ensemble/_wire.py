@@ -26,6 +26,11 @@ import numpy as np
 CONTEXT_KEYS = frozenset({"order", "categorical", "categories", "names", "thresholds",
                           "sketch", "max_bins", "loss", "quantile", "classes",
                           "class_weight", "weighted"})
+#: what names a fit's context, kept at the site (:mod:`._model_chain`)
+NAMING_KEYS = ("fit", "name")
+#: a model a request carries: whole, whole again (from no digest), or the trees after one
+MODEL_FORMS = (frozenset({"baseline", "trees"}), frozenset({"extends", "baseline", "trees"}),
+               frozenset({"extends", "trees"}))
 #: keys of one site's sketch (:func:`._sketch.site_sketch`), and what a service adds
 SKETCH_KEYS = frozenset({"rows", "means", "counts"})
 SIGNED_SKETCH_KEYS = frozenset({"site", "dataset", "certificate", "signature"})
@@ -188,7 +193,11 @@ def check_context(context, n_columns, *, binned):
     WireError
         Naming the first key, dtype, shape or range that is not as declared.
     """
-    _keys(context, "the context", CONTEXT_KEYS)
+    _keys(context, "the context", CONTEXT_KEYS, NAMING_KEYS)
+    if ("fit" in context) != ("name" in context):
+        _fail("a context names its fit and its own name together, or neither")
+    if "fit" in context:
+        check_context_reference({k: context[k] for k in NAMING_KEYS})
     n = n_columns
     if not 0 < n <= MAX_COLUMNS:
         _fail(f"the site's {n} columns are outside what a boosting fit takes")
@@ -308,6 +317,55 @@ def n_trees_per_iteration(context):
     return 1 if classes is None or classes.size <= 2 else int(classes.size)
 
 
+def _hex(value, name, length):
+    if not isinstance(value, str) or len(value) != length or \
+            any(c not in "0123456789abcdef" for c in value):
+        _fail(f"{name} must be {length} lower-case hexadecimal digits")
+    return value
+
+
+def is_reference(context):
+    """Whether a request's context is a reference to one the site holds."""
+    return isinstance(context, dict) and set(context) == set(NAMING_KEYS)
+
+
+def check_context_reference(reference):
+    """Check ``{"fit": 32 hex digits, "name": 64 hex digits}``: a context by its name."""
+    _keys(reference, "the context's reference", NAMING_KEYS)
+    _hex(reference["fit"], "the fit's identifier", 32)
+    _hex(reference["name"], "the context's name", 64)
+
+
+def check_model_message(model, context):
+    """Check a model as a request carries it: ``{"baseline", "trees"}`` (whole),
+    ``{"extends": None, "baseline", "trees"}`` (whole, sent again), or
+    ``{"extends": digest, "trees"}`` (the trees after the model of that digest).
+
+    Returns
+    -------
+    extends : str or None
+        The digest the trees extend (``None``: whole).
+    n_trees : int
+        The trees the message carries.
+
+    Raises
+    ------
+    WireError
+    """
+    form = frozenset(model) if isinstance(model, dict) else None
+    if form not in MODEL_FORMS:
+        _fail("the model must be {baseline, trees}, {extends: None, baseline, trees} or "
+              "{extends: digest, trees}")
+    extends = model.get("extends")
+    if "baseline" in form:
+        if extends is not None:
+            _fail("a whole model extends no digest")
+        return None, check_model({"baseline": model["baseline"], "trees": model["trees"]},
+                                 context)
+    return _hex(extends, "the digest a model extends", 64), check_trees(model["trees"],
+                                                                          context)
+
+
 def check_model(model, context):
     """Check a model: its baseline and its packed trees (:func:`._tree.pack_trees`).
 
@@ -336,7 +394,12 @@ def check_model(model, context):
                       length=n_trees_per_iteration(context))
     if not np.all(np.isfinite(baseline)):
         _fail("the baseline must be finite")
-    trees = model["trees"]
+    return check_trees(model["trees"], context)
+
+
+def check_trees(trees, context):
+    """Check packed trees (:func:`._tree.pack_trees`; see :func:`check_model`); returns
+    their number (0 or more)."""
     _keys(trees, "the trees", TREE_ARRAYS)
     start = _offsets(_array(trees["start"], "the trees' starts", np.int32,
                             most=MAX_TREES + 1), "the trees' starts")

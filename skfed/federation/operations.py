@@ -494,3 +494,47 @@ def check_deadline():
     if current is not None and time.monotonic() > current.at:
         raise Refused("max_request_seconds", f"stopped after {current.seconds:g} s")
 
+
+
+# --- who asks, and what a site keeps for them between requests --------------------------
+#: the default caps of what one analyst's fits keep at a site between requests (a
+#: boosting fit's rows and model), in MB: per fit, and per analyst over all their fits
+DEFAULT_FIT_STATE_MB = 2048.0
+DEFAULT_ANALYST_STATE_MB = 4096.0
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who a site function works for, and the caps of the state it may keep for them.
+
+    ``analyst`` is the certificate's name at a site service (``""`` in this process or
+    on a Dask worker: one analyst); what a site keeps between requests is keyed by it,
+    so one analyst's state is never another's.
+    """
+
+    analyst: str = ""
+    fit_state_mb: float = DEFAULT_FIT_STATE_MB
+    analyst_state_mb: float = DEFAULT_ANALYST_STATE_MB
+
+
+_REQUESTER = contextvars.ContextVar("skfed_site_requester", default=Requester())
+
+
+class requester:
+    """``with requester(Requester(...)):`` — a site service's request for one analyst."""
+
+    def __init__(self, who):
+        self.who = who
+
+    def __enter__(self):
+        self._token = _REQUESTER.set(self.who)
+        return self.who
+
+    def __exit__(self, *exc):
+        _REQUESTER.reset(self._token)
+        return False
+
+
+def current_requester():
+    """The :class:`Requester` of the current site request (one local analyst outside)."""
+    return _REQUESTER.get()

@@ -71,6 +71,10 @@ RULE_TEXTS = {
                             "{max_local_iterations}",
     "max_request_seconds": "the request ran past this site's {max_request_seconds:g} s "
                            "and was stopped",
+    "fit_state": "this site holds no state of the fit the request names (restarted, "
+                 "evicted, or never sent): send the fit's context and model whole",
+    "fit_state_mb": "a fit's state here would hold more than this site's fit_state_mb = "
+                    "{fit_state_mb:g} MB",
     "min_sites": "fewer verified sites than this site requires ({min_sites})",
     "consortium": "the masked sum's sites are not this dataset's consortium, all present "
                   "(secure aggregation over other sets of sites would single sites out)",
@@ -98,7 +102,7 @@ def rule_text(rule, policy):
                                                "max_local_iterations",
                                                "max_request_seconds", "min_sites",
                                                "max_delta", "min_noise_multiplier",
-                                               "formulas")}
+                                               "formulas", "fit_state_mb")}
     values["require"] = " and ".join(r.replace("_", " ") for r in policy.require) or "none"
     return template.format(rule=rule, **values)
 

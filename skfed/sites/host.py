@@ -32,7 +32,8 @@ import traceback
 
 from ..data.site import SiteError
 from ..federation import dominance
-from ..federation.operations import COUNTS, SUMS, Refused, deadline, operations
+from ..federation.operations import (COUNTS, SUMS, Refused, Requester, deadline, operations,
+                                     requester)
 from .audit import AuditLog
 from .codec import MessageError, decode, encode
 from .fit_sessions import FitSessions
@@ -219,7 +220,7 @@ class SiteHost(FitSessions, MaskedSumOperations):
         if operation.target == "fit":
             session = self.fit_session(analyst, args, state)
             return self.run(operation, session.objective, args, state,
-                            dataset=session.dataset)
+                            dataset=session.dataset, analyst=analyst)
         conf, site = self.request_rows(operation, analyst, args["dataset"], state)
         return self.run(operation, site, args, state, dataset=conf.name, conf=conf,
                         analyst=analyst)
@@ -257,6 +258,15 @@ class SiteHost(FitSessions, MaskedSumOperations):
             check_flag(operation, self.policy)
         values = dict(zip([a.name for a in operation.arguments],
                           operation.call_arguments(args, self.policy)))
+        # what a function keeps between requests (a boosting fit's state) is this analyst's
+        who = Requester(analyst or "", fit_state_mb=self.policy.fit_state_mb,
+                        analyst_state_mb=self.policy.analyst_state_mb)
+        with requester(who):
+            return self._checked_call(operation, target, values, rules, release, state,
+                                      masked=masked, dataset=dataset, analyst=analyst)
+
+    def _checked_call(self, operation, target, values, rules, release, state, *, masked,
+                      dataset, analyst):
         for check in operation.checks:
             check(target, values, rules)
         state.record["columns"] = _columns_read(operation, target, values,

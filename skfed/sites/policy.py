@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..deploy.certificates import check_site_name
-from ..federation.operations import Refused, dataset_key_checks, default_operations, operations
+from ..federation.operations import (DEFAULT_ANALYST_STATE_MB, DEFAULT_FIT_STATE_MB, Refused,
+                                     dataset_key_checks, default_operations, operations)
 
 __all__ = ["Refused", "Policy", "SiteConfig", "DatasetConfig", "PolicyError", "check_config",
            "load_config", "parse_policy", "served_by_default"]
@@ -64,7 +65,7 @@ POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_l
                "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
                "min_noise_multiplier", "allow_exact_quantiles", "allow_event_times",
                "max_local_iterations", "max_request_seconds", "dominance", "consortium",
-               "finer_sums", "formulas")
+               "finer_sums", "formulas", "fit_state_mb", "analyst_state_mb")
 #: every table of a site's configuration and the keys it takes ([datasets] and [access]:
 #: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
 TABLES = {"site": ("name", "listen"), "tls": ("ca", "cert", "key"),
@@ -201,6 +202,14 @@ class Policy:
         covariates. Without it, only event times or grid intervals holding at
         least ``min_level_count`` events (and rows leaving the risk set) are
         used.
+    fit_state_mb : float
+        The most memory (MB) one fit's state may hold at the site between requests (a
+        boosting fit's binned rows, raw predictions and trees); a fit past it is
+        refused (rule ``fit_state_mb``).
+    analyst_state_mb : float
+        The most memory (MB) the states of one analyst's fits may hold together;
+        past it the oldest state is evicted first (the analyst's next request on it
+        resends its model once).
     access : dict
         ``[access.<analyst>]`` tables: the datasets and operations one
         analyst may use (narrowing ``operations``; an analyst with no table
@@ -229,6 +238,8 @@ class Policy:
     consortium: tuple = None
     finer_sums: tuple = DEFAULT_FINER_SUMS
     formulas: str = "closed"
+    fit_state_mb: float = DEFAULT_FIT_STATE_MB
+    analyst_state_mb: float = DEFAULT_ANALYST_STATE_MB
     #: per analyst: {"datasets": (...), "operations": (...)} narrowing the rest
     access: dict = field(default_factory=dict)
 
@@ -321,7 +332,8 @@ _NUMBERS = {"min_rows": (True, 1), "min_level_count": (True, 1),
             "max_parameters_per_row": (False, 0), "min_sites": (True, 1),
             "epsilon_budget": (False, 0), "max_delta": (False, 0),
             "min_noise_multiplier": (False, 0), "max_local_iterations": (True, 1),
-            "max_request_seconds": (False, 1), "dominance": (False, 0.5)}
+            "max_request_seconds": (False, 1), "dominance": (False, 0.5),
+            "fit_state_mb": (False, 1), "analyst_state_mb": (False, 1)}
 
 
 def _policy_names(raw, problems):
