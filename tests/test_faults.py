@@ -159,6 +159,11 @@ class _KillingDaskExecutor:
                     _kill(self._client, worker_name)
                 return super().run_round(solver, rnd, jobs, retry=retry)
 
+            def run_round_monitored(self, solver, rnd, jobs, theta, *, retry=False):
+                if rnd == kill_round:  # a round carrying the monitor (stateless solvers)
+                    _kill(self._client, worker_name)
+                return super().run_round_monitored(solver, rnd, jobs, theta, retry=retry)
+
         return Killing(**kwargs)
 
 

@@ -11,14 +11,22 @@ What travels, per fit and per round::
     open         each client's data, once, scattered to its worker (pinned)
     each round   one task per worker over its resident clients: the solver's
                  messages go in, only the replies come back; the clients'
-                 solver states stay in a store on the worker
+                 solver states stay in a store on the worker; the solver is
+                 named by its digest (sent again only when it changes); a
+                 stateless fit's round also carries the monitor of the model
+                 it starts from (one task per worker and round, not two)
     close        the states come back once (for warm_start); the store and
                  the data are released
 """
 
 import functools
+import hashlib
 import numbers
+import pickle
 import uuid
+from concurrent.futures import CancelledError
+
+import numpy as np
 
 from .._messages import show
 from ..exceptions import ClientFailure, ClientFailureError
@@ -59,12 +67,25 @@ class _Jobs:
     Dask searches task arguments that are lists, tuples or dicts for futures,
     item by item; with hundreds of clients per worker that search cost ~10 ms
     per task. The jobs hold no futures (the data shards are passed apart).
+    ``monitor``: the model at which a round's task also runs each client's
+    monitor (``None``: the round alone).
     """
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "monitor")
 
-    def __init__(self, items):
-        self.items = items
+    def __init__(self, items, monitor=None):
+        self.items, self.monitor = items, monitor
+
+
+class _Fused:
+    """A client's reply to a round that carried the monitor: the step's reply and
+    ``client_monitor``'s at the round's model (``None`` if the monitor raised: the
+    round loop then runs it as a pass of its own, which reports the error)."""
+
+    __slots__ = ("reply", "monitored")
+
+    def __init__(self, reply, monitored):
+        self.reply, self.monitored = reply, monitored
 
 
 # --- worker side (module level: pickled by reference) -------------------------------
@@ -96,10 +117,17 @@ def _merge(shards):
 
 
 def _worker_round(token, solver, shards, jobs):
-    """Run a round for this worker's clients; states are updated in place on success."""
+    """Run a round for this worker's clients; states are updated in place on success.
+
+    With ``jobs.monitor``, each client's monitor at that model runs first in the
+    same task (it reads the client's rows only) and its reply is a ``_Fused``.
+    """
     store, data = _store(token), _merge(shards)
+    if jobs.monitor is not None:
+        _register_sizeof()  # in this worker's process too: Dask measures what it holds
     out = {}
     for j, message, seed in jobs.items:
+        monitored = None if jobs.monitor is None else _monitor(data[j], jobs.monitor)
         if j not in store:  # the data moved here without its state
             out[j] = ClientFailure(error="its solver state is not on this worker",
                                    state_lost=True)
@@ -107,9 +135,22 @@ def _worker_round(token, solver, shards, jobs):
         result = client_round(data[j], solver, store[j], message, seed)
         if isinstance(result, ClientFailure):
             out[j] = result  # state untouched: as if the client had not taken part
-        else:
-            out[j], store[j] = result
+            continue
+        out[j], store[j] = result
+        if jobs.monitor is not None:
+            out[j] = _Fused(out[j], monitored)
     return out
+
+
+def _monitor(client, theta):
+    """``client_monitor`` at ``theta``, or ``None`` if it raised (the separate pass the
+    round loop then runs reports the error, as it would have without the fusion)."""
+    from ..federation.rounds import client_monitor
+
+    try:
+        return client_monitor(client, theta)
+    except Exception:  # noqa: BLE001 - reported by the monitor's own pass
+        return None
 
 
 def _worker_map(fn, shards, jobs):
@@ -132,6 +173,10 @@ def _register_sizeof():
     @sizeof.register(ClientObjective)
     def _sizeof_client(client):
         return sum(sizeof(v) for v in vars(client).values())
+
+    @sizeof.register(_Fused)
+    def _sizeof_fused(fused):  # a round's result held by its worker: its arrays
+        return sizeof(fused.reply) + sizeof(fused.monitored)
 
     return sizeof
 
@@ -181,9 +226,24 @@ class DaskExecutor(Executor):
     client, its worker and the round. Stateless solvers (FedAvg, FedProx,
     FedDualAvg, FedMID) just re-place the data on a surviving worker.
 
+    Rounds. A round is one task per worker over the clients it holds, on their
+    resident data and states. The solver is scattered to every worker once and
+    then named by its key; it is sent again only if its digest changes. When
+    the clients hold no solver state (FedAvg, FedProx, FedDualAvg, FedMID), the
+    round loop's monitoring pass of a model rides the next round's tasks
+    (:meth:`run_round_monitored`): one dispatch per round instead of two. A
+    stateful fit keeps the pass of its own: a fit that stops on a fused monitor
+    discards that round's step, which must then have changed no client state.
+
     Accounting. ``history_`` counts in ``bytes_up`` / ``bytes_down`` only the
     solver's messages, as with every executor; the one-time data and state
     placement is ``history_.placement_bytes`` (Dask's ``sizeof``).
+
+    Attributes
+    ----------
+    solver_scatters_ : int
+        How many times the solver was sent to the workers during the current fit
+        (once, unless the server changed it between rounds).
     """
 
     def __init__(self, address=None, *, security=None, placement=None, timeout=600.0,
@@ -223,6 +283,7 @@ class DaskExecutor(Executor):
         self._sizeof = _register_sizeof()
         self._token = uuid.uuid4().hex
         self._data, self._where, self._solver, self._stateless = {}, {}, (None, None), True
+        self.solver_scatters_ = 0
         self._owns_client = self.address is not None and getattr(self, "_bound", None) is None
         if getattr(self, "_bound", None) is not None:
             self._client = self._bound
@@ -357,12 +418,12 @@ class DaskExecutor(Executor):
         return None
 
     # -- rounds --------------------------------------------------------------
-    def _dispatch(self, func, head, jobs, label):
+    def _dispatch(self, func, head, jobs, label, monitor=None):
         """Run ``func(*head, shards, part)`` on each worker over its part of ``jobs``.
 
-        ``jobs`` are tuples starting with the client index. Returns
-        ``{j: result or ClientFailure}``; the clients of a worker that died
-        under the task get a failure with ``worker_lost`` set.
+        ``jobs`` are tuples starting with the client index (``part`` wraps them, with
+        ``monitor``). Returns ``{j: result or ClientFailure}``; the clients of a
+        worker that died under the task get a failure with ``worker_lost`` set.
         """
         by_worker = {}
         for job in jobs:
@@ -372,7 +433,8 @@ class DaskExecutor(Executor):
         for worker, part in by_worker.items():
             data = list({self._data[job[0]].key: self._data[job[0]] for job in part}.values())
             futures[worker] = self._client.submit(
-                func, *head, data, _Jobs(part), workers=[worker], allow_other_workers=False,
+                func, *head, data, _Jobs(part, monitor), workers=[worker],
+                allow_other_workers=False,
                 pure=False, key=self._key(label, self._n_dispatch))
         if self.timeout is not None:
             self._wait(futures, label, by_worker)
@@ -414,6 +476,8 @@ class DaskExecutor(Executor):
         try:
             with self._client.as_current():  # not the process's default client
                 wait(list(futures.values()), timeout=self.timeout)
+        except CancelledError:  # every future is done, some cancelled: a worker died under
+            pass  # them (the data it held is forgotten); _dispatch reports those clients
         except TimeoutError:
             late = [w for w, f in futures.items() if f.status == "pending"]
             self._client.cancel(list(futures.values()))
@@ -438,13 +502,31 @@ class DaskExecutor(Executor):
                     failures[j] = failure
         return failures
 
+    @property
+    def fuses_monitor(self):
+        """Whether a round's tasks may carry the monitor of the model it starts from
+        (:meth:`run_round_monitored`): when the clients hold no solver state. A fit
+        that stops on that monitor discards the round's step, which then changed
+        nothing a later fit (``warm_start``) would read."""
+        return getattr(self, "_stateless", False)
+
     def run_round(self, solver, rnd, jobs, *, retry=False):
-        if self._solver[0] is not solver:  # ship the solver once per fit, not per round
-            self._solver = (solver, self._client.scatter(solver, broadcast=True, hash=False))
+        replies, failures, _ = self._round(solver, rnd, jobs, retry, None)
+        return replies, failures
+
+    def run_round_monitored(self, solver, rnd, jobs, theta, *, retry=False):
+        """:meth:`run_round` whose tasks also run each client's ``client_monitor`` at
+        ``theta`` (one task per worker and round instead of two). Returns ``(replies,
+        failures, monitored)``, ``monitored[j]`` client ``j``'s monitor reply (the
+        clients whose step and monitor ran)."""
+        return self._round(solver, rnd, jobs, retry, np.asarray(theta, dtype=float))
+
+    def _round(self, solver, rnd, jobs, retry, monitor):
+        head = (self._token, self._solver_future(solver))
         failures = self._replace_lost([j for j, _, _ in jobs])
         runnable = [job for job in jobs if job[0] not in failures]
-        head = (self._token, self._solver[1])
-        results = self._dispatch(_worker_round, head, runnable, f"round {rnd}")
+        label = f"round {rnd}"
+        results = self._dispatch(_worker_round, head, runnable, label, monitor)
         if retry:
             again = [job for job in runnable if isinstance(results[job[0]], ClientFailure)
                      and not (results[job[0]].state_lost or results[job[0]].diverged)]
@@ -459,11 +541,34 @@ class DaskExecutor(Executor):
                     results.pop(j)
             retried = [job for job in again if job[0] in results]
             if retried:
-                results.update(self._dispatch(_worker_round, head, retried, f"round {rnd}"))
-        replies = {}
+                results.update(self._dispatch(_worker_round, head, retried, label, monitor))
+        replies, monitored = {}, {}
         for j, value in results.items():
+            if isinstance(value, _Fused):
+                value, carried = value.reply, value.monitored
+                if carried is not None:
+                    monitored[j] = carried
             (failures if isinstance(value, ClientFailure) else replies)[j] = value
-        return replies, failures
+        return replies, failures, monitored
+
+    def _solver_future(self, solver):
+        """The solver, scattered to every worker when its digest changes (its first
+        round, or a server-side change of its attributes); else the future of the
+        copy already there: only its key travels with a round's tasks."""
+        try:
+            blob = pickle.dumps(solver, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - a solver of the user's (a lambda): Dask's pickler
+            import cloudpickle
+
+            blob = cloudpickle.dumps(solver)
+        digest = hashlib.sha256(blob).hexdigest()
+        if self._solver[0] != digest:  # the old copy is released with its future
+            # a new key each time: a solver changed back must not meet its released copy
+            key = f"skfed-solver-{self._token[:8]}-{self.solver_scatters_}-{digest[:16]}"
+            future = self._client.scatter({key: solver}, broadcast=True, hash=False)[key]
+            self._solver = (digest, future)
+            self.solver_scatters_ += 1
+        return self._solver[1]
 
     def map(self, fn, tasks):
         jobs = [(j, args) for j, args in tasks]
@@ -474,9 +579,8 @@ class DaskExecutor(Executor):
         lost = [j for j, v in results.items() if isinstance(v, ClientFailure) and v.worker_lost]
         if lost:  # a worker died under this call: re-place and run those again once
             failures.update(self._replace_lost(lost, dead={results[j].worker for j in lost}))
-            results.update(self._dispatch(_worker_map, (fn,),
-                                          [t for t in jobs if t[0] in lost and t[0] not in failures],
-                                          label))
+            again = [t for t in jobs if t[0] in lost and t[0] not in failures]
+            results.update(self._dispatch(_worker_map, (fn,), again, label))
         failures.update({j: v for j, v in results.items() if isinstance(v, ClientFailure)})
         if failures:
             j = min(failures)
