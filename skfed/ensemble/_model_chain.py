@@ -81,6 +81,8 @@ def tree_digests(parent, packed):
     """The chain's digests after each tree of ``packed`` (packed trees,
     :func:`._tree.pack_trees`), starting from the digest ``parent``."""
     start = np.asarray(packed["start"])
+    if start.size < 2:  # no tree (a request within an iteration)
+        return []
     categorical = (np.asarray(packed["flags"]) & _CATEGORICAL) != 0
     bitset_at = np.concatenate([[0], np.cumsum(categorical)])
     out = []
