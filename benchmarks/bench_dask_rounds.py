@@ -33,9 +33,32 @@ Run: python benchmarks/bench_dask_rounds.py [--sites 4 16 64] [--rows 100]
      [--features 20] [--rounds 20] [--repeat 5] [--threads 1]
      [--processes True] [--workers 2 | --workers sites]
 
-Measured: see ``docs/executors.md`` (issue 37, item 5). Before the change (the
-committed executor of 5b93b09, one run of this script's first version), a round
-was two dispatches, the clients' steps and then the monitoring pass.
+Measured on 28 November 2026 on the shared 2-core machine (issue 37, item 5),
+100 rows x 20 features per site, 20 rounds, one BLAS thread; ms per round,
+medians of 5 passes (``python benchmarks/bench_dask_rounds.py``, load average
+3.9-5.8 while it ran), every fit the in-process one bit for bit:
+
+=====  ==========  ===========  =====  ==============  ===========
+sites  Dask round  no-op round  ratio  no-op dispatch  in process
+=====  ==========  ===========  =====  ==============  ===========
+4      13.8        21.2         0.65x  13.1            0.4
+16     13.3        37.1         0.36x  12.1            1.2
+64     18.3        95.1         0.19x  14.9            4.4
+=====  ==========  ===========  =====  ==============  ===========
+
+A round is now 1.10 dispatches (20 rounds, plus the first model's and the last
+model's monitoring passes), each about one no-op dispatch (1.05-1.23x), and the
+solver is sent once per fit. Before (the executor of 963c80d, medians of 3,
+load average 9-10): 31.2 ms a round at 16 sites against a 49.4 ms no-op round
+(0.63x), 2.05 dispatches a round (the steps, then the monitoring pass). With one
+in-process worker per site (``--workers sites --processes False --sites 16``,
+medians of 3), the setting closest to the issue's 175 ms: 65.7 ms before
+(1.87x a 35.1 ms no-op round), 42.9 ms after (1.32x a 32.5 ms no-op round).
+The no-op round of one task per site is the issue's floor; the executor runs a
+worker's sites in one task, so with two workers its round beats that floor, and
+its own floor is the no-op dispatch beside it. Fits whose clients keep solver
+state (FedDyn, DualFL, SCAFFOLD...) still make two dispatches a round: their
+monitor keeps its own pass (``DaskExecutor.fuses_monitor``).
 """
 
 import argparse
@@ -198,27 +221,37 @@ def measure_sites(args, n_sites, shared):
             made.close()
 
 
-def report(args, rows):
-    where = ("one worker per site" if args.workers == "sites" else
-             f"{args.workers} worker{'s' if args.workers != 1 else ''}")
+def _where(args):
+    return ("one worker per site" if args.workers == "sites" else
+            f"{args.workers} worker{'s' if args.workers != 1 else ''}")
+
+
+def print_header(args):
     kind = "processes" if args.processes else "threads in this process"
     print(f"\nFedLasso FedAvg, {args.rows} rows x {args.features} features per site, "
-          f"{args.rounds} rounds; {where} ({kind}), one thread each; medians of "
+          f"{args.rounds} rounds; {_where(args)} ({kind}), one thread each; medians of "
           f"{args.repeat} interleaved passes (min-max)")
     print(f"issue 37: today {TODAY}; goal: a round at most {GOAL:g}x a no-op Dask round "
           "of the same fan-out (one trivial task per site, gathered)")
     print("| sites | Dask round (ms) | no-op round (ms) | ratio | no-op dispatch (ms) "
           "| round / dispatch | in process (ms) | x in process | dispatches per round "
           "| solver sent | bit for bit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for n_sites, (m, s, identical, dispatches, scatters) in rows:
-        cell = {k: f"{m[k]:.1f} ({s[k][0]:.1f}-{s[k][1]:.1f})" for k in m}
-        print(f"| {n_sites} | {cell['dask']} | {cell['noop']} | {m['dask'] / m['noop']:.2f}x | "
-              f"{cell['dispatch']} | {m['dask'] / m['dispatch']:.2f}x | {cell['local']} | "
-              f"{m['dask'] / m['local']:.0f}x | {dispatches / args.rounds:.2f} | {scatters} | "
-              f"{'yes' if identical else 'NO'} |")
-    goals = [Goal(f"Dask round, {n} sites, {where}", TODAY if n == 16 else "-", m["dask"],
-                  m["noop"], "no-op round", GOAL, unit="ms", holds=identical,
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+
+
+def print_row(args, n_sites, result):
+    """One number of sites' row, printed as soon as it is measured."""
+    m, s, identical, dispatches, scatters = result
+    cell = {k: f"{m[k]:.1f} ({s[k][0]:.1f}-{s[k][1]:.1f})" for k in m}
+    print(f"| {n_sites} | {cell['dask']} | {cell['noop']} | {m['dask'] / m['noop']:.2f}x | "
+          f"{cell['dispatch']} | {m['dask'] / m['dispatch']:.2f}x | {cell['local']} | "
+          f"{m['dask'] / m['local']:.0f}x | {dispatches / args.rounds:.2f} | {scatters} | "
+          f"{'yes' if identical else 'NO'} |", flush=True)
+
+
+def print_goal_rows(args, rows):
+    goals = [Goal(f"Dask round, {n} sites, {_where(args)}", TODAY if n == 16 else "-",
+                  m["dask"], m["noop"], "no-op round", GOAL, unit="ms", holds=identical,
                   condition="the in-process fit bit for bit")
              for n, (m, _, identical, _, _) in rows]
     print_goals(goals, args.repeat, args.threads)
@@ -239,12 +272,16 @@ def main():
     warnings.simplefilter("ignore", UserWarning)  # Dask's port chatter
     shared = (None if args.workers == "sites"
               else cluster(args.workers, args.processes, args.threads))
+    print_header(args)
+    rows = []
     try:
-        rows = [(n, measure_sites(args, n, shared)) for n in args.sites]
+        for n_sites in args.sites:
+            rows.append((n_sites, measure_sites(args, n_sites, shared)))
+            print_row(args, *rows[-1])
     finally:
         if shared is not None:
             shared.close()
-    report(args, rows)
+    print_goal_rows(args, rows)
 
 
 if __name__ == "__main__":
