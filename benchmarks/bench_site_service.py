@@ -26,7 +26,11 @@ figures before (one run each on the 2-core machine, 16 sites, 20 rounds): 35 ms 
 round through services (in process 1.1 ms, site hosts without gRPC 10.7 ms),
 transport bytes 2.9x the algorithm's and monitor's, 336 ``fit.curvature``
 requests; goals: at most 10 ms a round at 16 sites, at most 1.5x the bytes. The
-tables print each figure beside today's and the goal.
+tables print each figure beside today's and the goal. After item 4 (16 sites, 20
+rounds, the shared machine): 23.3 ms a round with the monitor fused against 35.9 ms
+with separate monitoring passes (medians of five fits each, interleaved through the
+same services); transport 1.9x the algorithm's and monitor's bytes (1.4x for the
+rounds alone); 16 ``fit.curvature`` requests.
 
 Reported, as ratios, against the goals of issue 27 (item 6):
 
