@@ -159,14 +159,14 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _site_processes(root, frames, policy):
-    """Three ``skfed site serve`` processes on fixed ports (so that one can restart)."""
+def _site_configs(root, frames, policy):
+    """Three sites' configurations on fixed ports (so that a site can restart on its own)."""
     from skfed.deploy import make_certificates
 
-    from ._sites import SITES, site_config, start_site
+    from ._sites import SITES, site_config
 
     certs = make_certificates(root / "certs", list(SITES), analysts=["analyst-b"])
-    configs, processes, addresses = {}, {}, {}
+    configs, addresses = {}, {}
     for name, frame in zip(SITES, frames):
         folder = root / name
         folder.mkdir()
@@ -175,9 +175,8 @@ def _site_processes(root, frames, policy):
         configs[name] = site_config(folder, name, certs=certs,
                                     datasets={"rows": ("rows.csv", None)}, policy=policy,
                                     listen=f"127.0.0.1:{port}")
-        processes[name], _ = start_site(configs[name])
         addresses[name] = f"127.0.0.1:{port}"
-    return certs, configs, processes, addresses
+    return certs, configs, addresses
 
 
 def test_a_site_restarted_mid_fit_gives_the_same_trees(tmp_path, monkeypatch):
@@ -191,12 +190,14 @@ def test_a_site_restarted_mid_fit_gives_the_same_trees(tmp_path, monkeypatch):
     from ._sites import SITES, start_site, stop_sites
     from .test_boosting_sites import OPEN, PARAMS as SITE_PARAMS, _as_read, _frames
 
-    certs, configs, processes, addresses = _site_processes(tmp_path, _frames(), OPEN)
-    params, restarted = dict(SITE_PARAMS, max_iter=6), []
+    certs, configs, addresses = _site_configs(tmp_path, _frames(), OPEN)
+    params, restarted, processes = dict(SITE_PARAMS, max_iter=6), [], {}
     pooled, labels = _as_read(tmp_path)
     here = FedHistGradientBoostingRegressor(**params).fit(
         pooled.drop(columns=["y", "label"]), pooled["y"], clients=labels)
     try:
+        for name, config in configs.items():
+            processes[name], _ = start_site(config)
         remote = FederatedDataset.from_sites(addresses, dataset="rows", target="y",
                                              drop=["label"], ca_file=certs.ca.cert,
                                              cert_file=certs.client.cert,
@@ -214,6 +215,7 @@ def test_a_site_restarted_mid_fit_gives_the_same_trees(tmp_path, monkeypatch):
         through = FedHistGradientBoostingRegressor(**params).fit(remote)
         remote.close()
     finally:
+        monkeypatch.undo()  # no restart after the processes are stopped
         stop_sites(list(processes.values()))
     assert_bitwise_same(through, here)
     assert restarted == [14]
