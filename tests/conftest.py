@@ -29,6 +29,16 @@ def fit_quietly(est, *args, **kwargs):
         return est.fit(*args, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def dask_client():
+    """An in-process Dask cluster of two one-thread workers, for one test module."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
 @pytest.fixture(scope="session")
 def diabetes():
     return load_diabetes(return_X_y=True)

@@ -29,14 +29,6 @@ from .conftest import fit_quietly  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def dask_client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def cancer():
     X, y = load_breast_cancer(return_X_y=True)
     X = StandardScaler().fit_transform(X)[:240]

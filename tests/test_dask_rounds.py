@@ -30,14 +30,6 @@ from skfed.solvers import FedAvg  # noqa: E402
 from .conftest import fit_quietly  # noqa: E402
 
 @pytest.fixture(scope="module")
-def dask_client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def sites():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(180, 12))

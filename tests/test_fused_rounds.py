@@ -229,17 +229,26 @@ def test_a_fused_monitor_cannot_escape_the_dominance_rule(site):
     assert "dw" in _step(conn, session)
 
 
-def test_a_fused_monitor_needs_the_operation_served(site):
-    served = [op for op in default_operations() if op != "fit.monitor"]
-    conn, _ = site("min_rows = 10\noperations = [" + ", ".join(f'"{op}"' for op in served)
-                   + "]")
+_NOT_SERVED = "min_rows = 10\noperations = [" + ", ".join(
+    f'"{op}"' for op in default_operations() if op != "fit.monitor") + "]"
+
+
+@pytest.mark.parametrize("policy, rule", [
+    (_NOT_SERVED, "operations"),
+    ('require = ["secure_aggregation"]\nconsortium = ["hospital-a", "b"]', "require")])
+def test_a_fused_monitor_is_refused_where_a_separate_one_is(site, policy, rule):
+    """The monitor not served, or protection required: the fused monitor is refused by
+    the rule that refuses the separate request (and a step alone is still answered
+    where steps are served in the clear)."""
+    conn, _ = site(policy)
     session = _open(conn)
     with pytest.raises(SiteRefusal) as separate:
         conn.call("fit.monitor", session=session, theta=np.zeros(4))
     with pytest.raises(SiteRefusal) as fused:
         _step(conn, session, monitor={"theta": np.zeros(4)})
-    assert separate.value.rule == fused.value.rule == "operations"
-    assert "dw" in _step(conn, session)
+    assert separate.value.rule == fused.value.rule == rule
+    if rule == "operations":
+        assert "dw" in _step(conn, session)
 
 
 @pytest.mark.parametrize("monitor", [{"theta": np.zeros(7)}, {"theta": np.zeros(4), "x": 1},
@@ -259,13 +268,3 @@ def test_a_protected_step_carries_no_monitor_in_the_clear(site):
     with pytest.raises(SiteRefusal, match="no monitor in the clear") as fused:
         _step(conn, session, solver=masked, monitor={"theta": np.zeros(4)})
     assert fused.value.rule == "message"
-
-
-def test_where_protection_is_required_a_fused_monitor_is_refused(site):
-    conn, _ = site('require = ["secure_aggregation"]\nconsortium = ["hospital-a", "b"]')
-    session = _open(conn)
-    with pytest.raises(SiteRefusal) as separate:
-        conn.call("fit.monitor", session=session, theta=np.zeros(4))
-    with pytest.raises(SiteRefusal) as fused:
-        _step(conn, session, monitor={"theta": np.zeros(4)})
-    assert separate.value.rule == fused.value.rule == "require"

@@ -47,18 +47,11 @@ def test_one_block_of_products_gives_the_constants_of_one_request_per_product(
 
 @pytest.mark.parametrize("n_features", [6, 80])  # dense path and Lanczos path
 def test_pooled_constant_is_the_pooled_hessians_top_eigenvalue(n_features):
+    session, problem = _session(n_features)
+    objs = session.executor.clients
     X, y, clients, _ = make_federated_lasso("III", n_features=n_features, n_clients=6,
                                             n_samples_per_client=20, n_informative=3,
                                             random_state=0)
-    lay = Layout(1, n_features)
-    objs = [ClientObjective(Quadratic(), X[clients == c], y[clients == c, None],
-                            np.ones(20), lay) for c in range(6)]
-    ex = SequentialExecutor()
-    ex.open(objs)
-    problem = FederatedProblem(layout=lay, datafit=Quadratic(), penalty=None,
-                               weights=np.full(6, 1 / 6), n_samples=np.full(6, 20),
-                               lipschitz=[o.lipschitz() for o in objs])
-    session = FederationSession(executor=ex)
     constants = pooled_smoothness(session, problem)
     n_bytes, n_rounds = session.ledger.bytes("setup"), session.ledger.rounds("setup")
     top = np.linalg.eigvalsh(X.T @ X / len(y))[-1]
