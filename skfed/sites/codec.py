@@ -407,7 +407,8 @@ class _Reader:
 
 
 _TAGS = (("$a", _Reader.array), ("$sp", _Reader.sparse_array), ("$b", _Reader.raw_bytes),
-         ("$f", _Reader.special_float), ("$s", _Reader.scalar), ("$dtype", _Reader.dtype), ("$oa", _Reader.object_array),
+         ("$f", _Reader.special_float), ("$s", _Reader.scalar), ("$dtype", _Reader.dtype),
+         ("$oa", _Reader.object_array),
          ("$fn", _Reader.function), ("$t", _Reader.tuple_node), ("$set", _Reader.set_node),
          ("$m", _Reader.mapping), ("$csr", _Reader.sparse), ("$o", _Reader.allowed_object))
 
