@@ -24,7 +24,7 @@ from skfed import (FedElasticNet, FederatedDataset, FedGammaRegressor,  # noqa: 
                    FedLowRank, FedPoissonRegressor, FedRidge, FedTweedieRegressor)
 from skfed.deploy import certificate_identity, make_certificates  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
-from skfed.sites import SiteRefusal, SiteServiceError, SiteUnavailable  # noqa: E402
+from skfed.sites import SiteRefusal, SiteUnavailable  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 from skfed.sites.codec import MessageError, decode, encode  # noqa: E402
 from skfed.sites.policy import load_config  # noqa: E402
