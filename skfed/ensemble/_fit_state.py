@@ -136,14 +136,14 @@ class _Store:
                                           "(fewer rows, features or trees per site)",
                           public=True)
         with self.lock:
-            mine = [k for k in self.states if k[0] == who.analyst]
-            total = sum(self.states[k].nbytes for k in mine)
-            for key in mine:  # oldest first
-                if key == state.key or (total <= who.analyst_state_mb * _MB
-                                        and len(mine) <= MAX_STATES_PER_ANALYST):
-                    continue
-                total -= self.states.pop(key).nbytes
-                mine = [k for k in mine if k != key]
+            mine = [k for k in self.states if k[0] == who.analyst]  # oldest first
+            total, count = sum(self.states[k].nbytes for k in mine), len(mine)
+            for key in mine:
+                if total <= who.analyst_state_mb * _MB and count <= MAX_STATES_PER_ANALYST:
+                    break
+                if key != state.key:  # the state in use stays
+                    total -= self.states.pop(key).nbytes
+                    count -= 1
 
 
 STORE = _Store()
