@@ -71,6 +71,7 @@ class BoostingRun:
     def __init__(self, estimator, dataset):
         self.est, self.dataset = estimator, dataset
         self.classifier = hasattr(estimator, "class_weight")
+        self.val_context = None  # built once: the sites keep it by its name
 
     def fit(self):
         est = self.est
@@ -382,7 +383,7 @@ class BoostingRun:
         if self.val is None:
             self.train_losses.append(self._loss_of(model))
             return self._should_stop([-v for v in self.train_losses])
-        if getattr(self, "val_context", None) is None:  # one object: the sites keep it
+        if self.val_context is None:
             self.val_context = dict(self.context, class_weight=None,
                                     weighted=any(d["has_weights"] for d in self.val.metadata))
         est.validation_score_.append(-self._loss_of(model, self.val_wire, self.val_context))

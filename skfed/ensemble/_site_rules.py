@@ -141,10 +141,15 @@ def checked_model(state, model, rules):
         if not state.digests or state.digests[-1] != extends:
             raise FitStateLost()
         n_trees += state.n_trees
+    _check_trees_allowed(n_trees, rules)
+    return model
+
+
+def _check_trees_allowed(n_trees, rules):
+    """A model's trees within the site's ``max_local_iterations``."""
     if n_trees > rules.max_local_iterations:
         raise Refused("max_local_iterations", f"a model of {n_trees} trees asks for more "
                       f"than this site's {rules.max_local_iterations} iterations", public=True)
-    return model
 
 
 def check_node_rows(site, state, nodes, rules):
@@ -256,10 +261,7 @@ def score_rules(site, values, rules):
                       public=True)
     wire(lambda: check_context(context, site.X.shape[1], binned=True))
     _check_context_rules(site, context, rules, binned=True, per_level=False)
-    n_trees = wire(check_model, model, context)
-    if n_trees > rules.max_local_iterations:
-        raise Refused("max_local_iterations", f"a model of {n_trees} trees asks for more "
-                      f"than this site's {rules.max_local_iterations} iterations", public=True)
+    _check_trees_allowed(wire(check_model, model, context), rules)
     values["estimator"] = BoostingModel(site.site, context, model)
 
 
