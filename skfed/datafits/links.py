@@ -11,7 +11,7 @@ import numpy as np
 from scipy.special import expit
 
 #: the links skfed fits, by name (statsmodels' and R's names)
-LINKS = ("identity", "log", "logit")
+LINKS = ("identity", "log", "logit", "inverse_power")
 
 
 def _check(link):
@@ -27,6 +27,8 @@ def inverse_link(link, eta):
         return np.exp(eta)
     if link == "logit":
         return expit(eta)  # no overflow for large |eta|
+    if link == "inverse_power":  # the Gamma family's canonical link, 1 / mu
+        return 1.0 / eta
     return eta
 
 
@@ -37,6 +39,8 @@ def mean_derivative(link, mu):
         return mu
     if link == "logit":
         return mu * (1.0 - mu)
+    if link == "inverse_power":
+        return -mu * mu
     return np.ones_like(mu)
 
 
