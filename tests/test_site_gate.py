@@ -38,7 +38,8 @@ DATASET = {"name": "visits", "target": "target", "drop": [], "sample_weight": No
 NOT_SUMS = {"fit.open", "fit.close", "data.check", "data.check_target", "preprocess.schema",
             "dataset.describe", "data.summary", "data.inspect", "survival.strata_levels",
             "survival.event_times", "stats.crosstab", "stats.survival_grid",
-            "stats.survival_counts", "stats.life_table", "fit.step",
+            "stats.survival_counts", "stats.life_table", "fit.step", "stats.competing_grid",
+            "stats.competing_counts",
             "formula.levels", "stats.levels", "mixed.glmm_groups", "boosting.schema",
             "sums.open", "sums.key_list", "sums.masked", "sums.close", "fit.client_summary",
             "preprocess.summary", "evaluate.concordance"}
