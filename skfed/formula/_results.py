@@ -385,22 +385,29 @@ class CoxResults(FormulaResults):
         return pd.Series(X @ np.asarray(self.estimator.coef_), index=index)
 
     # -- what FedCoxPH has, on the formula's variables -------------------------
-    def proportional_hazard_test(self, time_transform="rank"):
+    def proportional_hazard_test(self, time_transform=None, *, method="lifelines", terms=True):
         """The proportional-hazards test on the fit's own rows
         (:func:`skfed.survival.proportional_hazard_test`).
 
         Parameters
         ----------
-        time_transform : {"rank", "km", "identity", "log", "all"} or list, default="rank"
+        time_transform : {"rank", "km", "identity", "log", "all"} or list, default=None
+            ``None``: the method's default (lifelines' ``"rank"``, R's ``"km"``).
+        method : {"lifelines", "survival3"}, default="lifelines"
+            ``"survival3"``: R survival 3.x's ``cox.zph`` score test.
+        terms : bool, default=True
+            With ``"survival3"``: one test per formula term (R's ``terms=TRUE``).
 
         Returns
         -------
         table : pandas.DataFrame
-            One row per design column and ``"GLOBAL"``.
+            One row per design column (per term with ``"survival3"``) and
+            ``"GLOBAL"``.
         """
         from ..survival import proportional_hazard_test
 
-        return proportional_hazard_test(self, time_transform=time_transform)
+        return proportional_hazard_test(self, time_transform=time_transform, method=method,
+                                        terms=terms)
 
     @property
     def baseline_times_(self):

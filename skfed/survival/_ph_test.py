@@ -26,6 +26,9 @@ A model stratified by site (``strata="site"``) never exchanged its event
 times: each site sends its residual sums times ``g`` for ``identity`` and
 ``log`` (:func:`~skfed.survival._site.site_schoenfeld_moments`), and ``rank``
 and ``km``, which need the pooled distribution of event times, are refused.
+
+``method="survival3"`` gives R survival 3.x's score test instead
+(:mod:`skfed.survival._zph`).
 """
 
 import numpy as np
@@ -39,19 +42,26 @@ from ._baseline import _strata_spec
 from ._site import (move_strata_to_target, risk_set_means, site_schoenfeld_moments,
                     site_schoenfeld_sums)
 from ._target import split_survival
+from ._zph import zph_pieces, zph_rows, zph_sums_args, zph_terms
 
 TRANSFORMS = ("rank", "km", "identity", "log")
+#: whose test: lifelines' (and R's cox.zph before survival 3.0), or R survival 3.x's
+METHODS = ("lifelines", "survival3")
+#: each method's default transform
+DEFAULT_TRANSFORM = {"lifelines": "rank", "survival3": "km"}
 #: the transforms a site that is its own stratum computes alone
 LOCAL_TRANSFORMS = ("identity", "log")
 
 
 def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_weight=None, *,
-                             time_transform="rank"):
+                             time_transform=None, method="lifelines", terms=True):
     """Test the proportional-hazards assumption of a fitted :class:`FedCoxPH`.
 
     The sites send sums over their rows (no residual, no row); the result is
     lifelines' ``proportional_hazard_test(cph, df, time_transform)`` on the
-    pooled rows, with R's ``cox.zph`` (survival < 3.0) global test.
+    pooled rows, with R's ``cox.zph`` (survival < 3.0) global test, or
+    (``method="survival3"``) R survival 3.x's ``cox.zph(fit, transform,
+    terms)``.
 
     Parameters
     ----------
@@ -68,13 +78,24 @@ def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_wei
         The site of each row, with an array ``X``.
     sample_weight : array-like of shape (n_samples,), default=None
         The fit's case weights, with an array ``X``.
-    time_transform : {"rank", "km", "identity", "log", "all"} or list, default="rank"
+    time_transform : {"rank", "km", "identity", "log", "all"} or list, default=None
         ``g``: the events' rank among all events (tied events share their
         average rank, as R's ``rank``; lifelines numbers them in row order),
         ``1 -`` the pooled Kaplan-Meier estimate at the time (lifelines;
         R's ``cox.zph`` takes its left limit), the time, its logarithm. On a
         coarsened ``time_grid`` the time of an interval is its right end.
-        ``"all"`` or a list: one block per transform.
+        ``"all"`` or a list: one block per transform. ``None``: the method's
+        default (lifelines' ``"rank"``, R's ``"km"``).
+    method : {"lifelines", "survival3"}, default="lifelines"
+        ``"survival3"``: R survival 3.x's score test of the model with the
+        covariates times ``g`` added, using the full information (not
+        ``cov_params_``, as R); ``rank`` is then the time's rank among all
+        rows, censored ones included, and ``km`` one minus the left limit of
+        the unweighted Kaplan-Meier, as R.
+    terms : bool, default=True
+        With ``method="survival3"`` and a :func:`skfed.formula.coxph` result:
+        one test per formula term, a categorical's columns together (R's
+        ``terms=TRUE``); ``False``, or a :class:`FedCoxPH`: one per column.
 
     Returns
     -------
@@ -93,18 +114,29 @@ def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_wei
     strata (R; lifelines ranks rows sorted by stratum, then time). For
     ``strata="site"`` only ``identity`` and ``log`` are available.
 
+    With ``method="survival3"``, a fit with a penalty or with each site its
+    own stratum (``strata="site"``) is refused.
+
     References
     ----------
     P. M. Grambsch and T. M. Therneau, "Proportional hazards tests and
     diagnostics based on weighted residuals", Biometrika 81, 1994.
+    T. M. Therneau, survival 3.x: ``cox.zph``.
     """
-    transforms = _transforms(time_transform)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    transforms = _transforms(DEFAULT_TRANSFORM[method] if time_transform is None
+                             else time_transform)
+    groups = _formula_terms(estimator) if terms and method == "survival3" else None
     estimator, X = _model_and_rows(estimator, X)
     check_is_fitted(estimator)
     if estimator.privacy is not None:
         raise ValueError("the model was fitted under secure aggregation, and the test's "
                          "sums (the risk-set sums at each event time) would leave each site "
                          "unmasked; there is no proportional-hazards test for this fit.")
+    if method == "survival3":
+        return _survival3(estimator, _training_dataset(estimator, X, y, clients,
+                                                       sample_weight), transforms, groups)
     cov = np.asarray(estimator.cov_params_, dtype=float)  # InferenceError says why not
     dataset = _training_dataset(estimator, X, y, clients, sample_weight)
     session = FederationSession.for_dataset(dataset)
@@ -124,6 +156,42 @@ def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_wei
                            estimator.time_grid_, phase="analysis")
         pieces = _from_risk_sets(estimator, sums, transforms)
     return _table(pieces, cov, estimator.param_names_, transforms)
+
+
+def _formula_terms(model):
+    """A formula result's terms as ``{name: [column names]}`` (``None`` otherwise)."""
+    structure = getattr(model, "term_structure", None)
+    if structure is None:
+        return None
+    return {term.name: [column for column, _ in term.columns] for term in structure}
+
+
+def _survival3(estimator, dataset, transforms, groups):
+    """R survival 3.x's score test (:mod:`skfed.survival._zph`), one block per
+    transform."""
+    if estimator.alpha != 0:
+        raise ValueError("R's cox.zph score test here is that of an unpenalized fit "
+                         f"(alpha=0); this model has alpha={estimator.alpha}.")
+    if estimator._by_site:
+        raise ValueError("method='survival3' needs the fit's information at each pooled "
+                         "event time, which a model stratified by site (strata='site') "
+                         "does not exchange; use method='lifelines' with 'identity' or "
+                         "'log', or a baseline shared across sites.")
+    session = FederationSession.for_dataset(dataset)
+    sums = session.sum(site_schoenfeld_sums, *zph_sums_args(estimator, transforms),
+                       phase="analysis")
+    names = list(estimator.param_names_)
+    grouped = zph_terms(names, groups)
+    index, rows = [], []
+    for transform in transforms:
+        for name, value, df, p in zph_rows(*zph_pieces(estimator, sums, transform), grouped):
+            index.append(name if len(transforms) == 1 else (name, transform))
+            rows.append({"test_statistic": value, "df": df, "p": p})
+    table = pd.DataFrame(rows, index=pd.Index(index, name="covariate") if len(transforms) == 1
+                         else pd.MultiIndex.from_tuples(index, names=["covariate", "transform"]))
+    table.attrs.update(time_transform=transforms[0] if len(transforms) == 1 else transforms,
+                       n_events=int(round(float(np.sum(sums["d"])))), method="survival3")
+    return table
 
 
 def _model_and_rows(model, X):

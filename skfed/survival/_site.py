@@ -326,6 +326,19 @@ def _schoenfeld_rules(site, values, rules):
     union = np.unique(np.concatenate([np.asarray(t, dtype=float) for t in grid.values()]
                                      or [np.zeros(0)]))
     check_risk_sets(np.column_stack([Y[:, :2], np.zeros(len(Y))]), {0.0: union}, rules)
+    if values.get("ranks") and not rules.allow_event_times:
+        at = _rows_at(Y[:, 0], union)
+        if np.any((at > 0) & (at < rules.min_level_count)):
+            raise Refused("min_level_count", "a time of the grid is the time of fewer than "
+                          f"{rules.min_level_count} rows here (events and censorings); use a "
+                          "coarser time_grid or another transform than rank")
+
+
+def _rows_at(time, times):
+    """The number of rows whose (encoded) time is each of ``times``."""
+    ordered = np.sort(time)
+    return (np.searchsorted(ordered, times, side="right")
+            - np.searchsorted(ordered, times, side="left")).astype(float)
 
 
 @site_operation(
@@ -333,13 +346,18 @@ def _schoenfeld_rules(site, values, rules):
     describes="a proportional-hazards test's sums at the fitted Cox model, at each public "
               "grid time: the risk-set sums of order 1, the event counts and weights and "
               "the events' covariate sums, and the pooled Kaplan-Meier's events and rows at "
-              "risk; without allow_event_times only where each time holds 0 or >= "
-              "min_level_count events and rows leaving the risk set",
+              "risk; for R's score test (information) also the risk-set sums of order 2, "
+              "the events' weighted covariate sums, the unweighted events and rows at risk "
+              "and the row count, and (ranks) the rows at each time; without "
+              "allow_event_times only where each time holds 0 or >= min_level_count events "
+              "and rows leaving the risk set (and, with ranks, rows at the time)",
     arguments=(_COEF, Arg("grid", "value", check=grid_problem),
                Arg("time_grid", "value", nullable=True, check=_cut_points,
-                   convert=lambda c: np.asarray(c, dtype=np.float64))),
+                   convert=lambda c: np.asarray(c, dtype=np.float64)),
+               Arg("information", "bool", optional=True, default=False),
+               Arg("ranks", "bool", optional=True, default=False)),
     checks=(_schoenfeld_rules,))
-def site_schoenfeld_sums(site, coef, grid, time_grid):
+def site_schoenfeld_sums(site, coef, grid, time_grid, information=False, ranks=False):
     """The sums a proportional-hazards test needs from a site, under a baseline shared
     across sites (see :func:`~skfed.survival.proportional_hazard_test`).
 
@@ -351,9 +369,17 @@ def site_schoenfeld_sums(site, coef, grid, time_grid):
     grid's times over strata, the weighted rows at risk and weighted events
     (``km_at_risk``, ``km_events``: the pooled Kaplan-Meier). Sums over rows
     only.
+
+    ``information`` (R survival 3's score test, :mod:`skfed.survival._zph`):
+    also ``s2, t2`` (the information's sums, as the fit's Newton rounds),
+    the events' weighted covariate sums ``event_wx``, and at the union the
+    unweighted rows at risk and events (``rows_at_risk``, ``row_events``: R's
+    unweighted Kaplan-Meier) and the row count ``n_rows``; ``ranks``: the
+    rows (events and censorings) at each union time, ``rows_at`` (R's rank of
+    the times over all rows).
     """
     X, eta, Y, sw = _schoenfeld_design(site, coef, time_grid)
-    sums = risk_set_sums(X, eta, Y, sw, grid, order=1)
+    sums = risk_set_sums(X, eta, Y, sw, grid, order=2 if information else 1)
     _, event_x = _event_covariate_sums(X, Y, grid)
     union = {0.0: np.unique(np.concatenate([np.asarray(t, dtype=float)
                                             for t in grid.values()]))}
@@ -361,6 +387,13 @@ def site_schoenfeld_sums(site, coef, grid, time_grid):
     km = risk_set_sums(None, np.zeros(len(Y)), pooled, sw, union, order=0)
     out = {k: sums[k] for k in ("s0", "s1", "t0", "t1", "d", "w")}
     out.update(event_x=event_x, km_at_risk=km["s0"], km_events=km["w"])
+    if information:
+        rows = risk_set_sums(None, np.zeros(len(Y)), pooled, np.ones(len(Y)), union, order=0)
+        weighted = risk_set_sums(X, np.zeros(len(Y)), Y, sw, grid, order=1)
+        out.update(s2=sums["s2"], t2=sums["t2"], event_wx=weighted["t1"],
+                   rows_at_risk=rows["s0"], row_events=rows["d"], n_rows=float(len(Y)))
+    if ranks:
+        out["rows_at"] = _rows_at(Y[:, 0], union[0.0])
     return out
 
 
