@@ -6,6 +6,7 @@ clients, and get the pooled optimum with the evidence attached
 """
 
 from .data import FederatedDataset
+from .discrete import FedMNLogit, FedOrderedModel
 from .ensemble import FedHistGradientBoostingClassifier, FedHistGradientBoostingRegressor
 from .history import ConvergenceHistory
 from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearRegression,
@@ -29,6 +30,7 @@ __version__ = "0.1.0.dev0"
 __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC", "FedSVM",
            "FedLowRank", "FedPoissonRegressor", "FedGammaRegressor", "FedTweedieRegressor",
            "FedLinearRegression", "FedRidge", "FedCoxPH", "likelihood_ratio_test",
+           "FedOrderedModel", "FedMNLogit",
            "FedHistGradientBoostingClassifier", "FedHistGradientBoostingRegressor",
            "FederatedDataset", "support_matrix", "ConvergenceHistory",
            "__version__"]

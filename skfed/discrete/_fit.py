@@ -1,0 +1,269 @@
+"""The fit shared by the ordinal and multinomial models: levels from the sites, then
+Newton's method on the pooled log-likelihood.
+
+The outcome's levels come from the sites (each site's held levels, each held by at
+least ``min_level_count`` of its rows at a site service), pooled and sorted (or in
+the order of an ordered pandas categorical). Each Newton round broadcasts the
+parameters and the sites return the sums of their rows' log-likelihood, gradient and
+Hessian (:mod:`skfed.discrete._site`): plain, or masked under
+``privacy=SecureAggregation()`` (the server decodes the pooled sums only, exactly).
+The standard errors come from the pooled observed information at the optimum.
+"""
+
+import warnings
+from contextlib import nullcontext
+from numbers import Integral, Real
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from .._messages import show
+from ..base import restore_on_failure
+from ..data import FederatedDataset, as_dataset
+from ..data.site import site_summary
+from ..federation.session import FederationSession
+from ..linear_model._inference import _symmetric_inverse
+from ..privacy.dp_rounds import DifferentialPrivacy
+from ..privacy.secure_rounds import SecureAggregation
+from ..stats._levels import sorted_levels
+from ..stats._results import EstimatorWald, ModelResults
+from ._site import plain
+
+
+def pooled_levels(replies, declared=None):
+    """The pooled levels of the sites' held levels (``replies``: one list per site):
+    sorted, or in ``declared`` order (an ordered categorical's); a declared level held
+    by no site is an error."""
+    held = sorted_levels(plain(v) for levels in replies for v in levels)
+    if declared is None:
+        return held
+    absent = [v for v in declared if v not in held]
+    if absent:
+        raise ValueError(f"the outcome's level(s) {show(absent)} are held by no site: a "
+                         "level no row has cannot be estimated; drop it from the "
+                         "categories (remove_unused_categories).")
+    unknown = [v for v in held if v not in declared]
+    if unknown:
+        raise ValueError(f"the outcome has level(s) {show(unknown)} its categories do not "
+                         "list.")
+    return list(declared)
+
+
+def _declared_order(y):
+    """An ordered pandas categorical's categories (the analyst's own order), else None."""
+    dtype = getattr(y, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype):
+        return [plain(v) for v in dtype.categories]
+    return None
+
+
+def ascent_direction(hess, grad):
+    """``(-H)^{-1} g``, with ``-H`` shifted up to positive definite where it is not."""
+    neg, shift = -np.asarray(hess), 0.0
+    for _ in range(60):
+        try:
+            factor = np.linalg.cholesky(neg + shift * np.eye(len(grad)))
+            return np.linalg.solve(factor.T, np.linalg.solve(factor, grad))
+        except np.linalg.LinAlgError:
+            shift = max(2.0 * shift, 1e-8 * max(1.0, np.abs(neg).max()))
+    raise FloatingPointError("the Hessian could not be made negative definite.")
+
+
+def newton(evaluate, start, feasible, tol, max_rounds):
+    """Newton's method with step halving on a concave log-likelihood; one round (one
+    exchange with the sites) per evaluation. ``feasible(z)`` keeps a trial inside the
+    parameters' domain without a round."""
+    z, current = np.asarray(start, dtype=float), evaluate(start)
+    rounds, decrement, reason = 1, np.inf, "max_rounds reached"
+    while rounds < max_rounds:
+        step = ascent_direction(current["hess"], current["grad"])
+        decrement = 0.5 * float(current["grad"] @ step)
+        if decrement <= tol:
+            break
+        accepted = False
+        for _ in range(60):
+            if rounds >= max_rounds:
+                break
+            trial = z + step
+            if not feasible(trial):
+                step = 0.5 * step
+                continue
+            new = evaluate(trial)
+            rounds += 1
+            # Armijo's rule, with room for the sums' rounding near the optimum
+            if np.isfinite(new["loglike"]) and new["loglike"] >= (
+                    current["loglike"] + 1e-4 * decrement - 1e-12 * abs(current["loglike"])):
+                accepted = True
+                break
+            step = 0.5 * step
+        if not accepted:
+            reason = ("max_rounds reached" if rounds >= max_rounds else
+                      "no step along Newton's direction increased the log-likelihood")
+            break
+        z, current = trial, new
+    return {"z": z, "terms": current, "rounds": rounds, "decrement": decrement,
+            "converged": decrement <= tol, "reason": reason}
+
+
+class DiscreteModel(EstimatorWald, BaseEstimator):
+    """The fit and the results shared by :class:`FedOrderedModel` and
+    :class:`FedMNLogit` (not used directly)."""
+
+    _parameter_constraints = {
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_rounds": [Interval(Integral, 1, None, closed="left")],
+        "privacy": [SecureAggregation, DifferentialPrivacy, None],
+    }
+    __metadata_request__fit = {"clients": True}
+    cov_type = "nonrobust"
+    #: the fewest outcome levels the model takes
+    _min_levels = 2
+
+    @restore_on_failure
+    def fit(self, X, y=None, *, clients=None):
+        """Fit the model on the pooled rows of the sites, in Newton rounds.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features), or FederatedDataset
+            The covariates (a FederatedDataset carries the outcome as its target).
+        y : array-like of shape (n_samples,), default=None
+            The outcome: any labels (an ordered pandas categorical's categories give
+            the levels' order; else they are sorted).
+        clients : array-like of shape (n_samples,), default=None
+            The site of each row; ``None``: one site.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        self._check_privacy()
+        if y is not None and not isinstance(X, FederatedDataset):
+            values = pd.Series(np.asarray(y, dtype=object)) if not isinstance(
+                y, pd.Series) else y
+            if values.isna().any():
+                raise ValueError(f"y has {int(values.isna().sum())} missing value(s) (NaN); "
+                                 "drop those rows first.")
+        dataset = as_dataset(X, y, clients)
+        columns = dataset.columns
+        names = (list(map(str, columns)) if columns is not None
+                 else [f"x{j + 1}" for j in range(dataset.n_features)])
+        session = FederationSession.for_dataset(dataset)
+        replies = session.per_site(site_summary, "classification", phase="setup")
+        levels = pooled_levels([r["classes"] for r in replies], _declared_order(y))
+        endog = str(getattr(y, "name", None) or "y")
+        return self.fit_sites(dataset, None, levels, names, endog=endog)
+
+    def fit_sites(self, dataset, response, levels, names, *, endog="y"):
+        """Fit on a dataset whose outcome is its target (``response=None``) or the column
+        ``response`` of its sites' tables, with the pooled ``levels`` in order (the
+        formula routes' entry)."""
+        self._validate_params()
+        self._check_privacy()
+        levels = [plain(v) for v in levels]
+        self._check_levels(levels)
+        names = self._design_names(list(names))
+        context = (nullcontext(FederationSession.for_dataset(dataset)) if self.privacy is None
+                   else _masked(dataset, self.privacy))
+        with context as session:
+            fitted = self._newton(session, response, levels, len(names))
+        self._record(dataset, session, fitted, levels, names, endog)
+        return self
+
+    def _check_privacy(self):
+        if isinstance(self.privacy, DifferentialPrivacy):
+            raise ValueError(
+                f"{type(self).__name__} does not offer differential privacy: its Newton "
+                "rounds send each site's log-likelihood, gradient and Hessian sums without "
+                "noise, outside any privacy budget. Use privacy=SecureAggregation() (the "
+                "sites' sums masked, the same fit).")
+
+    def _check_levels(self, levels):
+        if len(levels) < self._min_levels:
+            raise ValueError(f"the outcome has {len(levels)} level(s) {show(levels)}; "
+                             f"{type(self).__name__} needs at least {self._min_levels}.")
+
+    def _design_names(self, names):
+        return names
+
+    def _record(self, dataset, session, fitted, levels, names, endog):
+        z, terms = fitted["z"], fitted["terms"]
+        params, hess = self._to_params(z, terms["grad"], terms["hess"], len(names))
+        param_names = self._param_names(names, levels, endog)
+        cov, why = _symmetric_inverse(-hess, param_names)
+        if cov is None:
+            raise ValueError(f"{type(self).__name__}: {why}.")
+        self.levels_ = np.asarray(levels, dtype=object)
+        self.params_, self.cov_params_ = params, cov
+        self.param_names_ = param_names
+        self.endog_name_ = endog
+        self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.n_features_in_ = len(names)
+        self.nobs_ = float(terms["n"])
+        self.llf_ = float(terms["loglike"])
+        self.aic_ = -2.0 * self.llf_ + 2.0 * len(params)
+        self.bic_ = -2.0 * self.llf_ + np.log(self.nobs_) * len(params)
+        self.df_resid_ = self.nobs_ - len(params)
+        self.converged_, self.n_iter_ = bool(fitted["converged"]), fitted["rounds"]
+        self.clients_, self.n_clients_ = dataset.labels, len(dataset)
+        self.ledger_ = session.ledger.as_dict()
+        self.secure_aggregation_ = self.privacy is not None
+        if not fitted["converged"]:
+            warnings.warn(
+                f"{type(self).__name__} did not converge in {fitted['rounds']} rounds: the "
+                f"Newton decrement is {fitted['decrement']:.3g} > tol={self.tol} "
+                f"({fitted['reason']}). Raise max_rounds, or check for separation (a "
+                "covariate that predicts a level perfectly).", ConvergenceWarning,
+                stacklevel=4)
+
+    # -- what the results base reads ---------------------------------------------
+    def _df_inference(self, use_t):
+        return ModelResults._df_inference(self, use_t)
+
+    def _summary_info(self):
+        check_is_fitted(self)
+        info = {"Dep. Variable:": self.endog_name_, "Model:": self._model_name,
+                "No. Observations:": f"{self.nobs_:g}", "Df Residuals:": f"{self.df_resid_:g}",
+                "Levels:": ", ".join(map(str, self.levels_)),
+                "Log-Likelihood:": f"{self.llf_:.4f}", "AIC:": f"{self.aic_:.4f}",
+                "BIC:": f"{self.bic_:.4f}", "Sites:": str(self.n_clients_)}
+        if self.secure_aggregation_:
+            info["Sums:"] = "masked (secure aggregation)"
+        return info
+
+    def _covariates(self, X):
+        check_is_fitted(self)
+        F = np.asarray(X, dtype=np.float64)
+        if F.ndim != 2 or F.shape[1] != self.n_features_in_ - self._added_columns():
+            raise ValueError(f"X has shape {F.shape}; the model was fitted on "
+                             f"{self.n_features_in_ - self._added_columns()} covariates.")
+        if not np.all(np.isfinite(F)):
+            raise ValueError("X contains NaN or infinity.")
+        return F
+
+    def _added_columns(self):
+        return 0
+
+    def predict(self, X):
+        """The most probable level of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        levels : ndarray of shape (n_samples,)
+        """
+        return self.levels_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def _masked(dataset, privacy):
+    from ..privacy.masked_sums import masked_session
+
+    return masked_session(dataset, privacy)
