@@ -81,9 +81,10 @@ def bmt_frame():
 
 
 def untied(n=300, seed=0):
-    """Continuous times (no two rows share one), three causes' codes, three sites."""
+    """Times to six decimals (no two rows share one; a CSV file keeps them exactly), three
+    causes' codes, three sites."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"time": rng.exponential(10.0, n),
+    return pd.DataFrame({"time": np.round(rng.exponential(10.0, n), 6),
                          "event": rng.choice([0, 1, 2], n, p=[0.3, 0.4, 0.3]),
                          "site": np.arange(n) % 3})
 
