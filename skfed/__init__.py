@@ -21,7 +21,7 @@ from . import formula
 # every package that declares site operations beside its functions: importing skfed
 # registers the whole operation table (skfed.federation.operations), which a site
 # service serves
-from . import gee, mixed, model_selection, preprocessing, stats  # noqa: F401
+from . import causal, gee, mixed, model_selection, preprocessing, stats  # noqa: F401
 from .sites import service_operations  # noqa: F401  (the service's own sessions)
 from .svm import FedLinearSVC, FedSVM
 
