@@ -66,6 +66,25 @@ def test_the_products_bound_never_misses_a_dominated_coordinate(seed):
     contributions = A[:, :, None] * w[:, None, None] * B[:, None, :]
     expected = _exactly_dominated(contributions.reshape(n, -1), 9, 0.95)
     assert _refused(dominance.check_products, A, B, w) == expected
+    # a fit session's design, sorted once and audited again with each round's B
+    fixed = dominance.FixedFactor(A)
+    for _ in range(2):
+        assert _refused(dominance.check_products, fixed, B, w) == expected
+    gram = A[:, :, None] * w[:, None, None] * A[:, None, :]
+    assert (_refused(dominance.check_products, fixed, fixed, w)
+            == _exactly_dominated(gram.reshape(n, -1), 9, 0.95))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_rows_quick_bound_never_misses_a_dominated_sum(seed):
+    """``check_rows`` refuses exactly when a column's largest k make up too much of it
+    (k times the largest contribution only spares the sort)."""
+    rng = np.random.default_rng(seed)
+    C = rng.lognormal(sigma=1 + seed % 4, size=(12 + seed, 3))
+    if seed % 3 == 0:
+        C[:, 2] = 1e-300
+        C[rng.integers(len(C)), 2] = 1.0
+    assert _refused(dominance.check_rows, C) == _exactly_dominated(C, 9, 0.95)
 
 
 def test_outside_an_audit_and_when_suspended_nothing_is_checked():

@@ -111,6 +111,7 @@ class ClientObjective:
     def __init__(self, datafit, X, Y, sample_weight, layout, offset=None):
         self.datafit = datafit
         self.X = X
+        self._design_factor = None  # the dominance audit's view of X, made at a site
         self.sample_weight = sample_weight
         self.layout = layout
         self.weight_sum = float(np.sum(sample_weight))
@@ -169,6 +170,10 @@ class ClientObjective:
             dominance.check_rows(self.datafit.loss_rows(Z, Y, sw), "the loss")
         if dZ is None:  # a loss coupling the rows: its gradient is still X' (dloss/dZ)
             dZ = self.datafit.raw_gradient(Z, Y, sw)
+        if X is self.X:  # the whole design: its audit factor is sorted once
+            if self._design_factor is None:
+                self._design_factor = dominance.FixedFactor(X)
+            X = self._design_factor
         dominance.check_products(X, dZ, what="the gradient")
         if self.layout.fit_intercept:
             dominance.check_rows(dZ, "the gradient")
