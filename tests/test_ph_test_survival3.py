@@ -352,3 +352,58 @@ def test_ranks_need_each_time_held_by_enough_rows_at_a_site():
     assert info.value.rule == "min_level_count"
     _schoenfeld_rules(site, {**values, "ranks": True},
                       SimpleNamespace(allow_event_times=True, min_level_count=5))
+
+
+# --- the command line: skfed fit --model cox --summary --ph-test survival3 -------------
+@pytest.fixture(scope="module")
+def rossi_csv(tmp_path_factory):
+    from lifelines.datasets import load_rossi
+
+    from ._sites import SITES, split_frames
+
+    parts = split_frames(load_rossi(), 3, by="age")
+    frame = pd.concat([p.assign(site=s) for p, s in zip(parts, SITES)], ignore_index=True)
+    path = tmp_path_factory.mktemp("rossi") / "rossi.csv"
+    frame.to_csv(path, index=False)
+    return path, frame
+
+
+def _cli(capsys, tmp_path, path, *argv):
+    import json
+
+    from skfed.cli.main import main
+
+    out_json = tmp_path / "fit.json"
+    code = main(["fit", str(path), "--clients", "site", "--model", "cox", "--summary",
+                 "--tol", "1e-10", "--ph-test", "survival3", *map(str, argv),
+                 "--json", str(out_json)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    ph = json.loads(out_json.read_text())["ph_test"]
+    return ph, pd.DataFrame(ph["table"]).T, captured.out
+
+
+def test_the_command_line_gives_rs_table(rossi_csv, capsys, tmp_path):
+    path, frame = rossi_csv
+    ph, table, out = _cli(capsys, tmp_path, path, "--target", "arrest", "week")
+    assert ph["method"] == "survival3" and ph["time_transform"] == "km"
+    table = table.astype({"test_statistic": float, "df": int})
+    expected = {t: v for (c, t), v in R_NUMBERS.items() if c == "rossi/efron/km"}
+    assert list(table.index) == list(expected)
+    np.testing.assert_allclose(table["test_statistic"], [v[0] for v in expected.values()],
+                               rtol=1e-6)
+    assert "R survival 3.x's cox.zph score test" in out
+    # a formula: one row per term, as the Python API's
+    formula = "Surv(week, arrest) ~ fin + age + C(race) + prio"
+    ph, table, _ = _cli(capsys, tmp_path, path, "--formula", formula)
+    from skfed.formula import coxph
+
+    api = coxph(formula, frame, clients="site", tol=1e-10).proportional_hazard_test(
+        method="survival3")
+    assert list(table.index) == list(api.index)
+    np.testing.assert_allclose(table["test_statistic"].astype(float), api["test_statistic"],
+                               rtol=1e-6)
+    # each site its own stratum: the report says why there is no such test
+    ph, _, out = _cli(capsys, tmp_path, path, "--target", "arrest", "week", "--strata", "site")
+    assert ph["table"] is None and "stratified by site" in ph["reason"]
+    assert "proportional-hazards test: not available" in out

@@ -486,7 +486,8 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     covariate). With ``strata="site"`` the pooled reference keeps one
     baseline per site (the same model, fitted in process). ``offset``: each
     row's offset (``--offset``), given to every fit and prediction. ``ph_test``: a
-    Cox model's proportional-hazards test on its training rows (``--summary``).
+    Cox model's proportional-hazards test on its training rows (``--summary``; a
+    method of ``--ph-test``, ``True`` lifelines').
     """
     from sklearn.base import clone
 
@@ -529,7 +530,8 @@ def fit_and_compare(X, Y, sites, *, model, test_size=0.2, random_state=0, featur
     if ph_test and survival:
         from .ph_test import ph_test_of
 
-        test_of_ph = ph_test_of(fed, rows.model_input(tr), Y[tr], sites[tr])
+        test_of_ph = ph_test_of(fed, rows.model_input(tr), Y[tr], sites[tr],
+                                method=ph_test)
     return FitReport(model=model, estimator=fed, metric=metric_name(model),
                      feature_names=names, output_names=output_names, site_rows=site_rows,
                      overall=overall, converged=converged, notes=notes, test=test,

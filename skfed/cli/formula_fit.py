@@ -163,7 +163,7 @@ def run_formula_fit(args):
         if model == "cox":  # on the fit's own rows, while the services are open
             from .ph_test import ph_test_of
 
-            ph_test = ph_test_of(results)
+            ph_test = ph_test_of(results, method=args.ph_test)
     except (FormulaError, ValueError, TypeError, SiteRefusal, SiteServiceError,
             SiteUnavailable) as exc:
         raise CLIError(str(exc)) from exc

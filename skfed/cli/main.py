@@ -189,6 +189,10 @@ def _add_model_options(fit):
                           "errors, z, p-values, 95%% intervals, rate or odds ratios (models "
                           "linear, ridge, poisson, gamma, tweedie, logistic; unpenalized: "
                           "--alpha 0, or --C inf); for --model cox the hazard ratios")
+    fit.add_argument("--ph-test", choices=["lifelines", "survival3"], default="lifelines",
+                     help="a Cox model's proportional-hazards test with --summary: lifelines' "
+                          "(default; R's cox.zph before survival 3.0) or R survival 3.x's "
+                          "cox.zph score test (transform km, a formula's terms)")
     fit.add_argument("--cov-type", choices=["nonrobust", "HC0", "HC1", "robust", "cluster"],
                      help="the regression table's standard errors: model-based (default), "
                           "robust sandwich (HC0, HC1; for cox: robust), or cluster-robust "
@@ -465,7 +469,7 @@ def _run_local_fit(args):
             preprocess=[("impute", imputer), ("encode", encoder)], notes=notes,
             strata_values=None if strata_column is None else frame[strata_column].to_numpy(),
             offset=None if args.offset is None else frame[args.offset].to_numpy(),
-            ph_test=args.summary, **_model_options(args))
+            ph_test=args.summary and args.ph_test, **_model_options(args))
     except (ValueError, TypeError) as exc:  # the estimator's own message, without a traceback
         raise CLIError(str(exc)) from exc
 
@@ -545,7 +549,7 @@ def _run_remote_fit(args):
                       strength=_strength(args, reg), l1_ratio=args.l1_ratio, solver=args.solver,
                       max_rounds=args.max_rounds, tol=args.tol, privacy=_privacy(args),
                       impute=args.impute, drop_incomplete=args.drop_incomplete,
-                      offset=args.offset, ph_test=args.summary,
+                      offset=args.offset, ph_test=args.summary and args.ph_test,
                       **_model_options(args, remote=True))
 
 
@@ -640,7 +644,8 @@ def _run_service_fit(args):
                         solver=args.solver, max_rounds=args.max_rounds, tol=args.tol,
                         privacy=_privacy(args), impute=args.impute,
                         drop_incomplete=args.drop_incomplete, offset=args.offset,
-                        ph_test=args.summary, **_model_options(args, remote=True))
+                        ph_test=args.summary and args.ph_test,
+                        **_model_options(args, remote=True))
 
 
 def main(argv=None):

@@ -10,6 +10,11 @@ fitted on. The test asks the sites for one more set of sums; where it cannot
 be had (a fit under secure aggregation, whose test sums would leave each site
 unmasked; a site's refusal; a penalized fit without standard errors) the
 report says why instead of failing.
+
+``--ph-test survival3`` gives R survival 3.x's ``cox.zph`` score test instead
+(``method="survival3"``, its default transform ``km``; a formula's
+categorical tested as one term), refused with the reason for a model
+stratified by site.
 """
 
 import math
@@ -20,7 +25,10 @@ from dataclasses import dataclass
 #: stratum (the pooled event times, which rank needs, never left the sites)
 TRANSFORMS = {"shared": "rank", "site": "identity"}
 
-_TRANSFORM_TEXT = {"rank": "the rank of the event times", "identity": "the event times"}
+_TRANSFORM_TEXT = {"rank": "the rank of the event times", "identity": "the event times",
+                   "km": "one minus the Kaplan-Meier estimate (its left limit)"}
+#: the methods of ``--ph-test``: the test each gives
+METHODS = ("lifelines", "survival3")
 
 
 @dataclass
@@ -35,29 +43,35 @@ class PHTest:
     reason : str
         Why there is no table (empty when there is one).
     time_transform : str
+    method : {"lifelines", "survival3"}
     """
 
     table: object = None
     reason: str = ""
     time_transform: str = "rank"
+    method: str = "lifelines"
 
 
-def ph_test_of(model, X=None, y=None, clients=None):
+def ph_test_of(model, X=None, y=None, clients=None, method="lifelines"):
     """The test of ``model`` (a fitted :class:`~skfed.survival.FedCoxPH` with its
     training rows ``X`` (a FederatedDataset, or arrays with ``y`` and ``clients``), or a
     :func:`skfed.formula.coxph` result, which carries its rows) as a :class:`PHTest`;
-    a problem the analyst cannot fix here becomes its ``reason``."""
+    a problem the analyst cannot fix here becomes its ``reason``. ``method``: one of
+    :data:`METHODS` (``True``: lifelines')."""
     from ..exceptions import SiteRefusal, SiteServiceError, SiteUnavailable
     from ..survival import FedCoxPH, proportional_hazard_test
 
+    method = "lifelines" if method is True else method
     fitted = model if isinstance(model, FedCoxPH) else model.estimator
-    transform = TRANSFORMS["site" if fitted.strata == "site" else "shared"]
+    transform = "km" if method == "survival3" else TRANSFORMS[
+        "site" if fitted.strata == "site" else "shared"]
     try:
         rows = {} if X is None else {"X": _dataset(X, y, clients)}
-        table = proportional_hazard_test(model, **rows, time_transform=transform)
+        table = proportional_hazard_test(model, **rows, time_transform=transform,
+                                         method=method)
     except (ValueError, SiteRefusal, SiteServiceError, SiteUnavailable) as exc:
-        return PHTest(reason=str(exc).strip(), time_transform=transform)
-    return PHTest(table, time_transform=transform)
+        return PHTest(reason=str(exc).strip(), time_transform=transform, method=method)
+    return PHTest(table, time_transform=transform, method=method)
 
 
 def _dataset(X, y, clients):
@@ -76,6 +90,10 @@ def _dataset(X, y, clients):
 
 def ph_test_title(test):
     """The sentence above the test's table."""
+    if test.method == "survival3":
+        return (f"proportional-hazards test: R survival 3.x's cox.zph score test of "
+                f"coefficients varying with {_TRANSFORM_TEXT[test.time_transform]}, "
+                "per term, from the sites' sums")
     return (f"proportional-hazards test: scaled Schoenfeld residuals against "
             f"{_TRANSFORM_TEXT[test.time_transform]} (Grambsch and Therneau; lifelines' "
             "proportional_hazard_test, R's cox.zph global test), from the sites' sums")
@@ -111,7 +129,7 @@ def ph_test_json(test):
         name: {"test_statistic": s if math.isfinite(s) else None, "df": df,
                "p": p if math.isfinite(p) else None}
         for name, s, df, p in ph_test_rows(test)}
-    return {"time_transform": test.time_transform, "table": table,
+    return {"method": test.method, "time_transform": test.time_transform, "table": table,
             "reason": test.reason or None}
 
 

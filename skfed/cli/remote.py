@@ -203,7 +203,7 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     the sites' rows carry offsets (their local-only models, which would
     ignore them, are not fitted). ``services``: the sites are site services.
     ``ph_test``: a Cox model's proportional-hazards test on its training rows
-    (``--summary``; the sites send its sums).
+    (``--summary``; the sites send its sums; a method of ``--ph-test``).
     """
     features = [str(c) for c in (data.columns or range(data.n_features))]
     reports = _inspect_sites(data, features, categorical, impute, drop_incomplete)
@@ -246,7 +246,7 @@ def fit_sites(data, *, target, model, categorical=(), scale=True, test_size=0.2,
     if ph_test and model in SURVIVAL_MODELS:  # on the training rows, while they are open
         from .ph_test import ph_test_of
 
-        test_of_ph = ph_test_of(fed, named)
+        test_of_ph = ph_test_of(fed, named, method=ph_test)
     return FitReport(model=model, estimator=fed, metric=metric_name(model),
                      feature_names=list(names), output_names=list(np.atleast_1d(target)),
                      site_rows=site_rows,
