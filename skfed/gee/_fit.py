@@ -73,12 +73,12 @@ def check_cluster_sites(replies, sites, column):
 @contextmanager
 def session_for(dataset, privacy):
     """A plain session, or one whose every sum is masked (secure aggregation)."""
-    from ..privacy import SecureAggregation
+    from ..privacy import DifferentialPrivacy, SecureAggregation
 
     if privacy is None:
         yield FederationSession.for_dataset(dataset), "none"
         return
-    if not isinstance(privacy, SecureAggregation):
+    if isinstance(privacy, DifferentialPrivacy) or not isinstance(privacy, SecureAggregation):
         raise ValueError(
             f"FedGEE: privacy={type(privacy).__name__} is refused: a GEE is fitted from "
             "exact sums (its bread, score, Pearson moments and the sandwich's meat of "
@@ -119,8 +119,9 @@ def _start(session, design, p):
 
 
 def _safe(design):
-    """A linear predictor every link maps to a valid mean (1 for the inverse link)."""
-    return 1.0 if design["link"] == "inverse_power" else 0.0
+    """A linear predictor every link maps to a valid mean (1: a positive mean of the
+    identity and inverse links, whose variance at 0 would vanish)."""
+    return 0.0 if design["link"] in ("log", "logit") else 1.0
 
 
 def _link(link, mean):
