@@ -17,9 +17,11 @@ quantiles. See ``docs/formulas.md``.
 """
 
 from ._errors import DesignError, FormulaError
+from ._discrete import MNLogitResults, OrdinalResults, mnlogit, ordinal
 from ._models import coxph, design, glm, mixedlm
 from ._results import CoxResults, FormulaResults, GLMResults
 from ._two_stage import TwoStageResults, two_stage
 
-__all__ = ["glm", "coxph", "mixedlm", "two_stage", "design", "FormulaError", "DesignError",
+__all__ = ["glm", "coxph", "mixedlm", "two_stage", "ordinal", "mnlogit", "OrdinalResults",
+           "MNLogitResults", "design", "FormulaError", "DesignError",
            "FormulaResults", "GLMResults", "CoxResults", "TwoStageResults"]

@@ -1,0 +1,210 @@
+"""``ordinal`` and ``mnlogit``: statsmodels' ``OrderedModel.from_formula`` and
+``smf.mnlogit`` over the sites.
+
+The response is a column of the sites' tables: each site keeps it beside the
+design (a kept column, so a row missing it is dropped with the incomplete ones),
+its levels come from the sites (:func:`~skfed.formula._design.site_levels`, each
+held by ``min_level_count`` rows at a site), and the estimator
+(:class:`~skfed.discrete.FedOrderedModel`, :class:`~skfed.discrete.FedMNLogit`)
+codes it at each site by the pooled levels.
+"""
+
+from .._messages import show
+from ..discrete import FedMNLogit, FedOrderedModel
+from ..discrete._mnlogit import LevelSummary, level_frame
+from ..federation.session import FederationSession
+from ..stats._levels import sorted_levels
+from ._design import complete_rows, site_levels
+from ._errors import FormulaError
+from ._models import _build, _schema, formula_dataset
+from ._parse import parse_formula
+from ._results import FormulaResults
+
+
+def _response_column(parsed, formula, kinds):
+    if len(parsed.lhs) != 1 or parsed.lhs[0].strip() not in kinds:
+        raise FormulaError(f"the left of '~' in {formula!r} is the outcome: one column of "
+                           f"the data (its columns: {list(kinds)}).")
+    return parsed.lhs[0].strip()
+
+
+def _outcome_levels(complete, response, min_level_count):
+    """The outcome's pooled levels: sorted, or a categorical's declared order (every
+    declared level held by a site)."""
+    session = FederationSession.for_dataset(complete)
+    replies = session.per_site(site_levels, [response], int(min_level_count), phase="setup")
+    held = sorted_levels(v for r in replies for v in r[response]["levels"])
+    declared = [r[response]["declared"] for r in replies]
+    if declared[0] is None or any(d != declared[0] for d in declared):
+        return held
+    absent = [v for v in declared[0] if v not in held]
+    if absent:
+        raise FormulaError(f"the outcome {response!r} has level(s) {show(absent)} that no "
+                           "site holds: drop them from its categories.")
+    return list(declared[0])
+
+
+def _fit(estimator, formula, data, clients, min_level_count, intercept):
+    parsed = parse_formula(formula)
+    dataset = formula_dataset(data, clients)[0]
+    kinds = _schema(dataset)
+    response = _response_column(parsed, formula, kinds)
+    # the ordinal model's covariates are coded as with an intercept, then dropped
+    terms = parsed.terms if intercept else [()] + [t for t in parsed.terms if t]
+    design, rows, design_data, session = _build(
+        parsed, dataset, terms, None, keep=[response], min_level_count=min_level_count,
+        drop_intercept=not intercept)
+    # on the complete rows as the sites hold them (a categorical keeps its declared order)
+    levels = _outcome_levels(dataset.apply(complete_rows, design), response, min_level_count)
+    names = [c["name"] for c in design["columns"]]
+    estimator.fit_sites(design_data, response, levels, names, endog=response)
+    return design, rows, design_data, session
+
+
+class DiscreteResults(FormulaResults):
+    """A fitted ordinal or multinomial formula model: the estimator's numbers with the
+    design's names (statsmodels' ``llf``, ``aic``, ``bic``, ``nobs``)."""
+
+    @property
+    def llf(self):
+        """The log-likelihood at the fit."""
+        return self.estimator.llf_
+
+    @property
+    def aic(self):
+        """``-2 llf + 2 k``."""
+        return self.estimator.aic_
+
+    @property
+    def bic(self):
+        """``-2 llf + k log(nobs)``."""
+        return self.estimator.bic_
+
+    @property
+    def nobs(self):
+        """The rows used (complete cases)."""
+        return self.estimator.nobs_
+
+    @property
+    def levels(self):
+        """The outcome's levels, in order (the reference first)."""
+        return list(self.estimator.levels_)
+
+
+class OrdinalResults(DiscreteResults):
+    """:func:`ordinal`'s results (the thresholds after the coefficients)."""
+
+    def _forest_rows(self, alpha=0.05, labels=None):
+        names, est, lo, hi = super()._forest_rows(alpha, labels)
+        k = len(self.estimator.levels_) - 1
+        return names[:-k], est[:-k], lo[:-k], hi[:-k]
+
+
+class MNLogitResults(DiscreteResults):
+    """:func:`mnlogit`'s results: one table block per outcome level."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.term_structure = None  # a covariate's terms span every level: x[y=b], x[y=c]
+
+    def summary(self, alpha=0.05, use_t=False, exponentiate=False):
+        """The regression table, one block per outcome level (statsmodels' layout).
+
+        Parameters
+        ----------
+        alpha : float, default=0.05
+        use_t : bool, default=False
+        exponentiate : bool, default=False
+
+        Returns
+        -------
+        LevelSummary
+        """
+        frame = level_frame(self.estimator, self.summary_frame(alpha, use_t, exponentiate))
+        return LevelSummary(frame, title=self._summary_title, info=self._summary_info(),
+                            digits=self._summary_digits)
+
+    def level_results(self, level, alpha=0.05):
+        """One outcome level's coefficients against the reference (a results object
+        whose forest plot ``skfed.plotting.plot_forest`` draws).
+
+        Parameters
+        ----------
+        level : object
+        alpha : float, default=0.05
+
+        Returns
+        -------
+        FixedResults
+        """
+        return self.estimator.level_results(level, alpha)
+
+
+def ordinal(formula, data, *, distr="logit", clients=None, min_level_count=5, tol=1e-16,
+            max_rounds=100, privacy=None):
+    """Fit a proportional-odds model from a formula over the sites: statsmodels'
+    ``OrderedModel.from_formula(formula, data, distr=...)`` on the pooled rows.
+
+    The covariates are coded as with an intercept, which is then dropped (the
+    thresholds take its place), as statsmodels does; rows with a missing value
+    are dropped at each site.
+
+    Parameters
+    ----------
+    formula : str
+        ``"grade ~ age + C(sex)"``: the outcome is a column (numbers, text, or a
+        pandas ordered categorical, whose order is kept; otherwise sorted).
+    data : pandas.DataFrame or FederatedDataset
+    distr : {"logit", "probit"}, default="logit"
+    clients : str or array-like, default=None
+    min_level_count : int, default=5
+        A site refuses to name the levels of a column (the outcome's too) when
+        one of them is held by fewer of its rows.
+    tol, max_rounds, privacy
+        As :class:`~skfed.discrete.FedOrderedModel`.
+
+    Returns
+    -------
+    OrdinalResults
+        ``params``, ``bse``, ``pvalues``, ``conf_int()``, ``llf``, ``summary()``,
+        ``wald_test()``, the ``estimator`` and the ``design``.
+    """
+    estimator = FedOrderedModel(distr, tol=tol, max_rounds=max_rounds, privacy=privacy)
+    design, rows, design_data, session = _fit(estimator, formula, data, clients,
+                                              min_level_count, intercept=False)
+    return OrdinalResults(formula, estimator, design, rows, session.ledger.as_dict(),
+                          training_data=design_data)
+
+
+def mnlogit(formula, data, *, clients=None, min_level_count=5, tol=1e-16, max_rounds=100,
+            privacy=None):
+    """Fit a multinomial logit from a formula over the sites: statsmodels'
+    ``smf.mnlogit(formula, data)`` on the pooled rows (the first level the
+    reference).
+
+    Parameters
+    ----------
+    formula : str
+        ``"outcome ~ age + C(sex)"`` (the outcome numbers or text).
+    data : pandas.DataFrame or FederatedDataset
+    clients : str or array-like, default=None
+    min_level_count : int, default=5
+    tol, max_rounds, privacy
+        As :class:`~skfed.discrete.FedMNLogit`.
+
+    Returns
+    -------
+    MNLogitResults
+        Parameters named ``"age[outcome=b]"``, level by level; ``summary()``
+        one block per level; ``level_results(level)`` one level's table and
+        forest plot.
+    """
+    estimator = FedMNLogit(fit_intercept=False, tol=tol, max_rounds=max_rounds,
+                           privacy=privacy)
+    design, rows, design_data, session = _fit(estimator, formula, data, clients,
+                                              min_level_count, intercept=True)
+    return MNLogitResults(formula, estimator, design, rows, session.ledger.as_dict(),
+                          training_data=design_data)
+
+
+__all__ = ["ordinal", "mnlogit", "OrdinalResults", "MNLogitResults"]

@@ -1,0 +1,110 @@
+"""skfed.formula.ordinal and skfed.formula.mnlogit equal statsmodels'
+``OrderedModel.from_formula`` and ``smf.mnlogit`` on the pooled rows."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+from skfed.formula import FormulaError, mnlogit, ordinal
+
+GRADES = ["low", "mid", "high", "top"]
+
+
+def _ordinal_bse(ref):
+    """statsmodels' standard errors of an OrderedModel fit, from its own log-likelihood's
+    numerical Hessian (``approx_hess3``, its method) at two steps combined by Richardson's
+    extrapolation: its default step leaves errors up to 5e-6 relative in ``ref.bse``
+    (a categorical's dummies, an uncentred covariate), which the analytic Hessian does
+    not have (checked against central differences of the exact gradient to 2e-10)."""
+    from statsmodels.tools.numdiff import approx_hess3
+
+    params, loglike = ref.params.to_numpy(), ref.model.loglike
+    coarse, fine = (approx_hess3(params, loglike, epsilon=h) for h in (1e-3, 5e-4))
+    return np.sqrt(np.diag(np.linalg.inv(-(4.0 * fine - coarse) / 3.0)))
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rng = np.random.default_rng(3)
+    n = 600
+    df = pd.DataFrame({"age": rng.normal(50, 10, n), "sex": rng.choice(["F", "M"], n),
+                       "arm": rng.choice(["a", "b", "c"], n)})
+    latent = 0.08 * (df["age"] - 50) + 0.6 * (df["sex"] == "M") - 0.4 * (df["arm"] == "c")
+    df["y"] = np.digitize(latent + rng.logistic(size=n), [-1.0, 0.3, 1.5])
+    df["grade"] = pd.Categorical(np.array(GRADES)[df["y"]], categories=GRADES, ordered=True)
+    # heterogeneous sites: by age, and the first site holds no row of the top grade
+    site = np.digitize(df["age"], np.quantile(df["age"], [1 / 3, 2 / 3]))
+    df["site"] = np.where((site == 0) & (df["y"] == 3), 2, site)
+    df.loc[[4, 17], "age"] = np.nan  # incomplete rows: dropped, as statsmodels does
+    return df
+
+
+@pytest.mark.parametrize("distr", ["logit", "probit"])
+def test_ordinal_formula_equals_statsmodels(rows, distr):
+    assert not ((rows["site"] == 0) & (rows["grade"] == "top")).any()
+    fit = ordinal("grade ~ age + C(sex) + C(arm)", rows, distr=distr, clients="site")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = OrderedModel.from_formula("grade ~ age + C(sex) + C(arm)", rows,
+                                        distr=distr).fit(method="bfgs", gtol=1e-12,
+                                                         maxiter=5000, disp=0)
+    assert np.max(np.abs(ref.mle_retvals["gopt"])) < 1e-6
+    assert list(fit.params.index) == list(ref.params.index)
+    np.testing.assert_allclose(fit.params, ref.params, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(fit.bse, _ordinal_bse(ref), rtol=1e-6)
+    assert abs(fit.llf - ref.llf) < 1e-8 and fit.nobs == ref.nobs == 598
+    assert fit.levels == GRADES
+    terms = fit.wald_test_terms()
+    assert terms.loc["C(arm)", "df_constraint"] == 2
+    R = np.zeros((2, len(ref.params)))
+    R[0, 1], R[1, 2] = 1.0, 1.0  # the two arm contrasts
+    np.testing.assert_allclose(terms.loc["C(arm)", "statistic"],
+                               ref.wald_test(R, scalar=True).statistic, rtol=1e-5)
+    summary = fit.summary()
+    assert summary.info["Dep. Variable:"] == "grade" and "high/top" in summary.index
+
+
+def test_mnlogit_formula_equals_statsmodels(rows):
+    fit = mnlogit("y ~ age + C(sex) + C(arm)", rows, clients="site")
+    ref = smf.mnlogit("y ~ age + C(sex) + C(arm)", rows).fit(method="newton", tol=1e-12,
+                                                           disp=0)
+    np.testing.assert_allclose(fit.params, ref.params.to_numpy().ravel(order="F"), rtol=0,
+                               atol=1e-6)
+    np.testing.assert_allclose(fit.bse, ref.bse.to_numpy().ravel(order="F"), rtol=1e-6)
+    assert abs(fit.llf - ref.llf) < 1e-8
+    assert fit.param_names[:2] == ["Intercept[y=1]", "C(sex)[T.M][y=1]"]
+    table = fit.summary()
+    np.testing.assert_allclose(table.loc["y=3", "coef"], ref.params[2], atol=1e-6)
+    assert fit.wald_test_terms().loc["C(arm)", "df_constraint"] == 6
+    # text outcomes (statsmodels takes numbers only): the same fit, levels named
+    named = rows.assign(outcome=np.array(["none", "partial", "good", "full"])[rows["y"]])
+    text = mnlogit("outcome ~ age + C(sex) + C(arm)", named, clients="site")
+    assert text.levels == ["full", "good", "none", "partial"]
+    assert text.param_names[0] == "Intercept[outcome=good]"
+
+
+def test_formula_errors(rows):
+    with pytest.raises(FormulaError, match="the outcome: one column"):
+        ordinal("np.log(age) ~ C(sex)", rows, clients="site")
+    unused = rows.assign(grade=rows["grade"].cat.add_categories(["worse"]))
+    with pytest.raises(FormulaError, match=r"level\(s\) \['worse'\] that no site holds"):
+        ordinal("grade ~ age", unused, clients="site")
+    with pytest.raises(ValueError, match="use FedLogisticRegression"):
+        ordinal("male ~ age", rows.assign(male=(rows["sex"] == "M").astype(int)),
+                clients="site")
+
+
+def test_forest_rows_of_the_formula_results(rows):
+    pytest.importorskip("matplotlib")
+    from skfed.plotting import forest_table, plot_forest
+
+    fit = ordinal("grade ~ age + C(sex)", rows, clients="site")
+    table = forest_table(fit)
+    assert len(table) == 2 and table.attrs["measure"] == "odds ratio"
+    multi = mnlogit("y ~ age + C(sex)", rows, clients="site")
+    for level in (1, 2, 3):
+        assert plot_forest(multi.level_results(level)) is not None
