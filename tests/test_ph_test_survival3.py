@@ -25,6 +25,7 @@ import pytest
 from skfed.data import FederatedDataset
 from skfed.federation.operations import Refused
 from skfed.privacy import SecureAggregation
+from skfed.sites import SiteRefusal
 from skfed.survival import FedCoxPH, proportional_hazard_test, survival_target
 from skfed.survival._site import _schoenfeld_rules, site_schoenfeld_sums
 
@@ -129,6 +130,30 @@ R_NUMBERS = {
     ("rossi/grid/identity", "paro"): (0.013976392967173687, 1),
     ("rossi/grid/identity", "prio"): (0.23256547874444455, 1),
     ("rossi/grid/identity", "GLOBAL"): (17.801791097662711, 7),
+    ("rossi/thirds/km", "fin"): (0.0040815909540832078, 1),
+    ("rossi/thirds/km", "age"): (4.5687705606105142, 1),
+    ("rossi/thirds/km", "race"): (2.0225819691324207, 1),
+    ("rossi/thirds/km", "wexp"): (4.5897158650207883, 1),
+    ("rossi/thirds/km", "mar"): (1.7742909988769167, 1),
+    ("rossi/thirds/km", "paro"): (0.14644134082101548, 1),
+    ("rossi/thirds/km", "prio"): (1.238190751806391, 1),
+    ("rossi/thirds/km", "GLOBAL"): (16.886997018098391, 7),
+    ("rossi/thirds/rank", "fin"): (0.0075269306672192957, 1),
+    ("rossi/thirds/rank", "age"): (3.6402972389865784, 1),
+    ("rossi/thirds/rank", "race"): (2.3487740211161272, 1),
+    ("rossi/thirds/rank", "wexp"): (4.0994503990523814, 1),
+    ("rossi/thirds/rank", "mar"): (1.920565819338544, 1),
+    ("rossi/thirds/rank", "paro"): (0.029744102163984633, 1),
+    ("rossi/thirds/rank", "prio"): (0.98662728665102228, 1),
+    ("rossi/thirds/rank", "GLOBAL"): (15.43632745915251, 7),
+    ("rossi/thirds/identity", "fin"): (0.014381757013250892, 1),
+    ("rossi/thirds/identity", "age"): (4.7476631806523093, 1),
+    ("rossi/thirds/identity", "race"): (1.8182012325288126, 1),
+    ("rossi/thirds/identity", "wexp"): (4.5797827699058189, 1),
+    ("rossi/thirds/identity", "mar"): (1.6436721228874251, 1),
+    ("rossi/thirds/identity", "paro"): (0.20624335690890788, 1),
+    ("rossi/thirds/identity", "prio"): (1.2807585003753403, 1),
+    ("rossi/thirds/identity", "GLOBAL"): (16.773419052986043, 7),
     ("gbsg2/terms/km", "horTh"): (0.23852143565057413, 1),
     ("gbsg2/terms/km", "age"): (10.437859628614836, 1),
     ("gbsg2/terms/km", "menostat"): (5.4060304507206807, 1),
@@ -407,3 +432,65 @@ def test_the_command_line_gives_rs_table(rossi_csv, capsys, tmp_path):
     ph, _, out = _cli(capsys, tmp_path, path, "--target", "arrest", "week", "--strata", "site")
     assert ph["table"] is None and "stratified by site" in ph["reason"]
     assert "proportional-hazards test: not available" in out
+
+
+# --- through real site services (gRPC, mutual TLS) --------------------------------------
+@pytest.fixture
+def rossi_services(tmp_path):
+    """lifelines' rossi at three site services (split by age), under ``policy``."""
+    pytest.importorskip("grpc")
+    from lifelines.datasets import load_rossi
+
+    from skfed.deploy import make_certificates
+    from skfed.sites.policy import load_config
+    from skfed.sites.transport import SiteServer
+
+    from ._sites import ROSSI_POLICY, SITES, site_config, split_frames
+
+    certs = make_certificates(tmp_path / "certs", list(SITES))
+    servers, opened = [], []
+
+    def start(policy=""):
+        addresses, parts = {}, split_frames(load_rossi(), 3, by="age")
+        for k, name in enumerate(SITES):
+            folder = tmp_path / f"{name}-{len(servers)}"
+            folder.mkdir()
+            parts[k].to_csv(folder / "rossi.csv", index=False)
+            config = site_config(folder, name, certs=certs,
+                                 datasets={"rossi": ("rossi.csv", None)},
+                                 policy=f"{ROSSI_POLICY}\n{policy}")
+            servers.append(SiteServer(load_config(config)).start())
+            addresses[name] = f"127.0.0.1:{servers[-1].port}"
+        data = FederatedDataset.from_sites(addresses, dataset="rossi", target=["arrest", "week"],
+                                           ca_file=certs.ca.cert, cert_file=certs.client.cert,
+                                           key_file=certs.client.key)
+        opened.append(data)
+        return data
+
+    yield start
+    for data in opened:
+        data.close()
+    for server in servers:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_through_site_services_exact_and_on_a_time_grid(rossi_services):
+    # sites that allow exact event times: R's numbers on the pooled rows
+    exact = rossi_services("allow_event_times = true")
+    cox = FedCoxPH(tol=1e-12).fit(exact)
+    table = proportional_hazard_test(cox, exact, method="survival3", time_transform="all")
+    for transform in ("km", "rank", "identity", "log"):
+        _assert_r(table.xs(transform, level="transform"), f"rossi/efron/{transform}")
+    # a site's default policy: no exact event time leaves; on a time grid whose
+    # intervals each hold 0 or >= min_level_count events and rows at every site, R's
+    # test of the grouped times
+    strict = rossi_services()
+    with pytest.raises(SiteRefusal) as info:  # four-week intervals: too few at a site
+        FedCoxPH(time_grid=np.arange(4.0, 53.0, 4.0)).fit(strict)
+    assert info.value.rule == "min_level_count"
+    cox = FedCoxPH(time_grid=[17.0, 35.0, 52.0], tol=1e-12).fit(strict)
+    for transform in ("km", "rank", "identity"):
+        _assert_r(proportional_hazard_test(cox, strict, method="survival3",
+                                           time_transform=transform),
+                  f"rossi/thirds/{transform}")

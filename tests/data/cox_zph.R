@@ -38,6 +38,12 @@ coarse <- coxph(Surv(grouped, arrest) ~ fin + age + race + wexp + mar + paro + p
                 data = rossi, control = ctl)
 for (tr in c("km", "rank", "identity"))
   show(paste0("rossi/grid/", tr), cox.zph(coarse, transform = tr))
+thirds <- c(17, 35, 52)  # a grid each site's small-count rule passes
+rossi$third <- sapply(rossi$week, function(t) thirds[which(thirds >= t)[1]])
+by_third <- coxph(Surv(third, arrest) ~ fin + age + race + wexp + mar + paro + prio,
+                    data = rossi, control = ctl)
+for (tr in c("km", "rank", "identity"))
+  show(paste0("rossi/thirds/", tr), cox.zph(by_third, transform = tr))
 f_gbsg2 <- Surv(time, cens) ~ horTh + age + menostat + tsize + tgrade + pnodes + progrec +
   estrec
 g <- coxph(f_gbsg2, data = gbsg2, control = ctl)
