@@ -326,7 +326,9 @@ def site_gee_terms(site, design, params, alpha, meat):
     out = {"bread": D.T @ vinv_d, "score": D.T @ vinv_r, "ssr": float(pearson @ pearson),
            "n": float(resid.size), "ysum": float(clusters.y.sum())}
     if meat:
-        u = clusters.sum(D * vinv_r[:, None])  # each cluster's score: stays here
-        dominance.check_products(u, u, what="a GEE's meat")
+        scores = D * vinv_r[:, None]
+        u = clusters.sum(scores)  # each cluster's score: stays here
+        # the meat row by row: sum_c u_c u_c' = sum_i s_i u_c(i)'
+        dominance.check_products(scores, u[clusters.codes], what="a GEE's meat")
         out["meat"] = u.T @ u
     return out
