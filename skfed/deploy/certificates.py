@@ -22,7 +22,9 @@ from .._messages import show
 
 #: file stems of the non-site certificates; sites may not take these names
 CA, COORDINATOR, ANALYST = "ca", "coordinator", "analyst"
-_RESERVED = {CA, COORDINATOR, ANALYST}
+#: the DNS name every relay certificate holds: sites and analysts reach "a relay"
+RELAY_HOST = "skfed-relay"
+_RESERVED = {CA, COORDINATOR, ANALYST, RELAY_HOST}
 #: the folder (inside the certificates' directory) that holds the CA's private key
 CA_PRIVATE = "ca-private"
 #: a site name becomes a file name and a certificate CN (at most 64 characters)
@@ -58,6 +60,8 @@ class Certificates:
         order given.
     analysts : dict of str to KeyPair
         The further analysts' certificates (``analysts=``).
+    relays : dict of str to KeyPair
+        The relays' certificates (``relays=``).
     """
 
     directory: Path
@@ -66,6 +70,7 @@ class Certificates:
     client: KeyPair
     sites: dict
     analysts: dict = None
+    relays: dict = None
 
 
 def check_site_name(name):
@@ -131,6 +136,7 @@ def _san(hosts):
 
 #: the role a certificate is bound to, written as its subject's organizational unit
 ROLE_SITE, ROLE_ANALYST, ROLE_COORDINATOR, ROLE_CA = "site", "analyst", "coordinator", "ca"
+ROLE_RELAY = "relay"
 _ROLE_UNIT = "skfed {}"
 
 
@@ -269,18 +275,23 @@ def _pair(directory, stem):
     return KeyPair(cert=directory / f"{stem}.pem", key=directory / f"{stem}.key")
 
 
-def _check_names(sites, analysts, days):
-    """``(sites, analysts)`` checked: names safe as file names, no name with two roles,
-    and ``days`` a positive integer."""
+def _check_names(sites, analysts, days, relays=()):
+    """``(sites, analysts, relays)`` checked: names safe as file names, no name with two
+    roles, and ``days`` a positive integer."""
     sites = _check_sites(sites)
     analysts = _check_sites(list(analysts)) if len(analysts) else []
-    clash = {s.lower() for s in sites} & {a.lower() for a in analysts}
-    if clash:
-        raise ValueError(f"{sorted(clash)[0]!r} names both a site and an analyst: a "
-                         "certificate has one role.")
+    relays = _check_sites(list(relays)) if len(relays) else []
+    for other, kind in ((analysts, "an analyst"), (relays, "a relay")):
+        clash = {s.lower() for s in sites} & {a.lower() for a in other}
+        if clash:
+            raise ValueError(f"{sorted(clash)[0]!r} names both a site and {kind}: a "
+                             "certificate has one role.")
+    if {a.lower() for a in analysts} & {r.lower() for r in relays}:
+        raise ValueError("a name is both an analyst's and a relay's: a certificate has one "
+                         "role.")
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ValueError(f"days must be a positive integer; got {show(days)}.")
-    return sites, analysts
+    return sites, analysts, relays
 
 
 def _refuse_existing(pairs):
@@ -291,7 +302,7 @@ def _refuse_existing(pairs):
 
 
 def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), days=30,
-                      overwrite=False, analysts=()):
+                      overwrite=False, analysts=(), relays=()):
     """Create a certificate authority and the certificates of a federation.
 
     Writes, in ``directory``: ``ca.pem`` (the authority; its key apart, in
@@ -333,6 +344,10 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
         Further analysts, each with a certificate of the analyst role
         (``<name>.pem`` / ``<name>.key``) and its own identity at the site
         services (policies name them; fit sessions are kept apart by it).
+    relays : sequence of str, default=()
+        Relays (``skfed relay serve``), each with a certificate of the relay role
+        (``<name>.pem`` / ``<name>.key``) naming the host ``skfed-relay``, which
+        sites and analysts check when they connect to one.
 
     Returns
     -------
@@ -357,7 +372,7 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     >>> tls_security(certs, "worker", "hospital-a").require_encryption
     True
     """
-    sites, analysts = _check_names(sites, analysts, days)
+    sites, analysts, relays = _check_names(sites, analysts, days, relays)
     san = _san(hosts)
     directory = Path(directory)
     ca, scheduler, client = (_pair(directory, s) for s in (CA, COORDINATOR, ANALYST))
@@ -366,7 +381,9 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     ca = KeyPair(cert=ca.cert, key=directory / CA_PRIVATE / f"{CA}.key")
     site_pairs = {s: _pair(directory, s) for s in sites}
     analyst_pairs = {a: _pair(directory, a) for a in analysts}
-    pairs = [ca, scheduler, client, *site_pairs.values(), *analyst_pairs.values()]
+    relay_pairs = {r: _pair(directory, r) for r in relays}
+    pairs = [ca, scheduler, client, *site_pairs.values(), *analyst_pairs.values(),
+             *relay_pairs.values()]
     if not overwrite:
         _refuse_existing(pairs)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -376,13 +393,15 @@ def make_certificates(directory, sites, *, hosts=("localhost", "127.0.0.1"), day
     for pair, cn, role in [(scheduler, COORDINATOR, ROLE_COORDINATOR),
                            (client, ANALYST, ROLE_ANALYST),
                            *((site_pairs[s], s, ROLE_SITE) for s in sites),
-                           *((analyst_pairs[a], a, ROLE_ANALYST) for a in analysts)]:
+                           *((analyst_pairs[a], a, ROLE_ANALYST) for a in analysts),
+                           *((relay_pairs[r], r, ROLE_RELAY) for r in relays)]:
         # a site's certificate also names the site (DNS name), so that an analyst
         # connecting to 'hospital-a' accepts hospital-a's certificate only
-        leaf_san = san if role != ROLE_SITE else _san([*_hosts(hosts), cn])
+        extra = {ROLE_SITE: [cn], ROLE_RELAY: [RELAY_HOST]}.get(role)
+        leaf_san = san if extra is None else _san([*_hosts(hosts), *extra])
         _save(pair, *_make_leaf(cn, role, leaf_san, ca_key, ca_cert, days))
     return Certificates(directory=directory, ca=ca, scheduler=scheduler, client=client,
-                        sites=site_pairs, analysts=analyst_pairs)
+                        sites=site_pairs, analysts=analyst_pairs, relays=relay_pairs)
 
 
 def tls_security(directory, role, name=None):

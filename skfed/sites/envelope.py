@@ -1,0 +1,349 @@
+"""End-to-end envelopes between an analyst and a site, for messages a relay forwards.
+
+Behind a relay (:mod:`skfed.sites.relay`) the site's TLS peer is the relay, so
+TLS alone says neither who asks nor keeps the relay from reading. Each request
+is therefore sealed by the analyst for one site:
+
+- **encrypted to the site**: an ephemeral ECDH (P-256) key agreement with the
+  public key of the site's certificate, HKDF-SHA256, AES-256-GCM; only the
+  holder of the site's certificate key can read it;
+- **signed by the analyst**: ECDSA (SHA-256) with the analyst certificate's key
+  over the header, the ephemeral key and the request; the certificate travels
+  inside and the site checks it against its CA, its validity and its role
+  (analyst). Who asks, at the site, is this certificate's name;
+- **bound** to the site's name, the analyst's connection id, a sequence number
+  and an expiry (the clear header, authenticated by AES-GCM and signed); the
+  dataset reference and any session handle are inside the signed, encrypted
+  request (a clear digest of them would let the relay test guesses of names);
+- **once and in order**: the site keeps, per analyst and connection, the highest
+  sequence number accepted (:class:`ReplayRecord`, a file in its folder that
+  survives a restart) and refuses any number not above it (a replay or a
+  reordering) and any expired request.
+
+The reply is encrypted under a key derived from the same agreement (only the
+analyst who chose the ephemeral key can read it) and carries the same
+connection id and sequence number. Primitives from ``cryptography`` only.
+"""
+
+import json
+import os
+import secrets
+import struct
+import threading
+import time
+
+REQUEST, REPLY, REFUSAL = b"SKE1", b"SKR1", b"SKX1"
+#: the furthest in the future a request's expiry may be (seconds): bounds the record
+MAX_AHEAD = 3600.0
+_CONTEXT = b"skfed envelope v1"
+
+
+class EnvelopeError(ValueError):
+    """A sealed message refused: ``reason`` is one of ``"malformed"``, ``"site"``,
+    ``"tampered"``, ``"certificate"``, ``"analyst"``, ``"signature"``, ``"expired"``,
+    ``"sequence"``."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _pack(*fields):
+    return b"".join(struct.pack(">I", len(f)) + bytes(f) for f in fields)
+
+
+def _unpack(data, count):
+    fields, at = [], 0
+    for _ in range(count):
+        if at + 4 > len(data):
+            raise EnvelopeError("malformed", "a truncated envelope")
+        (size,) = struct.unpack_from(">I", data, at)
+        at += 4
+        if at + size > len(data):
+            raise EnvelopeError("malformed", "a truncated envelope")
+        fields.append(bytes(data[at:at + size]))
+        at += size
+    if at != len(data):
+        raise EnvelopeError("malformed", "trailing bytes after the envelope")
+    return fields
+
+
+def _keys(shared, ephemeral, header):
+    """The request's and the reply's AES-256 keys from one ECDH secret."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=ephemeral,
+               info=_CONTEXT + b"\0" + header).derive(shared)
+    return okm[:32], okm[32:]
+
+
+def _point(public_key):
+    from cryptography.hazmat.primitives import serialization
+
+    return public_key.public_bytes(serialization.Encoding.X962,
+                                   serialization.PublicFormat.UncompressedPoint)
+
+
+def _signed(header, ephemeral, request):
+    return _pack(_CONTEXT + b" request", header, ephemeral, request)
+
+
+def _reply_header(site, connection, seq):
+    return json.dumps({"site": site, "connection": connection, "seq": seq},
+                      sort_keys=True).encode()
+
+
+class Sealer:
+    """The analyst's side for one site: seals requests, opens their replies.
+
+    Parameters
+    ----------
+    site : str
+        The site's name.
+    site_certificate : bytes
+        The site's PEM certificate (checked by the caller against the CA).
+    cert, key : bytes
+        The analyst's PEM certificate and private key.
+    """
+
+    def __init__(self, site, site_certificate, cert, key):
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+
+        self.site, self.cert = site, bytes(cert)
+        self._site_key = x509.load_pem_x509_certificate(bytes(site_certificate)).public_key()
+        self._key = serialization.load_pem_private_key(bytes(key), password=None)
+        self.connection = secrets.token_hex(16)
+        self.seq = 0
+        self._lock = threading.Lock()
+
+    def seal(self, request, lifetime):
+        """``(envelope, opener)``: ``request`` sealed to the site, expiring in ``lifetime``
+        seconds; ``opener(reply_bytes)`` returns the reply's bytes."""
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        with self._lock:
+            self.seq += 1
+            seq = self.seq
+        header = json.dumps({"site": self.site, "connection": self.connection, "seq": seq,
+                             "expires": time.time() + float(lifetime)},
+                            sort_keys=True).encode()
+        ephemeral_key = ec.generate_private_key(ec.SECP256R1())
+        ephemeral = _point(ephemeral_key.public_key())
+        request_key, reply_key = _keys(ephemeral_key.exchange(ec.ECDH(), self._site_key),
+                                       ephemeral, header)
+        signature = self._key.sign(_signed(header, ephemeral, request),
+                                   ec.ECDSA(hashes.SHA256()))
+        nonce = secrets.token_bytes(12)
+        sealed = AESGCM(request_key).encrypt(nonce, _pack(self.cert, signature, request),
+                                             header + ephemeral)
+        expected = _reply_header(self.site, self.connection, seq)
+        return (REQUEST + _pack(header, ephemeral, nonce, sealed),
+                lambda data: open_reply(data, reply_key, expected))
+
+
+def open_reply(data, key, expected):
+    """The reply's bytes, if sealed under ``key`` for the expected header (site,
+    connection, sequence number); else :class:`EnvelopeError`."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    data = bytes(data)
+    if data[:4] == REFUSAL:
+        raise EnvelopeError("refused", data[4:4096].decode("utf-8", "replace"))
+    if data[:4] != REPLY:
+        raise EnvelopeError("malformed", "not a sealed reply")
+    header, nonce, sealed = _unpack(data[4:], 3)
+    if header != expected:
+        raise EnvelopeError("sequence", "a reply to another request (its site, connection "
+                                        "or sequence number differs)")
+    try:
+        return AESGCM(key).decrypt(nonce, sealed, header)
+    except InvalidTag:
+        raise EnvelopeError("tampered", "a reply that was altered in transit") from None
+
+
+class Opened:
+    """A request opened at the site: who sent it, what it asks, and how to seal its
+    reply (:meth:`seal`)."""
+
+    def __init__(self, analyst, request, reply_key, header):
+        self.analyst, self.request = analyst, request
+        self._key, self._header = reply_key, header
+
+    def seal(self, reply):
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        nonce = secrets.token_bytes(12)
+        return REPLY + _pack(self._header, nonce,
+                             AESGCM(self._key).encrypt(nonce, bytes(reply), self._header))
+
+
+def refusal(message):
+    """A refusal of an envelope the site could not open (in the clear: it says why
+    only, and the analyst treats it as an unauthenticated error)."""
+    return REFUSAL + message.encode()[:4000]
+
+
+class Opener:
+    """The site's side: opens requests sealed to it (:class:`Sealer`).
+
+    Parameters
+    ----------
+    site : str
+        This site's name.
+    cert, key, ca : bytes
+        The site's PEM certificate and key, and the federation's CA certificate.
+    record : ReplayRecord
+        Where the accepted sequence numbers are kept.
+    """
+
+    def __init__(self, site, cert, key, ca, record):
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+
+        self.site, self.record = site, record
+        self._key = serialization.load_pem_private_key(bytes(key), password=None)
+        self._ca = x509.load_pem_x509_certificate(bytes(ca))
+
+    def open(self, data, now=None):
+        """An :class:`Opened` request, or :class:`EnvelopeError` naming why not."""
+        now = time.time() if now is None else now
+        header, fields = self._header(data)
+        ephemeral, nonce, sealed = fields
+        request_key, reply_key = self._agree(ephemeral, header)
+        cert, signature, request = self._decrypt(request_key, nonce, sealed,
+                                                 header + ephemeral)
+        analyst = self._verify(cert, signature, _signed(header, ephemeral, request), now)
+        fields = json.loads(header)
+        if fields["expires"] < now:
+            raise EnvelopeError("expired", f"a request of analyst {analyst!r} that expired "
+                                           f"{now - fields['expires']:.0f} s ago")
+        if fields["expires"] > now + MAX_AHEAD:
+            raise EnvelopeError("expired", "a request whose expiry is over an hour ahead")
+        self.record.accept(analyst, fields["connection"], fields["seq"], fields["expires"],
+                           now)
+        return Opened(analyst, request, reply_key,
+                      _reply_header(self.site, fields["connection"], fields["seq"]))
+
+    def _header(self, data):
+        data = bytes(data)
+        if data[:4] != REQUEST:
+            raise EnvelopeError("malformed", "not a sealed request")
+        header, *fields = _unpack(data[4:], 4)
+        try:
+            values = json.loads(header)
+            ok = (isinstance(values, dict) and isinstance(values.get("site"), str)
+                  and isinstance(values.get("connection"), str)
+                  and len(values["connection"]) <= 64
+                  and type(values.get("seq")) is int
+                  and isinstance(values.get("expires"), float))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise EnvelopeError("malformed", "an envelope header that is not skfed's")
+        if values["site"] != self.site:
+            raise EnvelopeError("site", f"a request sealed for site {values['site'][:64]!r}, "
+                                        f"not this site ({self.site!r})")
+        return header, fields
+
+    def _agree(self, ephemeral, header):
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        try:
+            public = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)
+        except ValueError:
+            raise EnvelopeError("tampered", "an ephemeral key that is not a P-256 point") \
+                from None
+        return _keys(self._key.exchange(ec.ECDH(), public), ephemeral, header)
+
+    @staticmethod
+    def _decrypt(key, nonce, sealed, associated):
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        try:
+            plain = AESGCM(key).decrypt(nonce, sealed, associated)
+        except (InvalidTag, ValueError):
+            raise EnvelopeError("tampered", "a request that was altered in transit, or not "
+                                            "sealed to this site's key") from None
+        return _unpack(plain, 3)
+
+    def _verify(self, cert, signature, payload, now):
+        """The analyst's name, if ``cert`` is an analyst certificate of the CA, valid now,
+        whose key signed ``payload``."""
+        from cryptography import x509
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        from ..deploy.certificates import ROLE_ANALYST, certificate_identity
+
+        try:
+            certificate = x509.load_pem_x509_certificate(cert)
+            certificate.verify_directly_issued_by(self._ca)
+        except (ValueError, TypeError, InvalidSignature):
+            raise EnvelopeError("certificate", "a certificate the federation's CA did not "
+                                               "sign") from None
+        if not (certificate.not_valid_before_utc.timestamp() <= now
+                <= certificate.not_valid_after_utc.timestamp()):
+            raise EnvelopeError("certificate", "a certificate outside its validity")
+        role, name = certificate_identity(cert)
+        if role != ROLE_ANALYST:
+            raise EnvelopeError("analyst", f"a {role} certificate ({name!r}) is not an "
+                                           "analyst's")
+        try:
+            certificate.public_key().verify(signature, payload, ec.ECDSA(hashes.SHA256()))
+        except (InvalidSignature, ValueError, TypeError):
+            raise EnvelopeError("signature", f"a request not signed by analyst {name!r}'s "
+                                             "key") from None
+        return name
+
+
+class ReplayRecord:
+    """The highest sequence number accepted per analyst and connection, kept in a file
+    (mode 0600, replaced atomically) so that a restart forgets nothing; an entry goes
+    once every request it could refuse has expired.
+
+    Parameters
+    ----------
+    path : path-like or None
+        The file (``None``: in memory only, for tests).
+    """
+
+    def __init__(self, path):
+        self.path, self._lock = path, threading.Lock()
+        self._entries = {}
+        if path is not None and os.path.exists(path):
+            with open(path) as f:
+                self._entries = {k: tuple(v) for k, v in json.load(f).items()}
+
+    def accept(self, analyst, connection, seq, expires, now):
+        """Record ``seq``, or :class:`EnvelopeError` if it is not above the last accepted
+        on this connection (a replay, or a request a relay held back)."""
+        key = f"{analyst}|{connection}"
+        with self._lock:
+            highest, until = self._entries.get(key, (0, 0.0))
+            if seq <= highest:
+                raise EnvelopeError("sequence", f"request {seq} of analyst {analyst!r} on "
+                                                f"connection {connection[:12]} is not after "
+                                                f"request {highest} (replayed or reordered)")
+            self._entries = {k: v for k, v in self._entries.items() if v[1] >= now}
+            self._entries[key] = (seq, max(until, expires))
+            self._save()
+
+    def _save(self):
+        if self.path is None:
+            return
+        tmp = f"{self.path}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        try:
+            os.write(fd, json.dumps(self._entries).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
