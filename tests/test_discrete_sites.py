@@ -13,7 +13,7 @@ pytest.importorskip("cryptography")
 from skfed import FedMNLogit, FedOrderedModel  # noqa: E402
 from skfed.formula import mnlogit, ordinal  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
-from skfed.exceptions import SiteRefusal  # noqa: E402
+from skfed.exceptions import SiteRefusal, SiteServiceError  # noqa: E402
 
 from ._homes import HOMES, homes  # noqa: E402
 from ._sites import SITES, services_of  # noqa: E402
@@ -81,3 +81,32 @@ def test_sites_requiring_secure_aggregation(tmp_path):
             here = route("y ~ age + dose", pooled, clients=site)
             np.testing.assert_allclose(masked.params, here.params, rtol=1e-10, atol=1e-12)
             np.testing.assert_allclose(masked.bse, here.bse, rtol=1e-10)
+
+
+def test_a_rare_level_at_a_site_and_a_site_requiring_differential_privacy(tmp_path):
+    """A level held by fewer than min_level_count rows of a site is not named by it (the
+    target's and a formula outcome's); a site that requires differential privacy
+    refuses the plain sums, and the estimator refuses to run under it."""
+    from skfed.privacy import DifferentialPrivacy
+
+    parts = _by_age(_frame())
+    rare = parts[0].copy()
+    rare.loc[rare.index[:3], "y"] = 7  # three rows of a level held nowhere else
+    policy = "min_rows = 10\nmin_level_count = 5"
+    with services_of(tmp_path / "rare", [rare, *parts[1:]], policy=policy,
+                     target="y") as remote:
+        with pytest.raises(SiteRefusal) as info:
+            FedMNLogit().fit(remote)
+        assert info.value.rule == "min_level_count" and info.value.site == SITES[0]
+    with services_of(tmp_path / "rare-formula", [rare, *parts[1:]], policy=policy) as remote:
+        # formula.levels's own refusal: the fixed text of rule 'data', the column named
+        with pytest.raises(SiteServiceError, match=r"formula.levels: .*columns: 'y'"):
+            ordinal("y ~ age + dose", remote)
+    dp = ('min_rows = 10\nrequire = ["differential_privacy"]\n'
+          'consortium = ["hospital-a", "hospital-b", "hospital-c"]')
+    with services_of(tmp_path / "dp", parts, policy=dp, target="y") as remote:
+        with pytest.raises(SiteRefusal) as info:
+            FedOrderedModel().fit(remote)
+        assert info.value.rule == "require"
+        with pytest.raises(ValueError, match="does not offer differential privacy"):
+            FedOrderedModel(privacy=DifferentialPrivacy(epsilon=1.0)).fit(remote)
