@@ -64,33 +64,40 @@ def competing_rows(site, time, event):
 
 def _grid_rule(site, values, rules):
     if not rules.allow_event_times:
-        raise Refused("allow_event_times", "the exact Aalen-Johansen estimate makes the sites' "
-                      "event times public; pass time_grid= cut points (approximate), or ask "
-                      "the sites to set allow_event_times", public=True)
+        raise Refused("allow_event_times", "exact competing-risks estimates make the sites' "
+                      "event times public; ask the sites to set allow_event_times",
+                      public=True)
 
 
 @site_operation(
     "stats.competing_grid", releases=COUNTS,
-    describes="the site's distinct event times of any cause, without their counts or "
-              "causes (only with allow_event_times): the public grid of the Aalen-Johansen "
-              "cumulative incidence",
-    arguments=(_TIME, _EVENT), checks=(_grid_rule,), counts=lambda reply: [])
-def site_competing_grid(site, time, event):
-    """The site's distinct event times (any cause).
+    describes="the site's distinct event times of any cause and, with censorings, its "
+              "distinct censoring times, without their counts or causes (only with "
+              "allow_event_times): the public grid of the Aalen-Johansen cumulative "
+              "incidence and of a Fine-Gray model's censoring curve",
+    arguments=(_TIME, _EVENT, Arg("censorings", "bool", optional=True, default=False)),
+    checks=(_grid_rule,), counts=lambda reply: [])
+def site_competing_grid(site, time, event, censorings=False):
+    """The site's distinct event times (any cause), and censoring times if asked.
 
     Parameters
     ----------
     site : SiteData
     time, event : str
         Columns of follow-up times and of event codes (0 censored).
+    censorings : bool, default=False
+        Also the distinct censoring times (a Fine-Gray model's censoring curve).
 
     Returns
     -------
     reply : dict
-        ``{"times": ndarray}``, increasing.
+        ``{"times": ndarray}`` (and ``"censorings"``), increasing.
     """
     tv, codes = competing_rows(site, time, event)
-    return {"times": np.unique(tv[codes > 0])}
+    reply = {"times": np.unique(tv[codes > 0])}
+    if censorings:
+        reply["censorings"] = np.unique(tv[codes == 0])
+    return reply
 
 
 def _positions(tv, grid, intervals):
