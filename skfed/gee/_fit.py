@@ -21,7 +21,7 @@ from .._messages import show
 from ..data import FederatedDataset
 from ..federation.session import FederationSession
 from ..mixed._data import _frame, mixed_dataset
-from ._site import site_gee_moments, site_gee_terms
+from ._site import site_gee_moments, site_gee_start, site_gee_terms
 
 #: the time column's name when ``time`` is given as an array
 TIME_COLUMN = "<time>"
@@ -99,16 +99,12 @@ def _solve(bread, score):
 
 
 def _start(session, design, p):
-    """The independence GLM's estimate (statsmodels' start): Fisher scoring to
-    convergence from the intercept at the link of the pooled mean."""
-    params = np.zeros(p)
-    if design["fit_intercept"]:
-        first = session.sum(site_gee_terms, design, params + _safe(design), 0.0, False,
-                            phase="setup")
-        ybar = float(first["ysum"]) / float(first["n"])
-        params[0] = _link(design["link"], ybar)
-    else:
-        params += _safe(design)
+    """The independence GLM's estimate (statsmodels' start): one IRLS step from
+    statsmodels' starting means, then Fisher scoring to convergence."""
+    totals = session.sum(site_gee_start, design, None, phase="setup")
+    ybar = float(totals["ysum"]) / float(totals["n"])
+    first = session.sum(site_gee_start, design, ybar, phase="setup")
+    params = _solve(first["xtwx"], first["xtwz"])
     for _ in range(START_MAX_ROUNDS):
         terms = session.sum(site_gee_terms, design, params, 0.0, False, phase="setup")
         step = _solve(terms["bread"], terms["score"])
@@ -116,22 +112,6 @@ def _start(session, design, p):
         if np.max(np.abs(step)) <= START_TOL * (1.0 + np.max(np.abs(params))):
             break
     return params
-
-
-def _safe(design):
-    """A linear predictor every link maps to a valid mean (1: a positive mean of the
-    identity and inverse links, whose variance at 0 would vanish)."""
-    return 0.0 if design["link"] in ("log", "logit") else 1.0
-
-
-def _link(link, mean):
-    if link == "log":
-        return np.log(mean) if mean > 0 else 0.0
-    if link == "logit":
-        return np.log(mean / (1.0 - mean)) if 0 < mean < 1 else 0.0
-    if link == "inverse_power":
-        return 1.0 / mean if mean != 0 else 1.0
-    return mean
 
 
 def _scale(family, ssr, n, p):

@@ -302,10 +302,48 @@ def _lag_sums(clusters, r, max_lag):
     return out
 
 
+def _start_mean(family, y, ybar):
+    """statsmodels' GLM start: the mean between each outcome and the pooled mean
+    (a binomial outcome's between it and one half)."""
+    return (y + 0.5) / 2.0 if family == "binomial" else (y + ybar) / 2.0
+
+
+def _link_of(link, mu):
+    if link == "log":
+        return np.log(mu)
+    if link == "logit":
+        return np.log(mu / (1.0 - mu))
+    return 1.0 / mu if link == "inverse_power" else mu
+
+
+@site_operation(
+    "gee.start", releases=SUMS, reads_design=True, maskable=True,
+    describes="without a pooled mean: the outcome sum and row count; with it, the first "
+              "IRLS step's p x p X'WX and X'Wz at statsmodels' starting means (the "
+              "independence GLM's start), under the dominance rule",
+    arguments=(_DESIGN, Arg("ybar", "float", nullable=True)), checks=(design_rules,))
+def site_gee_start(site, design, ybar):
+    """The outcome sum and count (``ybar`` ``None``), else the sums of the GLM's first
+    IRLS step from ``mu0`` between each outcome and ``ybar``."""
+    clusters = _clusters(site, design)
+    y = clusters.y
+    dominance.check_rows(y, "a GEE's outcome sum")
+    if ybar is None:
+        return {"ysum": float(y.sum()), "n": float(y.size)}
+    mu = _start_mean(design["family"], y, ybar)
+    dmu = mean_derivative(design["link"], mu)
+    w = dmu * dmu / variance(design["family"], mu)
+    z = _link_of(design["link"], mu) + (y - mu) / dmu
+    X = clusters.X
+    dominance.check_products(X, X, w, what="a GEE's start")
+    dominance.check_products(X, (w * z)[:, None], what="a GEE's start")
+    return {"xtwx": X.T @ (X * w[:, None]), "xtwz": X.T @ (w * z)}
+
+
 @site_operation(
     "gee.terms", releases=SUMS, reads_design=True, maskable=True,
     describes="the GEE's p x p bread sum(D'V^-1 D), its score sum(D'V^-1 r), the Pearson "
-              "sum, row count and outcome sum, and (with meat) the sum over clusters of the score's "
+              "sum and row count, and (with meat) the sum over clusters of the score's "
               "outer products; per-cluster terms stay at the site; under the dominance rule",
     arguments=(_DESIGN, _PARAMS, _ALPHA, Arg("meat", "bool")), checks=(design_rules,))
 def site_gee_terms(site, design, params, alpha, meat):
@@ -322,9 +360,8 @@ def site_gee_terms(site, design, params, alpha, meat):
     dominance.check_products(D, vinv_d, what="a GEE's bread")
     dominance.check_products(D, vinv_r[:, None], what="a GEE's score")
     dominance.check_rows(pearson * pearson, "a GEE's Pearson sum")
-    dominance.check_rows(clusters.y, "a GEE's outcome sum")
     out = {"bread": D.T @ vinv_d, "score": D.T @ vinv_r, "ssr": float(pearson @ pearson),
-           "n": float(resid.size), "ysum": float(clusters.y.sum())}
+           "n": float(resid.size)}
     if meat:
         scores = D * vinv_r[:, None]
         u = clusters.sum(scores)  # each cluster's score: stays here
