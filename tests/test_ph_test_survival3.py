@@ -34,6 +34,7 @@ from . import _cox_oracle as O
 lifelines = pytest.importorskip("lifelines")
 
 RTOL = 1e-9
+COVARIATES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
 # R 4.2.2 (Patched 2022-11-10 r83330), survival 3.5.3: tests/data/cox_zph.R's output
 R_NUMBERS = {
     ("rossi/efron/km", "fin"): (0.062429750089376318, 1),
@@ -90,6 +91,22 @@ R_NUMBERS = {
     ("rossi/strata/rank", "paro"): (0.017867923694696756, 1),
     ("rossi/strata/rank", "prio"): (1.8641554641365499, 1),
     ("rossi/strata/rank", "GLOBAL"): (9.0444501988203569, 6),
+    ("rossi/site/identity", "fin"): (0.016807578551057377, 1),
+    ("rossi/site/identity", "age"): (6.7043150271754079, 1),
+    ("rossi/site/identity", "race"): (2.1926308247114403, 1),
+    ("rossi/site/identity", "wexp"): (3.7091410009654147, 1),
+    ("rossi/site/identity", "mar"): (1.0273718966789893, 1),
+    ("rossi/site/identity", "paro"): (0.026638044860660404, 1),
+    ("rossi/site/identity", "prio"): (0.28857261210413654, 1),
+    ("rossi/site/identity", "GLOBAL"): (18.349998749605941, 7),
+    ("rossi/site/log", "fin"): (0.10192000332499634, 1),
+    ("rossi/site/log", "age"): (8.3338200365072819, 1),
+    ("rossi/site/log", "race"): (1.7465061342991512, 1),
+    ("rossi/site/log", "wexp"): (1.9496413394772529, 1),
+    ("rossi/site/log", "mar"): (1.1120578363955138, 1),
+    ("rossi/site/log", "paro"): (0.18885403377664056, 1),
+    ("rossi/site/log", "prio"): (0.07062720402810746, 1),
+    ("rossi/site/log", "GLOBAL"): (18.623902738415595, 7),
     ("rossi/weights/km", "fin"): (0.00028759307558834027, 1),
     ("rossi/weights/km", "age"): (21.772044511711879, 1),
     ("rossi/weights/km", "race"): (3.2653536870748523, 1),
@@ -274,6 +291,16 @@ def test_rossi_breslow_strata_column_and_weights(rossi):
                   f"rossi/weights/{transform}")
 
 
+def test_each_site_its_own_stratum():
+    # no event time leaves a site: each sends its information and weighted residuals
+    # summed, plain and times g; the centring at the pooled mean of g is the server's
+    X, ev, tm = O.load("rossi")
+    site = np.arange(len(tm)) % 3  # R's (seq_len(n) - 1) %% 3
+    cox = FedCoxPH(strata="site", tol=1e-12).fit(X, survival_target(ev, tm), clients=site)
+    for transform in ("identity", "log"):
+        _assert_r(_zph(cox, X, ev, tm, site, transform), f"rossi/site/{transform}")
+
+
 def test_no_tied_times():
     X, ev, tm = O.load("regression")
     site = np.arange(len(tm)) % 3
@@ -329,7 +356,7 @@ def test_refusals_name_the_reason(rossi):
         proportional_hazard_test(cox, X, y, clients=site, method="R")
     by_site = FedCoxPH(strata="site").fit(X, y, clients=site)
     with pytest.raises(ValueError, match="stratified by site"):
-        _zph(by_site, X, ev, tm, site, "identity")
+        _zph(by_site, X, ev, tm, site, "km")  # km and rank need the pooled times
     ridge = FedCoxPH(alpha=0.01, l1_ratio=0.0).fit(X, y, clients=site)
     with pytest.raises(ValueError, match="unpenalized"):
         _zph(ridge, X, ev, tm, site, "km")
@@ -428,10 +455,16 @@ def test_the_command_line_gives_rs_table(rossi_csv, capsys, tmp_path):
     assert list(table.index) == list(api.index)
     np.testing.assert_allclose(table["test_statistic"].astype(float), api["test_statistic"],
                                rtol=1e-6)
-    # each site its own stratum: the report says why there is no such test
-    ph, _, out = _cli(capsys, tmp_path, path, "--target", "arrest", "week", "--strata", "site")
-    assert ph["table"] is None and "stratified by site" in ph["reason"]
-    assert "proportional-hazards test: not available" in out
+    # each site its own stratum: against the event times (km needs the pooled ones)
+    ph, table, _ = _cli(capsys, tmp_path, path, "--target", "arrest", "week", "--strata",
+                        "site")
+    assert ph["time_transform"] == "identity"
+    y = survival_target(frame["arrest"].to_numpy(bool), frame["week"].to_numpy(float))
+    cox = FedCoxPH(strata="site", tol=1e-10).fit(frame[COVARIATES], y, clients=frame["site"])
+    api = _zph(cox, frame[COVARIATES], frame["arrest"].to_numpy(bool),
+               frame["week"].to_numpy(float), frame["site"], "identity")
+    np.testing.assert_allclose(table["test_statistic"].astype(float), api["test_statistic"],
+                               rtol=1e-6)
 
 
 # --- through real site services (gRPC, mutual TLS) --------------------------------------
@@ -494,3 +527,21 @@ def test_through_site_services_exact_and_on_a_time_grid(rossi_services):
         _assert_r(proportional_hazard_test(cox, strict, method="survival3",
                                            time_transform=transform),
                   f"rossi/thirds/{transform}")
+    # each site its own stratum needs neither: the same table as in process
+    by_site = FedCoxPH(strata="site", tol=1e-12).fit(strict)
+    from lifelines.datasets import load_rossi
+
+    from ._sites import SITES, split_frames
+
+    parts = split_frames(load_rossi(), 3, by="age")
+    pooled = pd.concat(parts, ignore_index=True)
+    site = np.repeat(list(SITES), [len(part) for part in parts])
+    local = FedCoxPH(strata="site", tol=1e-12).fit(
+        pooled[COVARIATES], survival_target(pooled["arrest"], pooled["week"]), clients=site)
+    for transform in ("identity", "log"):
+        through = proportional_hazard_test(by_site, strict, method="survival3",
+                                           time_transform=transform)
+        here = _zph(local, pooled[COVARIATES], pooled["arrest"], pooled["week"], site,
+                    transform)
+        np.testing.assert_allclose(through["test_statistic"], here["test_statistic"],
+                                   rtol=RTOL)

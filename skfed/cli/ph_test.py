@@ -12,18 +12,19 @@ unmasked; a site's refusal; a penalized fit without standard errors) the
 report says why instead of failing.
 
 ``--ph-test survival3`` gives R survival 3.x's ``cox.zph`` score test instead
-(``method="survival3"``, its default transform ``km``; a formula's
-categorical tested as one term), refused with the reason for a model
-stratified by site.
+(``method="survival3"``, its default transform ``km``, or the time itself for a
+model stratified by site; a formula's categorical tested as one term).
 """
 
 import math
 from dataclasses import dataclass
 
-#: the time transform of the test, by how the model's baseline is shared: the rank of
-#: the event times (lifelines' default), or the time itself when each site is its own
-#: stratum (the pooled event times, which rank needs, never left the sites)
-TRANSFORMS = {"shared": "rank", "site": "identity"}
+#: the time transform of the test, by how the model's baseline is shared and the method:
+#: the method's default (lifelines' rank of the event times, R's Kaplan-Meier), or the
+#: time itself when each site is its own stratum (the pooled event times, which rank and
+#: km need, never left the sites)
+TRANSFORMS = {("shared", "lifelines"): "rank", ("site", "lifelines"): "identity",
+              ("shared", "survival3"): "km", ("site", "survival3"): "identity"}
 
 _TRANSFORM_TEXT = {"rank": "the rank of the event times", "identity": "the event times",
                    "km": "one minus the Kaplan-Meier estimate (its left limit)"}
@@ -63,8 +64,7 @@ def ph_test_of(model, X=None, y=None, clients=None, method="lifelines"):
 
     method = "lifelines" if method is True else method
     fitted = model if isinstance(model, FedCoxPH) else model.estimator
-    transform = "km" if method == "survival3" else TRANSFORMS[
-        "site" if fitted.strata == "site" else "shared"]
+    transform = TRANSFORMS.get(("site" if fitted.strata == "site" else "shared", method), "km")
     try:
         rows = {} if X is None else {"X": _dataset(X, y, clients)}
         table = proportional_hazard_test(model, **rows, time_transform=transform,

@@ -42,7 +42,7 @@ from ._baseline import _strata_spec
 from ._site import (move_strata_to_target, risk_set_means, site_schoenfeld_moments,
                     site_schoenfeld_sums)
 from ._target import split_survival
-from ._zph import zph_pieces, zph_rows, zph_sums_args, zph_terms
+from ._zph import zph_pieces, zph_pieces_by_site, zph_rows, zph_sums_args, zph_terms
 
 TRANSFORMS = ("rank", "km", "identity", "log")
 #: whose test: lifelines' (and R's cox.zph before survival 3.0), or R survival 3.x's
@@ -114,8 +114,8 @@ def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_wei
     strata (R; lifelines ranks rows sorted by stratum, then time). For
     ``strata="site"`` only ``identity`` and ``log`` are available.
 
-    With ``method="survival3"``, a fit with a penalty or with each site its
-    own stratum (``strata="site"``) is refused.
+    With ``method="survival3"`` a penalized fit is refused; with
+    ``strata="site"`` only ``identity`` and ``log`` are available too.
 
     References
     ----------
@@ -141,13 +141,7 @@ def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_wei
     dataset = _training_dataset(estimator, X, y, clients, sample_weight)
     session = FederationSession.for_dataset(dataset)
     if estimator._by_site:
-        refused = [t for t in transforms if t not in LOCAL_TRANSFORMS]
-        if refused:
-            raise ValueError(
-                f"time_transform {refused[0]!r} needs the pooled distribution of the event "
-                "times, which a model stratified by site (strata='site') does not exchange; "
-                f"use {' or '.join(map(repr, LOCAL_TRANSFORMS))}, or a baseline shared across "
-                "sites.")
+        _refuse_pooled_transforms(transforms)
         moments = session.sum(site_schoenfeld_moments, estimator.coef_, estimator.ties,
                               phase="analysis")
         pieces = {t: _from_moments(moments, t) for t in transforms}
@@ -156,6 +150,17 @@ def proportional_hazard_test(estimator, X=None, y=None, clients=None, sample_wei
                            estimator.time_grid_, phase="analysis")
         pieces = _from_risk_sets(estimator, sums, transforms)
     return _table(pieces, cov, estimator.param_names_, transforms)
+
+
+def _refuse_pooled_transforms(transforms):
+    """A model stratified by site has only the transforms each site computes alone."""
+    refused = [t for t in transforms if t not in LOCAL_TRANSFORMS]
+    if refused:
+        raise ValueError(
+            f"time_transform {refused[0]!r} needs the pooled distribution of the event "
+            "times, which a model stratified by site (strata='site') does not exchange; "
+            f"use {' or '.join(map(repr, LOCAL_TRANSFORMS))}, or a baseline shared across "
+            "sites.")
 
 
 def _formula_terms(model):
@@ -172,25 +177,29 @@ def _survival3(estimator, dataset, transforms, groups):
     if estimator.alpha != 0:
         raise ValueError("R's cox.zph score test here is that of an unpenalized fit "
                          f"(alpha=0); this model has alpha={estimator.alpha}.")
-    if estimator._by_site:
-        raise ValueError("method='survival3' needs the fit's information at each pooled "
-                         "event time, which a model stratified by site (strata='site') "
-                         "does not exchange; use method='lifelines' with 'identity' or "
-                         "'log', or a baseline shared across sites.")
     session = FederationSession.for_dataset(dataset)
-    sums = session.sum(site_schoenfeld_sums, *zph_sums_args(estimator, transforms),
-                       phase="analysis")
+    if estimator._by_site:
+        _refuse_pooled_transforms(transforms)
+        sums = session.sum(site_schoenfeld_moments, estimator.coef_, estimator.ties, True,
+                           phase="analysis")
+        pieces = {t: zph_pieces_by_site(sums, t) for t in transforms}
+    else:
+        sums = session.sum(site_schoenfeld_sums, *zph_sums_args(estimator, transforms),
+                           phase="analysis")
+        pieces = {t: zph_pieces(estimator, sums, t) for t in transforms}
     names = list(estimator.param_names_)
     grouped = zph_terms(names, groups)
     index, rows = [], []
     for transform in transforms:
-        for name, value, df, p in zph_rows(*zph_pieces(estimator, sums, transform), grouped):
+        for name, value, df, p in zph_rows(*pieces[transform], grouped):
             index.append(name if len(transforms) == 1 else (name, transform))
             rows.append({"test_statistic": value, "df": df, "p": p})
     table = pd.DataFrame(rows, index=pd.Index(index, name="covariate") if len(transforms) == 1
                          else pd.MultiIndex.from_tuples(index, names=["covariate", "transform"]))
     table.attrs.update(time_transform=transforms[0] if len(transforms) == 1 else transforms,
-                       n_events=int(round(float(np.sum(sums["d"])))), method="survival3")
+                       n_events=int(round(float(sums["n_events"] if estimator._by_site
+                                                else np.sum(sums["d"])))),
+                       method="survival3")
     return table
 
 

@@ -23,6 +23,7 @@ from ..solvers.risk_sets import check_risk_sets, grid_problem
 from ..stats._site import _coarsen
 from ._grid import intervals_pass, passing_cut_points
 from ._pairs import concordance_counts
+from ._zph import per_time_terms
 
 #: what per-time sums reveal, for the declarations that release them
 PER_TIME = ("per-time sums at each time or interval of a public grid: a time holding 0 "
@@ -409,15 +410,24 @@ def _enough_events(site, values, rules):
     describes="a proportional-hazards test's sums at the fitted Cox model (each site its "
               "own stratum): the event count, the summed Schoenfeld residuals, times t and "
               "times log t, and the sums and sums of squares of the event times and their "
-              "logs, under the dominance rule; only with >= min_level_count events",
-    arguments=(_COEF, Arg("ties", "choice", choices=("efron", "breslow"))),
+              "logs, under the dominance rule; for R's score test (information) also the "
+              "p x p information and the weighted residuals' sums, plain, times t and "
+              "log t (and t^2, log^2 t for the information); only with >= "
+              "min_level_count events",
+    arguments=(_COEF, Arg("ties", "choice", choices=("efron", "breslow")),
+               Arg("information", "bool", optional=True, default=False)),
     checks=(_enough_events,))
-def site_schoenfeld_moments(site, coef, ties):
+def site_schoenfeld_moments(site, coef, ties, information=False):
     """The sums a proportional-hazards test needs from a site that is its own
     stratum (``strata="site"``): its Schoenfeld residuals at its own event
     times, summed over its events, plain and times ``g(t)`` for the
     transforms ``identity`` and ``log``, with ``sum g`` and ``sum g^2`` over
-    its events and their number. No event time leaves the site."""
+    its events and their number. No event time leaves the site.
+
+    ``information`` (R survival 3's score test, :mod:`skfed.survival._zph`):
+    also the fit's information summed over the site's event times, plain and
+    times ``g`` and ``g^2`` (packed), and its weighted residuals summed, plain
+    and times ``g``."""
     X, eta, Y, sw = _schoenfeld_design(site, coef, None)
     grid = event_grid(Y)
     sums = risk_set_sums(X, eta, Y, sw, grid, order=1)
@@ -437,6 +447,28 @@ def site_schoenfeld_moments(site, coef, ties):
             out[f"{name}_resid"] = g @ resid
             out[f"{name}_sum"] = float(d @ g)
             out[f"{name}_sq"] = float(d @ (g * g))
+    if information:
+        out.update(_information_moments(X, eta, Y, sw, grid, ties, times))
+    return out
+
+
+def _information_moments(X, eta, Y, sw, grid, ties, times):
+    """The score test's sums at a site that is its own stratum: the information and
+    the weighted residuals at its event times, summed plain and times ``g``."""
+    sums = risk_set_sums(X, eta, Y, sw, grid, order=2)
+    sums["event_wx"] = risk_set_sums(X, np.zeros(len(Y)), Y, sw, grid, order=1)["t1"]
+    V, resid = per_time_terms(sums, ties)
+    with np.errstate(divide="ignore"):
+        gs = {"identity": times, "log": np.log(times)}
+    if dominance.active() is not None:  # per event time, as the residuals' moments
+        dominance.check_rows(np.column_stack(
+            [V, resid] + [np.column_stack([g[:, None] * V, (g * g)[:, None] * V,
+                                           g[:, None] * resid]) for g in gs.values()]),
+            "a proportional-hazards test's sum")
+    out = {"information": V.sum(axis=0), "wresid": resid.sum(axis=0)}
+    for name, g in gs.items():
+        out.update({f"{name}_information": g @ V, f"{name}_information_sq": (g * g) @ V,
+                    f"{name}_wresid": g @ resid})
     return out
 
 

@@ -26,7 +26,7 @@ rows (``rank``: ties averaged, censored rows included) or the time itself.
 import numpy as np
 from scipy import stats
 
-from ..datafits.cox import _expand, _unpack
+from ..datafits.cox import _expand, _packed_outer, _unpack
 
 #: R's transforms (its default first)
 TRANSFORMS = ("km", "rank", "identity", "log")
@@ -40,14 +40,9 @@ def zph_sums_args(estimator, transforms):
 
 def zph_pieces(estimator, sums, transform):
     """``(u, information)`` of the score test for one transform, from the pooled sums."""
-    grid = estimator._fit_grid
     d = np.asarray(sums["d"], dtype=float)
-    rep, f, c, den = _expand(sums, estimator.ties)
-    v = sums["s1"][rep] - f[:, None] * sums["t1"][rep]
-    K, p = sums["s1"].shape
-    resid = np.asarray(sums["event_wx"], dtype=float).copy()
-    np.add.at(resid, rep, -(c / den)[:, None] * v)
-    g = _transform(estimator, sums, grid, transform)[d > 0]
+    V, resid = per_time_terms(sums, estimator.ties)
+    g = _transform(estimator, sums, estimator._fit_grid, transform)[d > 0]
     if not np.all(np.isfinite(g)):
         raise ValueError(
             f"time_transform={transform!r} is not finite at an event time (the logarithm "
@@ -55,19 +50,47 @@ def zph_pieces(estimator, sums, transform):
             "infinite); use 'km' or 'rank', or a time grid whose last cut point follows "
             "the last event.")
     g = g - d[d > 0] @ g / d.sum()  # R centres at the mean over the event rows
-    centred = np.zeros(K)
+    centred = np.zeros(d.size)
     centred[d > 0] = g
-    info = [_information(sums, rep, f, c, den, centred[rep] ** k, p) for k in (0, 1, 2)]
-    u = centred @ resid
-    return u, np.block([[info[0], info[1]], [info[1], info[2]]])
+    p = resid.shape[1]
+    return centred @ resid, _blocks(*[_unpack(centred ** k @ V, p) for k in (0, 1, 2)])
 
 
-def _information(sums, rep, f, c, den, h, p):
-    """``sum_t h_t V_t``, ``V_t`` the fit's information at grid time ``t``."""
-    a = h * c / den
+def zph_pieces_by_site(moments, transform):
+    """``(u, information)`` from the sums of sites that are their own strata
+    (:func:`~skfed.survival._site.site_schoenfeld_moments` with ``information``): the
+    centring at the pooled mean of ``g`` over the event rows is done here."""
+    total = float(moments[f"{transform}_sum"])
+    if not np.isfinite(total):
+        raise ValueError(f"time_transform={transform!r} is not finite at an event time (the "
+                         "logarithm of a time 0); use another transform.")
+    centre = total / float(moments["n_events"])
+    p = np.asarray(moments["wresid"]).size
+    V0, V1, V2 = (_unpack(np.asarray(moments[key], dtype=float), p) for key in (
+        "information", f"{transform}_information", f"{transform}_information_sq"))
+    u = np.asarray(moments[f"{transform}_wresid"]) - centre * np.asarray(moments["wresid"])
+    return u, _blocks(V0, V1 - centre * V0, V2 - 2 * centre * V1 + centre ** 2 * V0)
+
+
+def _blocks(V0, V1, V2):
+    return np.block([[V0, V1], [V1, V2]])
+
+
+def per_time_terms(sums, ties):
+    """At each grid time: the fit's information ``V_t`` (packed upper triangles) and
+    the events' weighted Schoenfeld residuals summed, ``r_t`` (``event_wx`` less the
+    events' weight times Efron's or Breslow's risk-set means)."""
+    rep, f, c, den = _expand(sums, ties)
+    K, p = sums["s1"].shape
     v = sums["s1"][rep] - f[:, None] * sums["t1"][rep]
-    second = a @ (sums["s2"][rep] - f[:, None] * sums["t2"][rep])
-    return _unpack(second, p) - (v * (a / den)[:, None]).T @ v
+    a = c / den
+    terms = (a[:, None] * (sums["s2"][rep] - f[:, None] * sums["t2"][rep])
+             - (a / den)[:, None] * _packed_outer(v))
+    V = np.zeros((K, terms.shape[1]))
+    np.add.at(V, rep, terms)
+    resid = np.asarray(sums["event_wx"], dtype=float).copy()
+    np.add.at(resid, rep, -a[:, None] * v)
+    return V, resid
 
 
 def _transform(estimator, sums, grid, transform):

@@ -27,6 +27,12 @@ strat <- coxph(Surv(week, arrest) ~ fin + age + wexp + mar + paro + prio + strat
                data = rossi, control = ctl)
 show("rossi/strata/km", cox.zph(strat, transform = "km"))
 show("rossi/strata/rank", cox.zph(strat, transform = "rank"))
+# each of three sites its own stratum (skfed's strata="site"), rows dealt in turn
+rossi$site <- (seq_len(nrow(rossi)) - 1) %% 3
+by_site <- coxph(update(f_rossi, . ~ . + strata(site)), data = rossi,
+                 control = ctl)
+for (tr in c("identity", "log"))
+  show(paste0("rossi/site/", tr), cox.zph(by_site, transform = tr))
 rossi$w <- 1 + (seq_len(nrow(rossi)) %% 3)
 weighted <- coxph(f_rossi, data = rossi, weights = w, control = ctl)
 show("rossi/weights/km", cox.zph(weighted, transform = "km"))
