@@ -313,3 +313,26 @@ def test_differential_privacy_is_refused_and_masked_sums_are_exact():
     np.testing.assert_allclose(masked.params_, plain.params_, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(masked.cov_params_, plain.cov_params_, rtol=1e-10)
     pd.testing.assert_frame_equal(masked.balance_, plain.balance_, rtol=1e-10)
+
+
+def test_love_plot_and_overlap_figure_draw_the_fitted_numbers():
+    pytest.importorskip("matplotlib")
+    from skfed.plotting import plot_love, plot_overlap
+
+    X, a, y, site = _data("hetero")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        est = FedIPW().fit(X, a, y, clients=site)
+    ax = plot_love(est).axes[0]
+    before, after = ax.lines[0].get_xdata(), ax.lines[1].get_xdata()
+    np.testing.assert_array_equal(before, np.abs(est.balance_["SMD before"]))
+    np.testing.assert_array_equal(after, np.abs(est.balance_["SMD after"]))
+    rows = {t.get_text(): t.get_position()[1] for t in ax.get_yticklabels()}
+    assert rows == {"x0": 2, "x1": 1, "x2": 0}  # the table's order, top down
+    ax = plot_overlap(est).axes[0]
+    heights = np.array([p.get_height() for p in ax.patches])
+    n = len(est.overlap_["edges"]) - 1
+    np.testing.assert_array_equal(heights[:n], np.nan_to_num(est.overlap_["treated"]))
+    np.testing.assert_array_equal(heights[n:], -np.nan_to_num(est.overlap_["control"]))
+    with pytest.raises(ValueError, match="balance=True"):
+        plot_love(FedIPW(balance=False).fit(X, a, y, clients=site))
