@@ -17,6 +17,7 @@ from sklearn.utils import get_tags
 from .._messages import show
 from ..datafits.links import inverse_link
 from ..federation import dominance
+from ..federation.combine import tree_combine
 from ..federation.operations import COUNTS, NOTHING, SUMS, Arg, Refused, site_operation
 from ..federation.wire import role_of, wire_class
 
@@ -243,6 +244,32 @@ def _summary_reply(site, values, out, rules):
     return out
 
 
+def combine_summaries(replies):
+    """The summaries of parts of a site's rows (partitions on an engine) as one: counts
+    and weight sums added, the classes' union with their counts; a survival target's
+    per-stratum event counts are refused there (its times need a sort)."""
+    first = replies[0]
+    if "n_events" in first or any(set(r) != set(first) for r in replies):
+        raise Refused("engine", "data.summary of a survival target is not served on a "
+                                "dataset on an engine", public=True)
+    out = dict(first, n_samples=sum(r["n_samples"] for r in replies),
+               weight_sum=tree_combine("sum", [r["weight_sum"] for r in replies]))
+    for key in ("n_features", "y_ndim", "n_targets"):
+        if key in first and any(r[key] != first[key] for r in replies):
+            raise SiteError(first.get("site", "?"), f"the partitions differ in {key}")
+    if "classes" in first:
+        labels = np.unique(np.concatenate([r["classes"] for r in replies]))
+        counts = np.zeros(len(labels), dtype=np.int64)
+        sums = [np.zeros(len(labels)) for _ in replies]
+        for r, s in zip(replies, sums):
+            where = np.searchsorted(labels, r["classes"])
+            counts[where] += r["class_counts"]
+            s[where] = r["class_weight_sums"]
+        out.update(classes=labels, class_counts=counts,
+                   class_weight_sums=tree_combine("sum", sums))
+    return out
+
+
 @site_operation(
     "data.summary", releases=weighted_rows,
     describes="row count and feature count; for a classifier the classes held, with "
@@ -250,7 +277,7 @@ def _summary_reply(site, values, out, rules):
               "of the weights (over all rows and per class), under the dominance rule",
     arguments=(Arg("task", "choice", choices=("none", "regression", "classification",
                                               "survival")),),
-    reply=_summary_reply)
+    reply=_summary_reply, combine=combine_summaries)
 def site_summary(site, task):
     """What a site tells the server before round one.
 
@@ -402,7 +429,8 @@ def _fit_rules(site, values, rules):
     if rules.losses is not None and type(datafit).__name__ not in rules.losses:
         raise Refused("losses", f"models with the {type(datafit).__name__} loss are not "
                                 "allowed at this site", public=True)
-    n = int(np.count_nonzero(site.weights() > 0))
+    n = int(site.meta["n_positive"]) if "n_positive" in site.meta else int(
+        np.count_nonzero(site.weights() > 0))  # rows on an engine: counted there
     size = int(getattr(layout, "size", 0))
     if size > rules.max_parameters_per_row * n:
         raise Refused("max_parameters_per_row", f"a model of {size} parameters on {n} rows")

@@ -150,7 +150,19 @@ def dtype_kind(dtype):
     return {"b": "bool", "i": "number", "u": "number", "f": "number"}.get(kind, "text")
 
 
-@site_operation("dataset.describe", releases=METADATA,
+def combine_descriptions(replies):
+    """The descriptions of parts of a site's rows (partitions on an engine) as one: the
+    rows added; the rest the same in every part, else the parts' difference named."""
+    out = dict(replies[0], n_samples=sum(r["n_samples"] for r in replies))
+    for reply in replies[1:]:
+        for key, value in reply.items():
+            if key != "n_samples" and value != out[key]:
+                raise SiteError(out["site"], f"the dataset's partitions differ in {key} "
+                                             "(a column's type, or its columns)")
+    return out
+
+
+@site_operation("dataset.describe", releases=METADATA, combine=combine_descriptions,
                 describes="row count, column names and kinds, whether a target and weights "
                           "are present")
 def describe(site):

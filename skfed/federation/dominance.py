@@ -166,6 +166,9 @@ def check_rows(contributions, what="a sum"):
         return
     current.checks += 1
     C = _dense_abs(contributions)
+    if isinstance(current, Recording):  # a part of the rows: its largest, its totals
+        current.records.append(("rows", what, _top(C, current.k), C.sum(axis=0)))
+        return
     total = C.sum(axis=0)
     # k times the largest contribution bounds the k largest: most sums pass on it unsorted
     quick = current.k * FixedFactor(C).maxima(C)
@@ -195,6 +198,9 @@ def check_products(A, B, weights=None, what="a sum of products"):
     # three bounds, each tighter and dearer: k times the largest factors, the
     # rearrangement bound of the sorted factors, the exact contributions
     w_max = w.max() if w.size else 0.0
+    if isinstance(current, Recording):
+        current.record_products(what, fa, fb, absA, absB, w, total, w_max)
+        return
     quick = k * np.outer(fa.maxima(absA) * w_max, fb.maxima(absB))
     suspects = _dominated(quick, total, current.share)
     if suspects.any():
@@ -205,3 +211,94 @@ def check_products(A, B, weights=None, what="a sum of products"):
         exact = absA[:, j, None] * w[:, None] * absB[:, cols]
         if np.any(_dominated(_top(exact, k).sum(axis=0), total[j, cols], current.share)):
             current.refuse(what)
+
+
+# --- an audit merged across parts of the rows (a site's dataset on an engine) -----------
+class Recording(Audit):
+    """The audit of one part of a dataset's rows (a partition on an engine): each check
+    records, in order, its sums' totals and the largest contributions (or the factors'
+    largest entries, for products) and decides nothing; the site merges the parts'
+    records and decides once on the whole dataset (:func:`merge`). ``exact`` names, per
+    check, the coordinates whose exact largest contributions are wanted (a second pass,
+    for those the merged bounds could not clear)."""
+
+    def __init__(self, min_rows, share, exact=None):
+        super().__init__(min_rows, share)
+        self.records, self.exact = [], dict(exact or {})
+
+    def record_products(self, what, fa, fb, absA, absB, w, total, w_max):
+        k, index = self.k, self.checks - 1
+        top_w = _top(w[:, None], k)[:, 0]
+        exact = None
+        if index in self.exact:  # k x p x q, zeros off the coordinates asked for
+            suspects = np.asarray(self.exact[index], dtype=bool)
+            exact = np.zeros((k,) + suspects.shape)
+            for j in np.flatnonzero(suspects.any(axis=1)):
+                cols = np.flatnonzero(suspects[j])
+                exact[:, j, cols] = _top(absA[:, j, None] * w[:, None] * absB[:, cols], k)
+        self.records.append(("products", what, {
+            "total": total, "max_a": fa.maxima(absA), "max_b": fb.maxima(absB),
+            "max_w": w_max, "top_a": fa.top(k, absA), "top_b": fb.top(k, absB),
+            "top_w": top_w, "exact": exact}))
+
+
+def _stacked_top(tops, k):
+    return _top(np.concatenate(tops, axis=0), k)
+
+
+def merge(audit, parts, exact=None):
+    """Decide the checks the parts recorded (``parts``: each part's records, in the
+    same order) as one audit of all their rows would: refuse through ``audit``, or
+    return ``{check: coordinates}`` whose exact contributions a second pass must record
+    (then call again with ``exact`` those coordinates); ``{}`` when all pass. The
+    largest ``k`` contributions of the whole are among the parts' largest ``k``, and
+    the factors' largest entries likewise, so each bound is the one-process audit's."""
+    if not parts:
+        return {}
+    counts = {len(p) for p in parts}
+    kinds = {tuple((r[0], _shape(r)) for r in p) for p in parts}
+    if len(counts) != 1 or len(kinds) != 1:  # a check one part formed and another did not
+        raise Refused("dominance", "the parts of the dataset formed different sums; "
+                                   "the audit cannot decide them as one")
+    audit.checks += counts.pop()
+    wanted = {}
+    for index, records in enumerate(zip(*parts)):
+        kind, what = records[0][0], records[0][1]
+        if kind == "rows":
+            total = np.sum([r[3] for r in records], axis=0)
+            top = _stacked_top([r[2] for r in records], audit.k).sum(axis=0)
+            if np.any(_dominated(top, total, audit.share)):
+                audit.refuse(what)
+            continue
+        suspects = _product_suspects(audit, [r[2] for r in records], exact, index, what)
+        if suspects is not None:
+            wanted[index] = suspects
+    return wanted
+
+
+def _shape(record):
+    return np.shape(record[3]) if record[0] == "rows" else np.shape(record[2]["total"])
+
+
+def _product_suspects(audit, records, exact, index, what):
+    k, share = audit.k, audit.share
+    total = np.sum([r["total"] for r in records], axis=0)
+    if not np.all(np.isfinite(total)):
+        audit.refuse(what)
+    if exact is not None and index in exact:
+        mask = np.asarray(exact[index], dtype=bool)
+        found = _stacked_top([r["exact"] for r in records], k)
+        top = found.sum(axis=0)
+        if np.any(_dominated(top[mask], total[mask], share)):
+            audit.refuse(what)
+        return None
+    max_a = np.max([r["max_a"] for r in records], axis=0)
+    max_b = np.max([r["max_b"] for r in records], axis=0)
+    max_w = max(r["max_w"] for r in records)
+    suspects = _dominated(k * np.outer(max_a * max_w, max_b), total, share)
+    if suspects.any():
+        top_w = _stacked_top([r["top_w"][:, None] for r in records], k)
+        bound = (_stacked_top([r["top_a"] for r in records], k) * top_w).T @ \
+            _stacked_top([r["top_b"] for r in records], k)
+        suspects &= _dominated(bound, total, share)
+    return suspects if suspects.any() else None

@@ -268,6 +268,14 @@ class Operation:
         a time (a boosting fit's many requests on the same rows).
     default : bool
         Served unless the policy lists fewer operations.
+    combine : str, callable or None
+        How the replies of parts of the rows combine into the reply on all of them, for
+        a site whose dataset is partitioned on an engine (:mod:`skfed.sites.engine`):
+        ``"sum"`` (dicts, tuples, arrays and numbers of sums and counts, added),
+        ``combine(replies) -> reply``, or ``"objective"`` (a fit operation that only calls
+        its client objective's evaluations, each of them a sum over the partitions);
+        ``None``: the operation needs all the rows at once (a sort, a shuffle) and an
+        engine refuses it.
     """
 
     name: str
@@ -287,6 +295,7 @@ class Operation:
     counts: object = None
     keeps_rows: bool = False
     default: bool = True
+    combine: object = None
 
     def release_class(self, target, args):
         """The class of one request's reply, on its rows (or fit session)."""
@@ -386,11 +395,13 @@ def _register(table, by_function, entry):
 def site_operation(name, *, releases, describes, arguments=(), target="rows", checks=(),
                    reply=None, requires=None, finer=None, maskable=False, opens=None,
                    reads_design=False, packer=None, counts=None, keeps_rows=False,
-                   default=True):
+                   default=True, combine=None):
     """Declare the decorated function as the site operation ``name`` (see
     :class:`Operation` for the parameters); returns the function unchanged."""
     if not callable(releases) and releases not in RELEASES:
         raise ValueError(f"{name}: releases must be one of {RELEASES}.")
+    if combine is not None and combine not in ("sum", "objective") and not callable(combine):
+        raise ValueError(f"{name}: combine must be 'sum', 'objective', a function or None.")
     if target not in TARGETS:
         raise ValueError(f"{name}: target must be one of {TARGETS}.")
 
@@ -398,7 +409,7 @@ def site_operation(name, *, releases, describes, arguments=(), target="rows", ch
         _register(_OPERATIONS, _BY_FUNCTION, Operation(
             name, function, releases, describes, tuple(arguments), target, tuple(checks),
             reply, requires, finer, maskable, opens, reads_design, packer, counts,
-            keeps_rows, default))
+            keeps_rows, default, combine))
         return function
     return declare
 

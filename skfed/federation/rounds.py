@@ -35,7 +35,7 @@ def _summary_reply(client, values, out, rules):
 
 
 @site_operation(
-    "fit.client_summary", releases=_summary_class, target="fit",
+    "fit.client_summary", releases=_summary_class, target="fit", combine="objective",
     describes="row count and weight sum; with exact set, the loss's smoothness constants "
               "(the top eigenvalue of the weighted Gram, or its trace bound), never the "
               "largest row norm",
@@ -52,7 +52,7 @@ def client_summary(client, exact=True):
 
 
 @site_operation(
-    "fit.monitor", releases=SUMS, target="fit",
+    "fit.monitor", releases=SUMS, target="fit", combine="sum",
     describes="the mean loss and its gradient at the broadcast model, under the dominance "
               "rule",
     arguments=(Arg("theta", "floats", most=1 << 24),),

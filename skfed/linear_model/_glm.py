@@ -23,7 +23,7 @@ from ._inference import COV_TYPES, Family, GLMInferenceMixin, InferenceError
 
 
 @site_operation(
-    "data.check_target", releases=NOTHING,
+    "data.check_target", releases=NOTHING, combine="sum",
     describes="nothing (the target is checked to be in the family's range; a refusal "
               "says which family, never how many values are outside it)",
     arguments=(Arg("family_name", "name"), Arg("lower", "float"), Arg("strict", "bool")))
@@ -42,7 +42,7 @@ def check_target_range(site, family_name, lower, strict):
 
 
 @site_operation(
-    "evaluate.response_sums", releases=SUMS,
+    "evaluate.response_sums", releases=SUMS, combine="sum",
     describes="two numbers: the sum of weights and of weighted targets (the mean response "
               "of a GLM score's null model), under the dominance rule")
 def site_response_sums(site):

@@ -40,7 +40,8 @@ from scipy.special import gammaln, xlogy
 
 from ..datafits.base import hessian_from_raw
 from ..federation import dominance
-from ..federation.operations import SUMS, Arg, site_operation
+from ..federation.combine import tree_combine
+from ..federation.operations import SUMS, Arg, Refused, site_operation
 from ..federation.wire import wire_class
 from ..solvers.newton import pack_upper, unpack_upper
 from ..datafits.links import inverse_link, mean_derivative, ratio_measure
@@ -231,8 +232,18 @@ _THETA = Arg("theta", "floats", most=1 << 20)
 _FAMILY = Arg("family", "object", role="family", check=_family)
 
 
+def _combine_terms(replies):
+    """The partitions' sums added (a site on an engine); the cluster meat is the outer
+    product of the site's score sum, not a sum of the partitions' outer products."""
+    if any("cluster_meat" in r for r in replies):
+        raise Refused("engine", "fit.inference with cov_type='cluster' is not served on a "
+                                "dataset on an engine: its meat is the outer product of the "
+                                "site's whole score sum", public=True)
+    return tree_combine("sum", replies)
+
+
 @site_operation(
-    "fit.inference", releases=SUMS, target="fit", maskable=True,
+    "fit.inference", releases=SUMS, target="fit", maskable=True, combine=_combine_terms,
     describes="at the fitted model: the p x p information, and the sandwich's p x p meat "
               "(HC0/HC1) or the outer product of the site's score sum (cluster); Pearson "
               "chi-square, deviance and log-likelihood sums; under the dominance rule",
@@ -265,7 +276,7 @@ def client_inference_terms(client, theta, family, cov_type):
 
 
 @site_operation(
-    "fit.inference_dispersion", releases=SUMS, target="fit", maskable=True,
+    "fit.inference_dispersion", releases=SUMS, target="fit", maskable=True, combine="sum",
     describes="the Tweedie density's series term, summed, under the dominance rule",
     arguments=(Arg("scale", "float", low=0), _FAMILY))
 def client_tweedie_log_c(client, scale, family):
@@ -285,7 +296,7 @@ def client_tweedie_log_c(client, scale, family):
 
 
 @site_operation(
-    "fit.inference_null", releases=SUMS, target="fit", maskable=True,
+    "fit.inference_null", releases=SUMS, target="fit", maskable=True, combine="sum",
     describes="the null model's score, information and deviance sums at a broadcast "
               "intercept, under the dominance rule",
     arguments=(Arg("intercept", "float"), _FAMILY))

@@ -36,6 +36,7 @@ from ..federation.operations import (COUNTS, SUMS, Refused, Requester, deadline,
                                      requester)
 from .audit import AuditLog
 from .codec import MessageError, decode, encode
+from .engine import EngineObjective, EngineRows, refusal
 from .fit_sessions import FitSessions
 from .gate import (SiteContext, check_counts, check_flag, check_work, mentioned_columns,
                    public_message, release_rule, shown_columns)
@@ -152,6 +153,7 @@ class SiteHost(FitSessions, MaskedSumOperations):
 
     def close(self):
         self.audit.close()
+        self.rows.close()
 
     def _decode(self, request, record):
         try:
@@ -267,6 +269,9 @@ class SiteHost(FitSessions, MaskedSumOperations):
 
     def _checked_call(self, operation, target, values, rules, release, state, *, masked,
                       dataset, analyst):
+        if isinstance(target, (EngineRows, EngineObjective)) and operation.combine is None \
+                and operation.opens is None:  # before its checks: they read rows
+            raise refusal(operation)
         for check in operation.checks:
             check(target, values, rules)
         state.record["columns"] = _columns_read(operation, target, values,
@@ -288,9 +293,9 @@ class SiteHost(FitSessions, MaskedSumOperations):
         args = [values[a.name] for a in operation.arguments]
         if release != SUMS or masked:
             with dominance.suspended():
-                return operation.function(target, *args)
+                return _invoke(operation, target, args)
         with dominance.audit(self.policy.min_rows, self.policy.dominance) as audit:
-            out = operation.function(target, *args)
+            out = _invoke(operation, target, args)
         if audit.checks == 0:  # a sum no dominance check saw: not released
             raise Refused("dominance", f"{operation.name}: no audit saw its sums")
         return out
@@ -302,6 +307,13 @@ class SiteHost(FitSessions, MaskedSumOperations):
             self._sessions[handle] = _Session(analyst, dataset, state.record["columns"],
                                               kept, state.record["rows"])
         return handle
+
+
+def _invoke(operation, target, args):
+    """The site function on its target; on an engine, mapped over its partitions."""
+    if isinstance(target, (EngineRows, EngineObjective)):
+        return target.run(operation, args)
+    return operation.function(target, *args)
 
 
 class _Session:

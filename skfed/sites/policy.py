@@ -70,7 +70,7 @@ POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_l
 #: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
 TABLES = {"site": ("name", "listen"), "tls": ("ca", "cert", "key"),
           "datasets": ("path", "columns", "weights", "domains", "population", "transforms",
-                       "consortium"),
+                       "consortium", "engine", "scheduler"),
           "policy": POLICY_KEYS, "audit": ("path", "officer_log"),
           "privacy": ("ledger",), "access": ("datasets", "operations")}
 
@@ -113,6 +113,13 @@ class DatasetConfig:
         Under ``formulas = "declared"``: the formula terms the site serves.
     consortium : tuple of str or None
         The sites this dataset's masked sums are over (else the policy's).
+    engine : {None, "dask"}
+        ``"dask"``: the dataset is a set of Parquet partitions (``path`` a glob) that a
+        Dask cluster the site runs reads; its rows never gather in the site's process
+        (:mod:`skfed.sites.engine`).
+    scheduler : str or None
+        With ``engine = "dask"``: the scheduler's ``"host:port"``, or ``"local"`` for
+        a cluster the site starts in its own process.
     """
 
     name: str
@@ -123,6 +130,8 @@ class DatasetConfig:
     population: str = "all"
     transforms: tuple = None
     consortium: tuple = None
+    engine: str = None
+    scheduler: str = None
 
 
 @dataclass
@@ -497,11 +506,29 @@ def _dataset(name, conf, base, problems):
         problem = check(conf[key]) if conf.get(key) is not None else None
         if problem:
             problems.append(f"{what} {key}: {problem}")
+    engine, scheduler = take(_engine, conf, what, default=(None, None))
     return DatasetConfig(
         name, (base / conf["path"]).resolve(), columns, tuple(weights),
         take(_domains, conf.get("domains"), f"[datasets.{name}.domains]", default={}),
         take(_population, conf.get("population", "all"), what, default="all"),
-        transforms, take(_site_names, conf.get("consortium"), f"{what} consortium"))
+        transforms, take(_site_names, conf.get("consortium"), f"{what} consortium"),
+        engine, scheduler)
+
+
+def _engine(conf, what):
+    """``engine = "dask"`` with ``scheduler = "host:port"`` or ``"local"``."""
+    engine, scheduler = conf.get("engine"), conf.get("scheduler")
+    if engine is None:
+        if scheduler is not None:
+            raise ValueError(f"{what} scheduler is for engine = \"dask\"; no engine is named.")
+        return None, None
+    if engine != "dask":
+        raise ValueError(f"{what} engine must be \"dask\"; got {engine!r}.")
+    if not isinstance(scheduler, str) or not scheduler or (
+            scheduler != "local" and ":" not in scheduler):
+        raise ValueError(f"{what} engine = \"dask\" needs scheduler = \"host:port\" (or "
+                         f"\"local\"); got {scheduler!r}.")
+    return engine, scheduler
 
 
 def _parse_datasets(raw, base, problems):

@@ -73,7 +73,24 @@ class SiteRows:
         self.config, self.policy, self.name = config, config.policy, config.name
         self._tables, self._partitions, self._records = {}, {}, {}
         self._kept = collections.OrderedDict()
+        self._engines = {}
         self._lock = threading.RLock()
+
+    def engine(self, conf):
+        """The engine of a dataset declared ``engine = "dask"`` (started on first use)."""
+        from .engine import DaskEngine
+
+        with self._lock:
+            if conf.name not in self._engines:
+                self._engines[conf.name] = DaskEngine(self.name, conf)
+            return self._engines[conf.name]
+
+    def _n_rows(self, conf):
+        return self.engine(conf).n_rows if conf.engine else len(self.table(conf))
+
+    def close(self):
+        for engine in self._engines.values():
+            engine.close()
 
     # -- the datasets ------------------------------------------------------------
     def declaration(self, reference, analyst):
@@ -115,7 +132,7 @@ class SiteRows:
         """The dataset's record of row sets (kept between restarts)."""
         with self._lock:
             if conf.name not in self._records:
-                n = len(self.table(conf))
+                n = self._n_rows(conf)
                 path = record_path(self._folder(), conf.name)
                 self._records[conf.name] = RowSetRecord(n, self.policy.min_rows, path)
             return self._records[conf.name]
@@ -140,6 +157,8 @@ class SiteRows:
         conf = self.declaration(reference, analyst)
         record["dataset"] = conf.name
         rules.declared = conf
+        if conf.engine:  # its partitions on the engine: never gathered here
+            return conf, self._engine_rows(conf, reference, record)
         table = self.table(conf)
         site = self._split(conf, table, reference)
         site.meta.update(row_ids=np.arange(len(table)), partitions=self.partitions(conf),
@@ -154,6 +173,18 @@ class SiteRows:
         if n < self.policy.min_rows:
             raise Refused("min_rows", f"the request's rows number {n}")
         return conf, site
+
+    def _engine_rows(self, conf, reference, record):
+        weight = reference.get("sample_weight")
+        if weight is not None and weight not in conf.weights:
+            raise Refused("columns", f"column {weight!r} is not one this dataset declares "
+                                     "as a weight (weights = [...])", columns=[weight],
+                          public=True)
+        site = self.engine(conf).rows(reference)
+        record["rows"] = site.n_positive
+        if site.n_positive < self.policy.min_rows:
+            raise Refused("min_rows", f"the request's rows number {site.n_positive}")
+        return site
 
     def _split(self, conf, table, reference):
         target, weight = reference.get("target"), reference.get("sample_weight")
@@ -218,6 +249,9 @@ class SiteRows:
     def admit(self, conf, site, *, design=False):
         """Record the row sets of a request's rows (and, where its reply holds sums per
         feature column, each column's support), or refuse (rule ``row_sets``)."""
+        if conf.engine:  # no row step: a request's rows are all the dataset's
+            self.record(conf).admit([np.ones(self._n_rows(conf), dtype=bool)])
+            return
         n = len(self.table(conf))
         masks = [_mask(site.meta["row_ids"], n)]
         if design:

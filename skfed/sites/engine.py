@@ -1,0 +1,443 @@
+"""A site's dataset on an engine: Parquet partitions read by a Dask cluster the site runs.
+
+A dataset declared ``engine = "dask"`` (``[datasets.NAME]`` of ``site.toml``) is a
+set of Parquet files (``path`` a glob), one partition each, that the workers of a
+Dask cluster read and keep (``scheduler = "host:port"``, or ``"local"``: a cluster
+in the site's own process). The rows never gather in the site's process: a request
+runs as a map over the partitions, each an in-memory
+:class:`~skfed.data.site.SiteData` running the *same* declared site function, and
+the replies combine as the operation declares (``combine=``,
+:func:`skfed.federation.operations.site_operation`), summed pairwise in partition
+order (a tree, so that the order of arrival changes nothing).
+
+The gate is the site's, on the whole dataset: ``min_rows`` on the request's rows
+counted over every partition, a reply's rules (``min_level_count``) on the combined
+reply, and the dominance audit merged across partitions: each partition records each
+check's totals and largest contributions (:class:`~skfed.federation.dominance.Recording`)
+and the site decides once (:func:`~skfed.federation.dominance.merge`), as an audit
+of all the rows in one process would.
+
+A fit session keeps its client objective per partition, on the workers; the
+site's session holds an :class:`EngineObjective` whose evaluations (loss,
+gradient, Hessian, normal equations) are sums of the partitions'.
+
+An operation not declared to combine is refused with the reason; so are row
+steps and held-out parts (a global row index is kept, ``meta["row_ids"]``, for
+the row-order steps still to come).
+"""
+
+import glob
+import threading
+
+import numpy as np
+import pandas as pd
+
+from ..data.site import SiteError
+from ..data.sources import split_table
+from ..federation import dominance
+from ..federation.combine import tree_combine
+from ..federation.operations import Refused
+
+#: why an operation an engine does not serve needs all the rows at once, by the start
+#: of its name (the first that matches); the others: no declared combination
+NEEDS_ALL_ROWS = (
+    ("fit.cox", "a Cox model's risk sets need the rows sorted by time across partitions "
+                "(a sort)"),
+    ("fit.risk_sets", "a Cox model's risk sets need the rows sorted by time across "
+                      "partitions (a sort)"),
+    ("survival.", "risk sets need the rows sorted by time across partitions (a sort)"),
+    ("stats.survival", "Kaplan-Meier needs the rows sorted by time across partitions "
+                       "(a sort)"),
+    ("stats.life_table", "a life table needs the rows sorted by time across partitions "
+                         "(a sort)"),
+    ("stats.competing", "Aalen-Johansen needs the rows sorted by time across partitions "
+                        "(a sort)"),
+    ("stats.count_below", "exact quantiles need the values sorted across partitions "
+                          "(a sort)"),
+    ("stats.describe", "its quantiles and small-count hiding need whole columns (a sort)"),
+    ("mixed.", "a group's rows may span partitions (a shuffle by group)"),
+    ("glmm.", "a group's rows may span partitions (a shuffle by group)"),
+    ("gee.", "a cluster's rows may span partitions (a shuffle by cluster)"),
+    ("boost.", "boosting's bin edges and fit state are not yet kept per partition"),
+)
+
+
+def refusal(operation):
+    """The refusal of an operation an engine does not serve, naming the reason."""
+    for start, why in NEEDS_ALL_ROWS:
+        if operation.name.startswith(start):
+            break
+    else:
+        why = "its reply is not declared to combine across partitions (combine=)"
+    return Refused("engine", f"{operation.name} is not served on a dataset on an engine: "
+                             f"{why}", public=True)
+
+
+# --- on the workers -----------------------------------------------------------------
+def read_part(path, columns, domains, population):
+    """One partition's rows, as :meth:`skfed.sites.rows.SiteRows.table` reads a table."""
+    from .rows import _within_domains
+
+    table = pd.read_parquet(path).rename(columns=str)
+    if columns is not None:
+        table = table[[c for c in table.columns if c in columns]]
+    table = _within_domains(table, domains)
+    if population == "complete":
+        table = table[~table.isna().any(axis=1)]
+    return table.reset_index(drop=True)
+
+
+def part_rows(frame, offset, site, reference):
+    """A partition's rows of a dataset reference, their global row index kept."""
+    target, weight = reference.get("target"), reference.get("sample_weight")
+    drop = [c for c in reference.get("drop") or () if c in frame.columns]
+    rows = split_table(site, frame, target=target, sample_weight=weight, drop=drop,
+                       offset=reference.get("offset"))
+    targets = list(target) if isinstance(target, (list, tuple)) else [target]
+    rows.meta.update(row_ids=offset + np.arange(len(frame)),
+                     raw_columns=frozenset(frame.columns),
+                     read={c for c in (*targets, weight, reference.get("offset"))
+                           if c is not None})
+    return rows
+
+
+def _audited(function, target, args, audit):
+    """``function(target, *args)`` under a part's recording audit (or none), a refusal
+    returned rather than raised (it crosses to the site as a value)."""
+    try:
+        if audit is None:
+            with dominance.suspended():
+                return "ok", function(target, *args), None
+        with dominance.Recording(*audit) as recording:
+            out = function(target, *args)
+        return "ok", out, recording.records
+    except Refused as exc:
+        return "refused", (exc.rule, exc.detail, exc.public), None
+
+
+def run_on_rows(frame, offset, *, site, reference, function, args, audit):
+    return _audited(function, part_rows(frame, offset, site, reference), args, audit)
+
+
+def run_on_objective(objective, *, function, args, audit):
+    return _audited(function, objective, args, audit)
+
+
+def call_method(objective, name, *args):
+    return getattr(objective, name)(*args)
+
+
+def positive_rows(frame, offset, *, site, reference):
+    rows = part_rows(frame, offset, site, reference)
+    return int(np.count_nonzero(rows.weights() > 0))
+
+
+def open_part(frame, offset, *, site, reference, function, args):
+    """A partition's client objective (the declared ``fit.open`` function), kept on
+    its worker."""
+    with dominance.suspended():
+        return function(part_rows(frame, offset, site, reference), *args)
+
+
+def set_total(objective, total):
+    """The partition's objective divides by the whole dataset's weight sum: the
+    partitions' means then add up to the dataset's."""
+    objective.weight_sum = total
+    return objective
+
+
+def weight_total(objective):
+    return float(np.sum(objective.sample_weight))
+
+
+# --- at the site ----------------------------------------------------------------------
+class DaskEngine:
+    """One dataset's partitions on a Dask cluster (see the module docstring).
+
+    Parameters
+    ----------
+    site : str
+        The site's name (errors name it).
+    conf : skfed.sites.policy.DatasetConfig
+    """
+
+    def __init__(self, site, conf):
+        self.site, self.conf = site, conf
+        self._client = self._cluster = None
+        self._parts = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        from distributed import Client, LocalCluster
+
+        with self._lock:
+            if self._client is None:
+                if self.conf.scheduler == "local":  # threads in the site's process
+                    self._cluster = LocalCluster(processes=False, n_workers=1,
+                                                 threads_per_worker=2, dashboard_address=None)
+                    self._client = Client(self._cluster, set_as_default=False)
+                else:
+                    self._client = Client(self.conf.scheduler, set_as_default=False)
+        return self._client
+
+    def parts(self):
+        """``(futures, offsets)``: each non-empty partition's rows on a worker, in file
+        order, and its first row's index in the dataset."""
+        if self._parts is None:
+            files = sorted(glob.glob(str(self.conf.path)))
+            if not files:
+                raise Refused("datasets", f"dataset {self.conf.name!r} could not be read",
+                              public=True)
+            c = self.conf
+            futures = self.client.map(read_part, files, columns=c.columns, domains=c.domains,
+                                      population=c.population, pure=False)
+            sizes = self.client.gather(self.client.map(len, futures, pure=False))
+            kept = [(f, n) for f, n in zip(futures, sizes) if n > 0]
+            offsets = np.concatenate([[0], np.cumsum([n for _, n in kept])[:-1]]).astype(int)
+            self._parts = ([f for f, _ in kept], [int(o) for o in offsets],
+                           int(sum(sizes)), self._columns(kept))
+        return self._parts
+
+    def _columns(self, kept):
+        if not kept:
+            raise Refused("min_rows", "the dataset has no rows")
+        head = self.client.submit(lambda frame: list(frame.columns), kept[0][0]).result()
+        return frozenset(head)
+
+    @property
+    def n_rows(self):
+        return self.parts()[2]
+
+    @property
+    def columns(self):
+        return self.parts()[3]
+
+    def gather_map(self, fn, targets, *iterables, **kwargs):
+        futures = self.client.map(fn, targets, *iterables, pure=False, **kwargs)
+        return self.client.gather(futures)
+
+    def rows(self, reference):
+        """The target of a request's rows: :class:`EngineRows`."""
+        if reference.get("steps") or reference.get("holdout") is not None:
+            raise Refused("engine", "row steps and held-out parts are not served on a "
+                                    "dataset on an engine", public=True)
+        columns = self.columns
+        target = reference.get("target")
+        for column in ([*target] if isinstance(target, (list, tuple)) else [target]) + [
+                reference.get("sample_weight"), reference.get("offset")]:
+            if column is not None and column not in columns:
+                raise Refused("columns", f"no usable column {column[:64]!r} in dataset "
+                                         f"{self.conf.name!r}", columns=[column], public=True)
+        futures, offsets = self.parts()[:2]
+        counts = self.gather_map(positive_rows, futures, offsets, site=self.site,
+                                 reference=reference)
+        return EngineRows(self, reference, int(sum(counts)))
+
+    def run(self, operation, call, targets, args, extra=(), context=None):
+        """``operation``'s function on every partition's target (``call`` runs it there),
+        its audit merged and decided once, its replies combined."""
+        if operation.combine is None:
+            raise refusal(operation)
+        audit = dominance.active()
+        spec = None if audit is None else (audit.min_rows, audit.share)
+        context = dict(context or {}, function=operation.function, args=args)
+        replies = self._replies(call, targets, extra, audit=spec, **context)
+        if audit is not None:
+            wanted = dominance.merge(audit, [r[2] for r in replies])
+            if wanted:  # coordinates the bounds could not clear: their exact largest
+                again = self._replies(call, targets, extra, audit=(*spec, wanted), **context)
+                dominance.merge(audit, [r[2] for r in again], exact=wanted)
+        return tree_combine(operation.combine, [r[1] for r in replies])
+
+    def _replies(self, call, targets, extra, **kwargs):
+        replies = self.gather_map(call, targets, *extra, **kwargs)
+        for status, value, _ in replies:
+            if status == "refused":
+                rule, detail, public = value
+                raise Refused(rule, detail, public=public)
+        return replies
+
+    def close(self):
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+class EngineRows:
+    """A request's rows on an engine: what the gate sees of them (their count, whether
+    a weight column weighs them, the columns read), and how an operation runs on them."""
+
+    def __init__(self, engine, reference, n_positive):
+        self.engine, self.reference = engine, dict(reference)
+        self.site = engine.site
+        self.sample_weight = reference.get("sample_weight")  # its name: the reply's class
+        self.n_samples, self.n_positive = engine.n_rows, n_positive
+        target = reference.get("target")
+        self.meta = {"raw_columns": engine.columns, "n_positive": n_positive,
+                     "read": {c for c in ([*target] if isinstance(target, (list, tuple))
+                                          else [target]) + [self.sample_weight,
+                                                            reference.get("offset")]
+                              if c is not None}}
+
+    def run(self, operation, args):
+        futures, offsets = self.engine.parts()[:2]
+        if operation.opens == "fit":
+            return self._open(operation, args, futures, offsets)
+        if operation.combine is None:
+            raise refusal(operation)
+        return self.engine.run(operation, run_on_rows, futures, args, extra=(offsets,),
+                               context={"site": self.site, "reference": self.reference})
+
+    def _open(self, operation, args, futures, offsets):
+        engine = self.engine
+        objectives = engine.client.map(open_part, futures, offsets, site=self.site,
+                                       reference=self.reference, function=operation.function,
+                                       args=args, pure=False)
+        partial = engine.client.gather(engine.client.map(weight_total, objectives, pure=False))
+        total = float(tree_combine("sum", partial))
+        objectives = engine.client.map(set_total, objectives, total=total, pure=False)
+        engine.client.gather(engine.client.map(weight_total, objectives, pure=False))
+        first = engine.client.submit(_describe_objective, objectives[0]).result()
+        return EngineObjective(engine, objectives, total, engine.n_rows, **first)
+
+
+def _describe_objective(objective):
+    return {"datafit": objective.datafit, "layout": objective.layout,
+            "weighted_rows": bool(getattr(objective, "weighted_rows", False)),
+            "n_features": int(objective.X.shape[1])}
+
+
+class EngineObjective:
+    """A fit session's client objective whose rows are partitions on an engine: each
+    partition's :class:`~skfed.datafits.ClientObjective` is kept on its worker (dividing
+    by the whole dataset's weight sum) and an evaluation is the sum of theirs, under
+    the site's audit merged across them."""
+
+    def __init__(self, engine, objectives, weight_sum, n_samples, *, datafit, layout,
+                 weighted_rows, n_features):
+        self.engine, self.objectives = engine, objectives
+        self.weight_sum, self._n_samples = weight_sum, n_samples
+        self.datafit, self.layout = datafit, layout
+        self.weighted_rows, self.n_features = weighted_rows, n_features
+        self.meta = {}
+
+    @property
+    def n_samples(self):
+        return self._n_samples
+
+    def run(self, operation, args):
+        if operation.combine == "objective":  # its evaluations are this object's sums
+            return operation.function(self, *args)
+        return self.engine.run(operation, run_on_objective, self.objectives, args)
+
+    def lipschitz(self, exact=True):
+        """:meth:`~skfed.datafits.ClientObjective.lipschitz` from the partitions' sums:
+        the weighted Gram (its top eigenvalue here), the trace, the largest row."""
+        from ..datafits.base import joint_factor
+
+        curv = self.datafit.step_curvature
+        if curv is None:
+            return {"coef": np.inf, "intercept": np.inf, "joint": 1.0, "row": np.inf}
+        terms = self.engine.run(_LIPSCHITZ, run_on_objective, self.objectives, ())
+        if exact:
+            L_coef = curv * float(np.linalg.eigvalsh(terms["gram"])[-1]) / self.weight_sum \
+                if terms["gram"].size else 0.0
+        else:
+            L_coef = curv * terms["trace"] / self.weight_sum
+        L_int = curv if self.layout.fit_intercept else 0.0
+        joint = 1.0
+        if self.layout.fit_intercept:
+            joint = joint_factor(curv, terms["mean"] / self.weight_sum, L_coef, L_int)
+        return {"coef": L_coef, "intercept": L_int, "joint": joint,
+                "row": curv * terms["row"]}
+
+    def _sum(self, name, *args):
+        return self.engine.run(_METHOD, run_on_objective, self.objectives,
+                               (name, *args))
+
+    def _whole(self, rows):
+        if rows is not None:
+            raise Refused("engine", "a minibatch of rows is not served on a dataset on an "
+                                    "engine (rows are drawn by partition)", public=True)
+
+    def value(self, theta, rows=None):
+        self._whole(rows)
+        return self._sum("value", theta)
+
+    def value_and_gradient(self, theta, rows=None):
+        self._whole(rows)
+        return self._sum("value_and_gradient", theta)
+
+    def gradient(self, theta, rows=None):
+        self._whole(rows)
+        return self._sum("gradient", theta)
+
+    def value_gradient_hessian(self, theta, rows=None, with_value=True):
+        self._whole(rows)
+        return self._sum("value_gradient_hessian", theta, None, with_value)
+
+    def hessian(self, theta, rows=None):
+        return self.value_gradient_hessian(theta, rows, with_value=False)[2]
+
+    def normal_equations(self):
+        return self._sum("normal_equations")
+
+    def feature_mean(self):
+        return self._sum("feature_mean")
+
+    def curvature_matvec(self, v):
+        return self._sum("curvature_matvec", v)
+
+    def __getattr__(self, name):  # what a partition holds row by row does not leave it
+        if name in ("X", "Y", "sample_weight", "offset", "raw", "raw_offset"):
+            raise SiteError(self.__dict__.get("engine").site if "engine" in self.__dict__
+                            else "?", f"{name} of a fit on an engine is not served: it is "
+                                      "not a sum over rows")
+        raise AttributeError(name)
+
+
+class _Method:
+    """The declaration an objective's evaluation runs under on an engine: the method
+    named by its first argument, its replies added."""
+
+    name = "fit.evaluate"
+    combine = "sum"
+
+    @staticmethod
+    def function(objective, name, *args):
+        return call_method(objective, name, *args)
+
+
+_METHOD = _Method()
+
+
+def lipschitz_terms(objective):
+    """A partition's part of the smoothness constants (audited as one process would:
+    the weighted squared row norms' sum; the mean and the Gram are not released)."""
+    import scipy.sparse as sp
+
+    X, sw = objective.X, objective.sample_weight
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum(
+        "ij,ij->i", X, X)
+    dominance.check_rows(sw * sq, "a smoothness constant")
+    A = X.multiply(np.sqrt(sw)[:, None]).tocsr() if sp.issparse(X) else X * np.sqrt(sw)[:, None]
+    gram = A.T @ A
+    return {"mean": np.asarray(X.T @ sw).ravel(), "trace": float(sw @ sq),
+            "row": float(np.max(sq)) if len(sq) else 0.0,
+            "gram": gram.toarray() if sp.issparse(gram) else np.asarray(gram)}
+
+
+def _combine_lipschitz(replies):
+    out = tree_combine("sum", [{k: r[k] for k in ("mean", "trace", "gram")} for r in replies])
+    out["row"] = max(r["row"] for r in replies)
+    return out
+
+
+class _Lipschitz:
+    name, combine = "fit.client_summary", staticmethod(_combine_lipschitz)
+    function = staticmethod(lipschitz_terms)
+
+
+_LIPSCHITZ = _Lipschitz()
