@@ -5,8 +5,9 @@ family="binomial")`` fits the GLM statsmodels fits on the pooled rows, with
 its design (treatment coding, interactions, transforms, B-splines), its
 parameter names (``Intercept``, ``C(sex)[T.M]``, ``age:C(sex)[T.M]``) and its
 numbers; :func:`coxph` does the same for lifelines' Cox model, :func:`mixedlm`
-for statsmodels' linear mixed model, and :func:`two_stage` pools each site's
-own least-squares fit of a formula by a meta-analysis.
+for statsmodels' linear mixed model, :func:`gee` for statsmodels' GEE, and
+:func:`two_stage` pools each site's own least-squares fit of a formula by a
+meta-analysis.
 
 The formula is parsed by formulaic at the analyst into a declared, typed term
 list (plain data: columns, allow-listed numeric transforms, categorical
@@ -18,10 +19,11 @@ quantiles. See ``docs/formulas.md``.
 
 from ._errors import DesignError, FormulaError
 from ._discrete import MNLogitResults, OrdinalResults, mnlogit, ordinal
+from ._gee import GEEFormulaResults, gee
 from ._models import coxph, design, glm, mixedlm
 from ._results import CoxResults, FormulaResults, GLMResults
 from ._two_stage import TwoStageResults, two_stage
 
 __all__ = ["glm", "coxph", "mixedlm", "two_stage", "ordinal", "mnlogit", "OrdinalResults",
-           "MNLogitResults", "design", "FormulaError", "DesignError",
-           "FormulaResults", "GLMResults", "CoxResults", "TwoStageResults"]
+           "MNLogitResults", "gee", "GEEFormulaResults", "design", "FormulaError",
+           "DesignError", "FormulaResults", "GLMResults", "CoxResults", "TwoStageResults"]

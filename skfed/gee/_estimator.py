@@ -137,9 +137,16 @@ class FedGEE(BaseEstimator):
         -------
         self : FedGEE
         """
+        return self._fit(X, y, clients, groups, time)
+
+    def _fit(self, X, y, clients, groups, time, time_feature=False):
+        """:meth:`fit`; ``time_feature``: the time column is a feature too (a
+        formula's ``y ~ visit`` with ``time="visit"``)."""
         link = self._checked()
-        dataset, column, time_column, names, endog = gee_dataset(X, y, clients, groups, time)
-        design = {"groups": column, "time": time_column, "family": self.family,
+        dataset, column, time_column, names, endog = gee_dataset(X, y, clients, groups, time,
+                                                                 time_feature)
+        design = {"groups": column, "time": time_column, "time_feature": time_feature,
+                  "family": self.family,
                   "link": link, "fit_intercept": self.fit_intercept,
                   "cov_struct": self.cov_struct}
         fe_names = (["Intercept"] if self.fit_intercept else []) + list(names)

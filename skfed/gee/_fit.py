@@ -29,8 +29,9 @@ TIME_COLUMN = "<time>"
 START_TOL, START_MAX_ROUNDS = 1e-12, 100
 
 
-def gee_dataset(X, y, clients, groups, time):
-    """``(dataset, group_column, time_column, feature_names, endog_name)``."""
+def gee_dataset(X, y, clients, groups, time, time_feature=False):
+    """``(dataset, group_column, time_column, feature_names, endog_name)``; the time
+    column is a feature too where ``time_feature``."""
     if groups is None:
         raise ValueError("groups is required: the cluster of each row (a column name of X, "
                          "or one label per row), as statsmodels' GEE(groups=...).")
@@ -48,7 +49,7 @@ def gee_dataset(X, y, clients, groups, time):
     if time is not None:
         if time not in names:
             raise ValueError(f"time={show(time)} is not a column of X {names}.")
-        names = [n for n in names if n != time]
+        names = names if time_feature else [n for n in names if n != time]
     return dataset, column, time, names, endog
 
 

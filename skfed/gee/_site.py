@@ -18,8 +18,9 @@ order in the cluster, sorted by the time column when given), solved as statsmode
 ``covariance_matrix_solve`` does (closed forms, no matrix per cluster).
 
 ``design`` is a plain dict: ``groups`` (the cluster column), ``time`` (the time
-column or ``None``: the rows' order), ``family``, ``link``, ``fit_intercept`` and
-``cov_struct``.
+column or ``None``: the rows' order), ``time_feature`` (the time column is a
+feature too: a formula's ``y ~ visit``), ``family``, ``link``, ``fit_intercept``
+and ``cov_struct``.
 """
 
 import numpy as np
@@ -41,8 +42,9 @@ MAX_LAGS = 4096
 #: the most parameters a request may carry
 MAX_PARAMS = 4096
 
-DESIGN_KEYS = {"groups": (str,), "time": (str, type(None)), "family": (str,),
-               "link": (str,), "fit_intercept": (bool,), "cov_struct": (str,)}
+DESIGN_KEYS = {"groups": (str,), "time": (str, type(None)), "time_feature": (bool,),
+               "family": (str,), "link": (str,), "fit_intercept": (bool,),
+               "cov_struct": (str,)}
 
 
 def design_problem(design):
@@ -121,7 +123,8 @@ class _Clusters:
         if site.y is None:
             raise SiteError(site.site, "no target (y).")
         codes, self.labels = _labels(site, design["groups"])
-        drop = [c for c in (design["groups"], design["time"]) if c is not None]
+        drop = [design["groups"]] + ([design["time"]] if design["time"] is not None and
+                                     not design["time_feature"] else [])
         F = numeric_matrix(site.replace(X=site.X.drop(columns=drop)))
         time = self._time(site, design["time"], codes)
         order = np.lexsort((time, codes))  # by cluster, then time (stable for ties)
