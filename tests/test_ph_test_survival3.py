@@ -507,7 +507,6 @@ def rossi_services(tmp_path):
         server.stop()
 
 
-@pytest.mark.slow
 def test_through_site_services_exact_and_on_a_time_grid(rossi_services):
     # sites that allow exact event times: R's numbers on the pooled rows
     exact = rossi_services("allow_event_times = true")
