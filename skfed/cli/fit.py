@@ -39,7 +39,12 @@ MODELS = {
     "boosting": ("FedHistGradientBoostingRegressor", None, False),
     "boosting-regressor": ("FedHistGradientBoostingRegressor", None, False),
     "boosting-classifier": ("FedHistGradientBoostingClassifier", None, True),
+    # a categorical outcome, from a formula only (skfed.formula.ordinal, mnlogit)
+    "ordinal": ("FedOrderedModel", None, True),
+    "multinomial": ("FedMNLogit", None, True),
 }
+#: the models fitted from a --formula only (their outcome a column the formula names)
+FORMULA_ONLY_MODELS = ("ordinal", "multinomial")
 #: the models with a regression table (``--summary``)
 GLM_MODELS = ("linear", "ridge", "poisson", "gamma", "tweedie", "logistic")
 #: the survival models: a target of two columns (event, time); the Cox model's table
@@ -682,7 +687,7 @@ def _coef_matrix(report):
     est = report.estimator
     coef = np.atleast_2d(est.coef_)              # (n_outputs or classes, n_features)
     if report.formula is not None:  # the formula's design carries its intercept column
-        names = list(report.formula.param_names)
+        names = [c["name"] for c in report.formula.design["columns"]]
         if "Intercept" not in names:
             return coef, np.zeros(coef.shape[0])
         k = names.index("Intercept")
@@ -808,6 +813,8 @@ def survival_text(report):
 
 
 def traffic(report):
+    if hasattr(report.estimator, "traffic_"):  # Newton on site sums: its own ledger
+        return dict(report.estimator.traffic_, monitor_bytes=0)
     h = report.estimator.history_
     return {"rounds": int(report.estimator.n_iter_), "bytes_up": int(h["bytes_up"].sum()),
             "bytes_down": int(h["bytes_down"].sum()),
@@ -901,12 +908,17 @@ def _coefficient_lines(report):
     return lines
 
 
+def _solver_name(est):
+    solver = getattr(est, "solver_", None)
+    return "newton (on the sites' summed log-likelihood)" if solver is None else solver.name
+
+
 def format_text(report):
     """The terminal report."""
     est, lines = report.estimator, []
     t = traffic(report)
     lines.append(f"skfed fit: {type(est).__name__} ({report.model}, {penalty_text(report)}), "
-                 f"solver {est.solver_.name}, {len(report.site_rows)} sites, "
+                 f"solver {_solver_name(est)}, {len(report.site_rows)} sites, "
                  f"{report.overall[0]} training rows, "
                  + (f"{report.overall[1]} held out" if report.held_out else
                     f"none held out ({report.none_held_out})"))
@@ -928,7 +940,7 @@ def format_text(report):
     else:
         _held_out_lines(report, lines)
     lines.append("")
-    privacy = getattr(est.history_, "privacy", None)
+    privacy = getattr(getattr(est, "history_", None), "privacy", None)
     state = "converged" if report.converged else "did NOT converge (raise --max-rounds)"
     if privacy:
         lines.extend(privacy_lines(privacy))

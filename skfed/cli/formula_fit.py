@@ -21,6 +21,9 @@ from .json_values import json_value
 #: ``--model`` -> the formula's GLM family (``cox``: :func:`skfed.formula.coxph`)
 FAMILIES = {"linear": "gaussian", "logistic": "binomial", "poisson": "poisson",
             "gamma": "gamma", "tweedie": "tweedie"}
+#: ``--model`` -> the route of a categorical outcome (:func:`skfed.formula.ordinal`, 
+#: :func:`skfed.formula.mnlogit`)
+DISCRETE = ("ordinal", "multinomial")
 
 #: options a formula fit does not take, with what to do instead
 _NOT_WITH_FORMULA = (
@@ -48,10 +51,10 @@ def formula_model(args):
         if args.model not in (None, model):
             raise CLIError(f"--family {args.family} is --model {model}; give one of them.")
         return model, args.family
-    if args.model == "cox":
-        return "cox", None
+    if args.model in ("cox", *DISCRETE):
+        return args.model, None
     if args.model not in FAMILIES:
-        raise CLIError("--formula fits --model " + ", ".join([*FAMILIES, "cox"])
+        raise CLIError("--formula fits --model " + ", ".join([*FAMILIES, "cox", *DISCRETE])
                        + (f", not {args.model}" if args.model else " (or give --family)")
                        + ".")
     return args.model, FAMILIES[args.model]
@@ -67,6 +70,13 @@ def _check_options(args, model):
                        "complete row of every site (the final model; no held-out score).")
     if model == "cox" and (args.offset or args.var_power is not None):
         raise CLIError("--offset and --var-power are for a GLM's formula, not --model cox.")
+    if model in DISCRETE and (args.offset or args.var_power is not None or args.cov_type
+                              not in (None, "nonrobust")):
+        raise CLIError(f"--model {model} takes no --offset, --var-power nor --cov-type "
+                       "(its table's standard errors are the observed information's).")
+    if model in DISCRETE and args.report:
+        raise CLIError(f"--model {model} has no HTML report yet (its Newton rounds keep "
+                       "no solver history to plot): use --json or --output.")
     if model != "cox" and (args.strata or args.ties):
         raise CLIError("--strata and --ties are for --model cox.")
     if args.scheduler or args.site:
@@ -129,7 +139,13 @@ def _fit(args, model, family, data, clients):
     for name, value in (("tol", args.tol), ("max_rounds", args.max_rounds)):
         if value is not None:  # else the Python API's defaults
             options[name] = value
-    if model == "cox":
+    if model in DISCRETE:
+        from ..formula import mnlogit, ordinal
+
+        del options["cov_type"]
+        route = ordinal if model == "ordinal" else mnlogit
+        fit = lambda: route(args.formula, data, **options)  # noqa: E731
+    elif model == "cox":
         from .fit import parse_time_grid
 
         grid = parse_time_grid(getattr(args, "time_grid", None))
@@ -171,10 +187,13 @@ def run_formula_fit(args):
         if isinstance(data, FederatedDataset):  # the connections to the services
             data.close()
     rows = results.rows_by_site
-    names = [n for n in results.param_names if n != "Intercept"]
+    names = [c["name"] for c in results.design["columns"] if c["name"] != "Intercept"]
+    outcome = args.formula.split("~")[0].strip()
+    outputs = ([f"{outcome}={v}" for v in results.levels[1:]] if model == "multinomial"
+               else [outcome])
     return FitReport(
         model=model, estimator=results.estimator, metric=metric_name(model),
-        feature_names=names, output_names=[args.formula.split("~")[0].strip()],
+        feature_names=names, output_names=outputs,
         site_rows=[(str(s), int(n), 0, np.nan, np.nan, np.nan) for s, n in rows.items()],
         overall=(int(rows.sum()), 0, np.nan, np.nan, np.nan), converged=converged,
         notes=[], test=None, summary=summary, formula=results, ph_test=ph_test)

@@ -182,7 +182,7 @@ def _add_model_options(fit):
 
     fit.add_argument("--model", choices=sorted(MODELS),
                      help="the model (required; with --formula: linear, logistic, poisson, "
-                          "gamma, tweedie or cox, or give --family)")
+                          "gamma, tweedie, cox, ordinal or multinomial, or give --family)")
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
     fit.add_argument("--summary", action="store_true",
                      help="the regression table on the original columns: estimates, standard "
@@ -412,8 +412,11 @@ def run_fit(args, out=None):
 def _check_model_and_target(args):
     """Without ``--formula``: ``--model`` and ``--target`` are needed, ``--family`` is not;
     the solver's defaults (1000 rounds, tolerance 1e-6)."""
-    from .fit import OFFSET_MODELS, CLIError
+    from .fit import FORMULA_ONLY_MODELS, OFFSET_MODELS, CLIError
 
+    if args.model in FORMULA_ONLY_MODELS:
+        raise CLIError(f"--model {args.model} is fitted from a formula naming its outcome: "
+                       "--formula 'grade ~ age + C(sex)'.")
     if args.model is None or not args.target:
         raise CLIError("give --model and --target (or a --formula naming the response).")
     if args.family or args.var_power is not None:

@@ -101,7 +101,8 @@ def fit_statistics(report):
     """A GLM's ``(label, value)`` of :data:`FIT_STATISTICS`: the rows (weighted), the
     deviance and the null model's, the log-likelihood, AIC and BIC (statsmodels')."""
     est = report.estimator
-    return [(label, float(getattr(est, attr))) for attr, label in FIT_STATISTICS]
+    return [(label, float(getattr(est, attr))) for attr, label in FIT_STATISTICS
+            if hasattr(est, attr)]  # an ordinal or multinomial model has no deviance
 
 
 def journal_lines(report):

@@ -25,7 +25,7 @@ from .._messages import show
 from ..base import restore_on_failure
 from ..data import FederatedDataset, as_dataset
 from ..data.site import site_summary
-from ..federation.session import FederationSession
+from ..federation.session import FederationSession, payload_nbytes
 from ..linear_model._inference import _symmetric_inverse
 from ..privacy.dp_rounds import DifferentialPrivacy
 from ..privacy.secure_rounds import SecureAggregation
@@ -175,6 +175,13 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         self._record(dataset, session, fitted, levels, names, endog)
         return self
 
+    def _evaluator(self, session, response, levels):
+        """``evaluate(z)``: one round, the sites' summed terms at ``z``."""
+        def evaluate(z):
+            function, args = self._round(response, levels, z)
+            return session.sum(function, *args, phase="rounds")
+        return evaluate
+
     def _check_privacy(self):
         if isinstance(self.privacy, DifferentialPrivacy):
             raise ValueError(
@@ -212,6 +219,13 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         self.converged_, self.n_iter_ = bool(fitted["converged"]), fitted["rounds"]
         self.clients_, self.n_clients_ = dataset.labels, len(dataset)
         self.ledger_ = session.ledger.as_dict()
+        # the bytes of the rounds by direction: the broadcast (the same to every site),
+        # the rest the sites' replies
+        down = fitted["rounds"] * len(dataset) * payload_nbytes(
+            self._round(None, levels, z)[1])
+        self.traffic_ = {"rounds": int(fitted["rounds"]), "bytes_down": int(down),
+                         "bytes_up": int(self.ledger_["rounds"]["bytes"] - down),
+                         "setup_bytes": int(self.ledger_["setup"]["bytes"])}
         self.secure_aggregation_ = self.privacy is not None
         if not fitted["converged"]:
             warnings.warn(
@@ -220,6 +234,11 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                 f"({fitted['reason']}). Raise max_rounds, or check for separation (a "
                 "covariate that predicts a level perfectly).", ConvergenceWarning,
                 stacklevel=4)
+
+    @property
+    def loglike_(self):
+        """The log-likelihood at the fit (``llf_``, the GLMs' name)."""
+        return self.llf_
 
     # -- what the results base reads ---------------------------------------------
     def _df_inference(self, use_t):

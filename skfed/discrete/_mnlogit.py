@@ -125,12 +125,12 @@ class FedMNLogit(DiscreteModel):
         return int(self.fit_intercept)
 
     def _newton(self, session, response, levels, p):
-        def evaluate(z):
-            return session.sum(site_mnlogit_terms, response, levels, bool(self.fit_intercept),
-                               z, phase="rounds")
-
         start = np.zeros(p * (len(levels) - 1))
-        return newton(evaluate, start, lambda z: True, self.tol, self.max_rounds)
+        return newton(self._evaluator(session, response, levels), start, lambda z: True,
+                      self.tol, self.max_rounds)
+
+    def _round(self, response, levels, z):
+        return site_mnlogit_terms, (response, levels, bool(self.fit_intercept), z)
 
     def _to_params(self, z, grad, hess, p):
         return z.copy(), np.asarray(hess)

@@ -105,14 +105,14 @@ class FedOrderedModel(DiscreteModel):
         ppf = special.logit if self.distr == "logit" else stats.norm.ppf
         start = np.concatenate([np.zeros(p), ppf(np.arange(1, K) / K)])
 
-        def evaluate(z):
-            return session.sum(site_ordinal_terms, response, levels, self.distr, z,
-                               phase="rounds")
-
         def feasible(z):  # the cut points increase
             return bool(np.all(np.diff(z[p:]) > 0))
 
-        return newton(evaluate, start, feasible, self.tol, self.max_rounds)
+        return newton(self._evaluator(session, response, levels), start, feasible, self.tol,
+                      self.max_rounds)
+
+    def _round(self, response, levels, z):
+        return site_ordinal_terms, (response, levels, self.distr, z)
 
     def _to_params(self, z, grad, hess, p):
         """statsmodels' parameters and the Hessian in them, from the cut points'."""
