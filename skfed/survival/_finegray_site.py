@@ -26,6 +26,7 @@ import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
+from ..federation import dominance
 from ..federation.operations import SUMS, Arg, Refused, site_operation
 from ..stats._competing_site import competing_rows
 from ..stats._survival_site import MAX_TIMES, _column
@@ -149,11 +150,11 @@ def _terms(value):
 
 
 @site_operation(
-    "survival.finegray_meat", releases=SUMS,
+    "survival.finegray_meat", releases=SUMS, maskable=True,
     describes="at a fitted Fine-Gray model, given the pooled per-time terms of its score "
               "residuals: the p x p sum over the site's expanded rows of w^2 U U' (the "
-              "robust sandwich's meat) and the p sums of w U, under the dominance rule "
-              "(only with allow_event_times)",
+              "robust sandwich's meat), under the dominance rule (only with "
+              "allow_event_times)",
     arguments=_ARGS + (Arg("terms", "value", check=_terms,
                            convert=lambda v: {k: np.asarray(a, dtype=np.float64)
                                               for k, a in v.items()}),),
@@ -166,7 +167,7 @@ def site_finegray_meat(site, time, event, cause, covariates, coef, times, censor
     Returns
     -------
     sums : dict
-        ``meat`` (p, p): ``sum_r w_r^2 U_r U_r'``; ``score`` (p,): ``sum_r w_r U_r``.
+        ``meat`` (p, p): ``sum_r w_r^2 U_r U_r'``.
     """
     tv, codes, X = finegray_design(site, time, event, covariates)
     W, row = expanded_weights(tv, codes, cause, times, censor_times, censor_curve)
@@ -185,4 +186,6 @@ def site_finegray_meat(site, time, event, cause, covariates, coef, times, censor
     np.add.at(U, index, C.reshape(-1, p))
     held = at.ravel() > 0
     weight[index[held]] = W.ravel()[held]  # one weight per expanded row
-    return {"meat": (U * weight[:, None] ** 2).T @ U, "score": weight @ U}
+    weighted = U * weight[:, None]
+    dominance.check_products(weighted, weighted, what="a sandwich's meat")
+    return {"meat": weighted.T @ weighted}
