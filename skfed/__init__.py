@@ -8,6 +8,7 @@ clients, and get the pooled optimum with the evidence attached
 from .data import FederatedDataset
 from .discrete import FedMNLogit, FedOrderedModel
 from .ensemble import FedHistGradientBoostingClassifier, FedHistGradientBoostingRegressor
+from .gee import FedGEE
 from .history import ConvergenceHistory
 from .linear_model import (FedElasticNet, FedGammaRegressor, FedLasso, FedLinearRegression,
                            FedLogisticRegression, FedPoissonRegressor, FedRidge,
@@ -32,5 +33,5 @@ __all__ = ["FedLasso", "FedElasticNet", "FedLogisticRegression", "FedLinearSVC",
            "FedLinearRegression", "FedRidge", "FedCoxPH", "likelihood_ratio_test",
            "FedOrderedModel", "FedMNLogit",
            "FedHistGradientBoostingClassifier", "FedHistGradientBoostingRegressor",
-           "FederatedDataset", "support_matrix", "ConvergenceHistory",
+           "FedGEE", "FederatedDataset", "support_matrix", "ConvergenceHistory",
            "__version__"]

@@ -87,3 +87,26 @@ def test_bad_formulas_are_named(rows):
         F.gee("poisson ~ age", rows, groups=rows["id"].to_numpy(), clients="site")
     with pytest.raises(ValueError, match="unknown cov_struct='ar1'"):
         F.gee("poisson ~ age", rows, groups="id", clients="site", cov_struct="ar1")
+
+
+def test_the_epilepsy_trial_equals_statsmodels():
+    """statsmodels' shipped epilepsy trial (Thall and Vail: 59 patients, four visits
+    each) in three hospitals: the worked example of docs/gee.md."""
+    import os
+
+    import pandas as pd
+    import statsmodels
+
+    path = os.path.join(os.path.dirname(statsmodels.__file__), "genmod", "tests", "results",
+                        "epil.csv")
+    if not os.path.exists(path):
+        pytest.skip("statsmodels' test data are not installed")
+    epil = pd.read_csv(path)
+    epil["hospital"] = np.where(epil["subject"] <= 20, "north",
+                                np.where(epil["subject"] <= 40, "centre", "south"))
+    results = F.gee("y ~ age + trt + base", epil, groups="subject", family="poisson",
+                    cov_struct="exchangeable", clients="hospital")
+    ref = smf.gee("y ~ age + trt + base", "subject", epil, family=sm.families.Poisson(),
+                  cov_struct=sm.cov_struct.Exchangeable()).fit()
+    _check(results, ref)
+    assert results.dep_params == pytest.approx(0.3934, abs=1e-4)
