@@ -113,6 +113,31 @@ def test_mnlogit_equals_statsmodels(split):
     assert model.wald_test_terms().loc["age", "df_constraint"] == 3
 
 
+def test_the_null_model_and_the_likelihood_ratio_test():
+    """llnull: the thresholds alone (ordinal), the intercepts alone (multinomial), both
+    the closed form sum_k n_k log(n_k / n) on the pooled rows. statsmodels' OrderedModel
+    gives it too; its MNLogit's null fit stops at its default tolerance (7e-8 off the
+    closed form here), so the multinomial's is checked against the closed form only."""
+    from scipy import stats
+
+    X, y, rng = _rows()
+    site = _splits(X, y, rng)["heterogeneous"]
+    counts = np.bincount(y)
+    exact = float(counts @ np.log(counts / N))
+    ordinal = FedOrderedModel().fit(X, y, clients=site)
+    ref = _statsmodels_ordinal(X, y, "logit")
+    assert abs(ordinal.llnull_ - exact) < 1e-9 and abs(ref.llnull - exact) < 1e-8
+    assert ordinal.df_model_ == ref.df_model == 3
+    np.testing.assert_allclose(ordinal.llr_, ref.llr, atol=1e-7)
+    np.testing.assert_allclose(ordinal.prsquared_, ref.prsquared, atol=1e-10)
+    multi = FedMNLogit().fit(X, y, clients=site)
+    assert abs(multi.llnull_ - exact) < 1e-9 and multi.df_model_ == 9
+    np.testing.assert_allclose(multi.llr_pvalue_, stats.chi2.sf(2 * (multi.llf_ - exact), 9),
+                               rtol=1e-9)
+    assert np.isnan(FedMNLogit(fit_intercept=False).fit(X, y, clients=site).llnull_)
+    assert "LL-Null:" in multi.summary().info
+
+
 def test_text_levels_and_their_order():
     """Text labels are sorted (statsmodels' np.unique); an ordered categorical's order
     is kept, with its names in the thresholds and the summary."""

@@ -16,6 +16,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
@@ -73,15 +74,19 @@ def ascent_direction(hess, grad):
     raise FloatingPointError("the Hessian could not be made negative definite.")
 
 
-def newton(evaluate, start, feasible, tol, max_rounds):
+def newton(evaluate, start, feasible, tol, max_rounds, free=None):
     """Newton's method with step halving on a concave log-likelihood; one round (one
     exchange with the sites) per evaluation. ``feasible(z)`` keeps a trial inside the
-    parameters' domain without a round."""
+    parameters' domain without a round; ``free`` (a mask) the coordinates that move (the
+    others stay at ``start``: a restricted model)."""
     z, current = np.asarray(start, dtype=float), evaluate(start)
+    free = np.ones(z.size, dtype=bool) if free is None else np.asarray(free, dtype=bool)
     rounds, decrement, reason = 1, np.inf, "max_rounds reached"
     while rounds < max_rounds:
-        step = ascent_direction(current["hess"], current["grad"])
-        decrement = 0.5 * float(current["grad"] @ step)
+        grad = current["grad"][free]
+        step = np.zeros_like(z)
+        step[free] = ascent_direction(current["hess"][np.ix_(free, free)], grad)
+        decrement = 0.5 * float(grad @ step[free])
         if decrement <= tol:
             break
         accepted = False
@@ -106,7 +111,7 @@ def newton(evaluate, start, feasible, tol, max_rounds):
             break
         z, current = trial, new
     return {"z": z, "terms": current, "rounds": rounds, "decrement": decrement,
-            "converged": decrement <= tol, "reason": reason}
+            "converged": decrement <= tol, "reason": reason, "free": free}
 
 
 class DiscreteModel(EstimatorWald, BaseEstimator):
@@ -172,15 +177,40 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                    else _masked(dataset, self.privacy))
         with context as session:
             fitted = self._newton(session, response, levels, len(names))
+            null = self._null_fit(session, response, levels, names)
         self._record(dataset, session, fitted, levels, names, endog)
+        self._record_null(null)
         return self
 
-    def _evaluator(self, session, response, levels):
+    def _null_fit(self, session, response, levels, names):
+        """The null model (statsmodels' ``llnull``): the thresholds only, or the
+        intercepts only, fitted by the same rounds with the other parameters at 0;
+        ``None`` when the model has no null (no intercept column)."""
+        problem = self._null_problem(len(names), levels, names)
+        if problem is None:
+            return None
+        start, free = problem
+        return newton(self._evaluator(session, response, levels, phase="inference"), start,
+                      self._feasible(len(names)), self.tol, self.max_rounds, free)
+
+    def _record_null(self, null):
+        self.df_model_ = float(len(self.params_) - (0 if null is None else
+                                                     int(np.sum(null["free"]))))
+        self.llnull_ = np.nan if null is None or not null["converged"] else float(
+            null["terms"]["loglike"])
+        self.llr_ = 2.0 * (self.llf_ - self.llnull_)
+        self.llr_pvalue_ = float(stats.chi2.sf(self.llr_, self.df_model_))
+        self.prsquared_ = 1.0 - self.llf_ / self.llnull_
+
+    def _evaluator(self, session, response, levels, phase="rounds"):
         """``evaluate(z)``: one round, the sites' summed terms at ``z``."""
         def evaluate(z):
             function, args = self._round(response, levels, z)
-            return session.sum(function, *args, phase="rounds")
+            return session.sum(function, *args, phase=phase)
         return evaluate
+
+    def _feasible(self, p):
+        return lambda z: True
 
     def _check_privacy(self):
         if isinstance(self.privacy, DifferentialPrivacy):
@@ -250,7 +280,9 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                 "No. Observations:": f"{self.nobs_:g}", "Df Residuals:": f"{self.df_resid_:g}",
                 "Levels:": ", ".join(map(str, self.levels_)),
                 "Log-Likelihood:": f"{self.llf_:.4f}", "AIC:": f"{self.aic_:.4f}",
-                "BIC:": f"{self.bic_:.4f}", "Sites:": str(self.n_clients_)}
+                "BIC:": f"{self.bic_:.4f}", "LL-Null:": f"{self.llnull_:.4f}",
+                "LLR p-value:": f"{self.llr_pvalue_:.4g}",
+                "Pseudo R-squ.:": f"{self.prsquared_:.4f}", "Sites:": str(self.n_clients_)}
         if self.secure_aggregation_:
             info["Sums:"] = "masked (secure aggregation)"
         return info

@@ -129,6 +129,15 @@ class FedMNLogit(DiscreteModel):
         return newton(self._evaluator(session, response, levels), start, lambda z: True,
                       self.tol, self.max_rounds)
 
+    def _null_problem(self, p, levels, names):
+        """The intercepts alone (statsmodels' null model), where the design has one."""
+        constant = [k for k, name in enumerate(names) if name in ("const", "Intercept")]
+        if not constant:
+            return None
+        free = np.zeros((len(levels) - 1, p), dtype=bool)
+        free[:, constant[0]] = True
+        return np.zeros(free.size), free.ravel()
+
     def _round(self, response, levels, z):
         return site_mnlogit_terms, (response, levels, bool(self.fit_intercept), z)
 

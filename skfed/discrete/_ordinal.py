@@ -100,16 +100,21 @@ class FedOrderedModel(DiscreteModel):
                              "skfed.formula.glm(..., family='binomial').")
         super()._check_levels(levels)
 
-    def _newton(self, session, response, levels, p):
-        K = len(levels)
+    def _start(self, p, K):
         ppf = special.logit if self.distr == "logit" else stats.norm.ppf
-        start = np.concatenate([np.zeros(p), ppf(np.arange(1, K) / K)])
+        return np.concatenate([np.zeros(p), ppf(np.arange(1, K) / K)])
 
-        def feasible(z):  # the cut points increase
-            return bool(np.all(np.diff(z[p:]) > 0))
+    def _feasible(self, p):
+        return lambda z: bool(np.all(np.diff(z[p:]) > 0))  # the cut points increase
 
-        return newton(self._evaluator(session, response, levels), start, feasible, self.tol,
+    def _newton(self, session, response, levels, p):
+        return newton(self._evaluator(session, response, levels),
+                      self._start(p, len(levels)), self._feasible(p), self.tol,
                       self.max_rounds)
+
+    def _null_problem(self, p, levels, names):
+        """The thresholds alone (the coefficients at 0)."""
+        return self._start(p, len(levels)), np.arange(p + len(levels) - 1) >= p
 
     def _round(self, response, levels, z):
         return site_ordinal_terms, (response, levels, self.distr, z)
