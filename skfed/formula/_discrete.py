@@ -81,6 +81,21 @@ class DiscreteResults(FormulaResults):
         return self.estimator.bic_
 
     @property
+    def llnull(self):
+        """The null model's log-likelihood (thresholds, or intercepts, alone)."""
+        return self.estimator.llnull_
+
+    @property
+    def llr_pvalue(self):
+        """The likelihood-ratio test against the null model: its p-value."""
+        return self.estimator.llr_pvalue_
+
+    @property
+    def prsquared(self):
+        """McFadden's pseudo R-squared, ``1 - llf / llnull``."""
+        return self.estimator.prsquared_
+
+    @property
     def nobs(self):
         """The rows used (complete cases)."""
         return self.estimator.nobs_
