@@ -134,8 +134,10 @@ def site_finegray_sums(site, time, event, cause, covariates, coef, times, censor
     W, _ = expanded_weights(tv, codes, cause, times, censor_times, censor_curve)
     risk = np.exp(X @ coef)
     Wr, Dr = W * risk[:, None], _deaths(tv, codes, cause, times) * risk[:, None]
-    return {"S0": Wr.sum(0), "S1": Wr.T @ X, "S2": np.einsum("ik,ip,iq->kpq", Wr, X, X),
-            "E0": Dr.sum(0), "E1": Dr.T @ X, "E2": np.einsum("ik,ip,iq->kpq", Dr, X, X),
+    n, p = X.shape
+    outer = (X[:, :, None] * X[:, None, :]).reshape(n, p * p)
+    return {"S0": Wr.sum(0), "S1": Wr.T @ X, "S2": (Wr.T @ outer).reshape(-1, p, p),
+            "E0": Dr.sum(0), "E1": Dr.T @ X, "E2": (Dr.T @ outer).reshape(-1, p, p),
             "d": _deaths(tv, codes, cause, times).sum(0),
             "xsum": X[codes == cause].sum(0)}
 
@@ -175,17 +177,19 @@ def site_finegray_meat(site, time, event, cause, covariates, coef, times, censor
     dH, dXH = terms["dH"], terms["dXH"].reshape(times.size, -1)
     mh1, mh2 = terms["mh1"], terms["mh2"].reshape(times.size, -1)
     mh3 = terms["mh3"].reshape(times.size, -1)
-    at = (W > 0).astype(np.float64)
-    C = -(at * risk[:, None])[:, :, None] * (X[:, None, :] * dH[None, :, None] - dXH[None])
+    held = (W > 0).ravel()
     D = _deaths(tv, codes, cause, times)
-    C += D[:, :, None] * ((X[:, None, :] - mh3[None]) + risk[:, None, None] * (
-        X[:, None, :] * mh1[None, :, None] - mh2[None]))
-    n, p, rows = tv.size, X.shape[1], int(row.max(initial=0)) + 1
-    index = (np.arange(n)[:, None] * rows + row).ravel()
-    U, weight = np.zeros((n * rows, p)), np.zeros(n * rows)
-    np.add.at(U, index, C.reshape(-1, p))
-    held = at.ravel() > 0
-    weight[index[held]] = W.ravel()[held]  # one weight per expanded row
+    # each expanded row at risk: (row of the data, which expanded row); one residual each
+    keys = (np.arange(tv.size)[:, None] * (censor_times.size + 2) + row).ravel()[held]
+    expanded, which = np.unique(keys, return_inverse=True)
+    weight = np.zeros(expanded.size)
+    weight[which] = W.ravel()[held]  # one weight per expanded row
+    U = np.empty((expanded.size, X.shape[1]))
+    for j, x in enumerate(X.T):  # one covariate at a time: n x n_times, not x p
+        C = -risk[:, None] * (x[:, None] * dH[None, :] - dXH[None, :, j])
+        C += D * ((x[:, None] - mh3[None, :, j]) + risk[:, None] * (
+            x[:, None] * mh1[None, :] - mh2[None, :, j]))
+        U[:, j] = np.bincount(which, weights=C.ravel()[held], minlength=expanded.size)
     weighted = U * weight[:, None]
     dominance.check_products(weighted, weighted, what="a sandwich's meat")
     return {"meat": weighted.T @ weighted}
