@@ -174,8 +174,11 @@ class DaskEngine:
         with self._lock:
             if self._client is None:
                 if self.conf.scheduler == "local":  # threads in the site's process
-                    self._cluster = LocalCluster(processes=False, n_workers=1,
-                                                 threads_per_worker=2, dashboard_address=None)
+                    # Dask always serves HTTP (its dashboard): on loopback only, any port
+                    self._cluster = LocalCluster(
+                        processes=False, n_workers=1, threads_per_worker=2,
+                        dashboard_address="127.0.0.1:0",
+                        worker_dashboard_address="127.0.0.1:0")
                     self._client = Client(self._cluster, set_as_default=False)
                 else:
                     self._client = Client(self.conf.scheduler, set_as_default=False)

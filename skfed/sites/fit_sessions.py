@@ -12,6 +12,7 @@ by what a message says; a masked or noised step passes the site's guard
 (:mod:`skfed.sites.guard`) first. A mixin of :class:`~skfed.sites.host.SiteHost`.
 """
 
+import functools
 import hashlib
 
 from ..data.site import SiteError
@@ -22,6 +23,7 @@ from ..federation.wire import role_of
 from ..solvers.base import message_nbytes
 from . import service_operations  # noqa: F401  (fit.close, sums.*: the service's own)
 from .codec import MessageError, decode
+from .engine import EngineObjective, refusal
 from .gate import check_work, release_rule
 from .guard import PrivateRounds, SecureAggregationGuard
 
@@ -234,6 +236,10 @@ class FitSessions:
         for check in operation.checks:
             check(session.objective, values, rules)
         message["args"] = [values[a.name] for a in operation.arguments]
+        if isinstance(session.objective, EngineObjective):  # its partitions' sums combined
+            if operation.combine is None:
+                raise refusal(operation)
+            message["fn"] = functools.partial(_on_engine, operation)
 
 
 def _failed(result, site):
@@ -243,6 +249,11 @@ def _failed(result, site):
     if isinstance(result, ClientFailure):
         return SiteError(site, f"the solver's step failed ({result.error})")
     return result
+
+
+def _on_engine(operation, objective, *args):
+    """A masked pass's function on a fit whose rows are partitions on an engine."""
+    return objective.run(operation, args)
 
 
 def served_kinds():
