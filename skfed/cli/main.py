@@ -1,4 +1,4 @@
-"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|site|support-matrix``
+"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|site|relay|support-matrix``
 (also installed as ``skfed``)."""
 
 import argparse
@@ -668,15 +668,18 @@ def main(argv=None):
     add_describe_parser(sub)
     sub.add_parser("support-matrix",
                    help="print the estimator x solver support matrix (Markdown), from the code")
-    from .site import add_site_parser, run_site
+    from .site import add_relay_parser, add_site_parser, run_relay, run_site
 
     add_site_parser(sub)
+    add_relay_parser(sub)
     from .analyses import COMMANDS, add_analysis_parsers, run_analysis
 
     add_analysis_parsers(sub)  # km, mixed, meta
     args = parser.parse_args(argv)
     if args.command == "site":
         return run_site(args)
+    if args.command == "relay":
+        return run_relay(args)
     if args.command in COMMANDS:
         return run_analysis(args)
     if args.command == "demo":
