@@ -1,5 +1,7 @@
 """``skfed site serve CONFIG``: run a site service; ``skfed site check CONFIG``: list every
-problem of its configuration, or what it allows (see ``docs/data-officers.md``)."""
+problem of its configuration, or what it allows (see ``docs/data-officers.md``);
+``skfed relay serve CONFIG``: run a relay for sites that only dial out
+(``docs/deployment.md``)."""
 
 import signal
 import sys
@@ -18,6 +20,32 @@ def add_site_parser(sub):
     check.add_argument("config", help="the site's TOML configuration")
 
 
+def add_relay_parser(sub):
+    relay = sub.add_parser("relay", help="run a relay for sites that only dial out")
+    actions = relay.add_subparsers(dest="relay_command", required=True)
+    serve = actions.add_parser(
+        "serve", help="forward analysts' sealed requests to the sites connected to it, and "
+                      "their sealed replies back (gRPC over mutual TLS; it reads none)")
+    serve.add_argument("config", help="the relay's TOML configuration")
+
+
+def run_relay(args):
+    from ..sites.relay import RelayServer, load_relay_config
+
+    try:
+        server = RelayServer(**load_relay_config(args.config)).start()
+    except (ValueError, OSError, ImportError) as exc:
+        print(f"skfed relay: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"skfed relay {server.name!r} on port {server.port}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
 def run_site(args):
     from ..sites.policy import check_config
 
@@ -33,16 +61,19 @@ def run_site(args):
     if args.site_command == "check":
         print(describe_config(config))
         return 0
+    from ..sites.dialout import DialOutSite
     from ..sites.transport import SiteServer
 
     try:
-        server = SiteServer(config).start()
+        server = (DialOutSite if config.relay else SiteServer)(config).start()
     except (ValueError, OSError, ImportError) as exc:
         print(f"skfed site: error: {exc}", file=sys.stderr)
         return 2
     # the line a supervisor (or a test) waits for: the port actually bound
-    print(f"skfed site {config.name!r} serving {sorted(config.datasets)} on port "
-          f"{server.port}; audit log {config.audit}", flush=True)
+    where = (f"through relay {config.relay} (no listening socket)" if config.relay
+             else f"on port {server.port}")
+    print(f"skfed site {config.name!r} serving {sorted(config.datasets)} {where}; audit log "
+          f"{config.audit}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         server.wait()
@@ -54,7 +85,8 @@ def run_site(args):
 def describe_config(config):
     """What a site's configuration allows, in words (``skfed site check``)."""
     p = config.policy
-    lines = [f"site {config.name!r} listens on {config.listen}",
+    lines = [f"site {config.name!r} dials out to relay {config.relay} and listens on nothing"
+             if config.relay else f"site {config.name!r} listens on {config.listen}",
              "datasets: " + ", ".join(_dataset(d) for d in config.datasets.values()),
              "analysts: " + _listed(p.analysts, "any analyst certificate of the federation's "
                                                 "CA"),

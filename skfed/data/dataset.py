@@ -475,7 +475,7 @@ class FederatedDataset:
 
     @classmethod
     def from_sites(cls, sites, *, dataset, target=None, sample_weight=None, drop=(),
-                   offset=None, ca_file, cert_file, key_file, timeout=None):
+                   offset=None, ca_file, cert_file, key_file, timeout=None, relay=None):
         """A dataset served by site services (``skfed site serve CONFIG`` at each site).
 
         Every computation on the rows is one of the named operations the sites
@@ -484,8 +484,9 @@ class FederatedDataset:
 
         Parameters
         ----------
-        sites : dict
+        sites : dict or list of str
             ``{site name: "host:port"}``. The site's certificate must name it.
+            Through a relay: the sites' names (a list).
         dataset : str
             The dataset's name in the sites' configurations.
         target : str or list of str, default=None
@@ -504,6 +505,11 @@ class FederatedDataset:
             Seconds to wait for one site's reply (default 120) before the site
             counts as lost: solvers allowing partial participation go on
             without it, the others stop naming it.
+        relay : str, default=None
+            ``host:port`` of a relay (``skfed relay serve``) the sites dial out
+            to: each request then travels signed by the analyst and encrypted
+            to its site, each reply encrypted to the analyst
+            (:mod:`skfed.sites.relay`).
 
         Returns
         -------
@@ -517,16 +523,22 @@ class FederatedDataset:
             A site did not answer.
         """
         from ..sites.remote import SiteServices
-        from ..sites.transport import DEFAULT_TIMEOUT, SiteConnection
+        from ..sites.transport import DEFAULT_TIMEOUT
 
-        if not isinstance(sites, dict) or not sites:
-            raise ValueError("sites must be a non-empty dict {site name: 'host:port'}.")
+        sites = _site_addresses(sites, relay)
         if not isinstance(dataset, str) or not dataset:
             raise ValueError("dataset must name a dataset the sites serve.")
-        connections = [SiteConnection(str(name), address, ca_file=ca_file, cert_file=cert_file,
-                                      key_file=key_file,
-                                      timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
-                       for name, address in sites.items()]
+        connections = []
+        try:
+            for name, address in sites.items():
+                connections.append(_connection(
+                    relay)(str(name), address, ca_file=ca_file, cert_file=cert_file,
+                           key_file=key_file,
+                           timeout=DEFAULT_TIMEOUT if timeout is None else timeout))
+        except BaseException:
+            for conn in connections:
+                conn.close()
+            raise
         backend = SiteServices(connections, {"name": dataset, "target": target,
                                              "sample_weight": sample_weight,
                                              "drop": list(drop), "offset": offset})
@@ -585,3 +597,26 @@ def as_dataset(X, y=None, clients=None, sample_weight=None):
                              f"do not pass {given[0]}= with it.")
         return X
     return FederatedDataset.from_arrays(X, y, clients, sample_weight)
+
+
+def _site_addresses(sites, relay):
+    """``{site: address}`` of :meth:`FederatedDataset.from_sites`'s ``sites`` (through a
+    relay: every site's address is the relay's)."""
+    if relay is None:
+        if not isinstance(sites, dict) or not sites:
+            raise ValueError("sites must be a non-empty dict {site name: 'host:port'} (or, "
+                             "with relay='host:port', a list of site names).")
+        return sites
+    if not isinstance(relay, str) or ":" not in relay:
+        raise ValueError(f"relay must be 'host:port'; got {relay!r}.")
+    if isinstance(sites, dict) or isinstance(sites, str) or not sites:
+        raise ValueError("through a relay, sites must be a non-empty list of site names (the "
+                         "relay knows where they are).")
+    return {str(name): relay for name in sites}
+
+
+def _connection(relay):
+    from ..sites.relay_connection import RelayConnection
+    from ..sites.transport import SiteConnection
+
+    return SiteConnection if relay is None else RelayConnection

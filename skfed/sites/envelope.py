@@ -45,7 +45,7 @@ class EnvelopeError(ValueError):
 
     def __init__(self, reason, message):
         super().__init__(message)
-        self.reason = reason
+        self.reason, self.analyst = reason, None
 
 
 def _pack(*fields):
@@ -218,7 +218,13 @@ class Opener:
         cert, signature, request = self._decrypt(request_key, nonce, sealed,
                                                  header + ephemeral)
         analyst = self._verify(cert, signature, _signed(header, ephemeral, request), now)
-        fields = json.loads(header)
+        try:
+            return self._admit(analyst, json.loads(header), request, reply_key, now)
+        except EnvelopeError as exc:
+            exc.analyst = analyst  # its signature held: the officer may know who
+            raise
+
+    def _admit(self, analyst, fields, request, reply_key, now):
         if fields["expires"] < now:
             raise EnvelopeError("expired", f"a request of analyst {analyst!r} that expired "
                                            f"{now - fields['expires']:.0f} s ago")

@@ -68,7 +68,7 @@ POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_l
                "finer_sums", "formulas", "fit_state_mb", "analyst_state_mb")
 #: every table of a site's configuration and the keys it takes ([datasets] and [access]:
 #: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
-TABLES = {"site": ("name", "listen"), "tls": ("ca", "cert", "key"),
+TABLES = {"site": ("name", "listen", "relay"), "tls": ("ca", "cert", "key"),
           "datasets": ("path", "columns", "weights", "domains", "population", "transforms",
                        "consortium", "engine", "scheduler"),
           "policy": POLICY_KEYS, "audit": ("path", "officer_log"),
@@ -273,6 +273,8 @@ class SiteConfig:
     data_dir: Path = None
     ledger: Path = None
     officer_log: Path = None
+    #: ``host:port`` of a relay: the site dials out to it and listens on nothing
+    relay: str = None
 
 
 class _Problems(list):
@@ -574,6 +576,19 @@ def _listen(value):
     return value
 
 
+def _endpoints(site):
+    """``(listen, relay)``: a site listens, or dials out to a relay, never both."""
+    if "relay" not in site:
+        return _listen(site.get("listen")), None
+    if "listen" in site:
+        raise ValueError("[site] has both listen and relay: a site that dials out to a relay "
+                         "listens on nothing; remove one.")
+    relay = site["relay"]
+    if not isinstance(relay, str) or ":" not in relay:
+        raise ValueError("[site] relay must be 'host:port' (the relay's address).")
+    return None, relay
+
+
 def _tables(raw, where, problems):
     """Each known table of ``raw`` (``{}`` if absent); notes unknown, missing and
     malformed tables. An unknown table is never ignored: ``[polcy]`` would drop its
@@ -628,7 +643,8 @@ def check_config(path):
     tables = _tables(raw, repr(str(path)), problems)
     site, tls, take = tables["site"], tables["tls"], problems.take
     name = take(_site_name, site.get("name")) if "site" in raw else None
-    listen = take(_listen, site.get("listen")) if "site" in raw else None
+    listen, relay = take(_endpoints, site, default=(None, None)) if "site" in raw else \
+        (None, None)
     ca, cert, key = ((take(_path, tls, "tls", k, base) for k in TABLES["tls"])
                      if "tls" in raw else (None, None, None))
     audit = take(_path, tables["audit"], "audit", "path", base, "audit.jsonl")
@@ -643,7 +659,7 @@ def check_config(path):
         return None, list(problems)
     return SiteConfig(name=name, listen=listen, ca=ca, cert=cert, key=key, datasets=datasets,
                       policy=policy, audit=audit, data_dir=base, ledger=ledger,
-                      officer_log=officer), []
+                      officer_log=officer, relay=relay), []
 
 
 def _check_consortium(name, policy, datasets, problems):

@@ -141,29 +141,40 @@ class SiteConnection:
     def call(self, op, **args):
         """Run operation ``op`` at the site; its reply value, or the site's refusal
         as :class:`~skfed.sites.SiteRefusal` / error as :class:`~skfed.sites.SiteServiceError`."""
-        from . import SiteRefusal, SiteServiceError, SiteUnavailable
+        from . import SiteRefusal, SiteServiceError
 
-        grpc = _grpc()
-        request = encode({"op": op, "args": args})
-        try:
-            data = self._call(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise SiteUnavailable(self.site, f"no reply within {self.timeout:g} s") from None
-            raise SiteUnavailable(self.site, f"{getattr(code, 'name', code)}: "
-                                             f"{exc.details() if hasattr(exc, 'details') else exc}"
-                                  ) from None
-        with self._lock:
-            self.bytes_sent += len(request)
-            self.bytes_received += len(data)
-        reply = decode(data)
+        reply = decode(self._exchange(encode({"op": op, "args": args})))
         if "error" in reply:
             error = reply["error"]
             if error.get("kind") == "policy":
                 raise SiteRefusal(self.site, error.get("rule"), error.get("message"))
             raise SiteServiceError(self.site, error.get("message"))
         return reply["ok"]
+
+    def _exchange(self, request):
+        """The reply's bytes to ``request``'s (counted as they travel)."""
+        data = self._rpc(self._call, request)
+        with self._lock:
+            self.bytes_sent += len(request)
+            self.bytes_received += len(data)
+        return data
+
+    def _rpc(self, method, request, what="reply"):
+        """``method(request)`` within the timeout; a transport failure as
+        :class:`~skfed.sites.SiteUnavailable` naming this site."""
+        from . import SiteUnavailable
+
+        grpc = _grpc()
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise SiteUnavailable(self.site, f"no {what} within {self.timeout:g} s"
+                                      ) from None
+            raise SiteUnavailable(self.site, f"{getattr(code, 'name', code)}: "
+                                             f"{exc.details() if hasattr(exc, 'details') else exc}"
+                                  ) from None
 
     def close(self):
         self._channel.close()
