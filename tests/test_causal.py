@@ -336,3 +336,33 @@ def test_love_plot_and_overlap_figure_draw_the_fitted_numbers():
     np.testing.assert_array_equal(heights[n:], -np.nan_to_num(est.overlap_["control"]))
     with pytest.raises(ValueError, match="balance=True"):
         plot_love(FedIPW(balance=False).fit(X, a, y, clients=site))
+
+
+def test_a_boosted_propensity_model_gives_the_point_estimate_only():
+    """Boosted trees have no estimating equations: the effect is the pooled Hajek
+    estimate with the model's scores, std_err_ is NaN and conf_int() says why; the
+    interval that treats the weights as given equals statsmodels' weighted regression."""
+    import statsmodels.api as sm
+
+    from skfed import FedHistGradientBoostingClassifier
+
+    X, a, y, site = _data("hetero")
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
+    with pytest.warns(UserWarning, match="boosted trees have no such equations"):
+        est = FedIPW(propensity=FedHistGradientBoostingClassifier(max_iter=20)).fit(
+            frame, a, y, clients=site)
+    e = est.propensity_model_.predict_proba(frame)[:, 1]
+    w = np.where(a == 1, 1 / e, 1 / (1 - e))
+    mu1, mu0 = np.average(y[a == 1], weights=w[a == 1]), np.average(y[a == 0],
+                                                                    weights=w[a == 0])
+    np.testing.assert_allclose(est.potential_outcomes_[1], mu1, rtol=1e-12)
+    np.testing.assert_allclose(est.potential_outcomes_[0], mu0, rtol=1e-12)
+    assert np.isnan(est.std_err_) and np.isnan(est.cov_params_).all()
+    with pytest.raises(ValueError, match="not in the stacked estimating equations"):
+        est.conf_int()
+    wls = sm.WLS(y, sm.add_constant(a), weights=w).fit(cov_type="HC0")
+    np.testing.assert_allclose(est.conf_int(fixed_score=True), wls.conf_int()[1], rtol=1e-9)
+    after = (np.average(frame.x0[a == 1], weights=w[a == 1]) -
+             np.average(frame.x0[a == 0], weights=w[a == 0]))
+    np.testing.assert_allclose(est.balance_.loc["x0", "SMD after"] * np.sqrt(
+        (frame.x0[a == 1].var() + frame.x0[a == 0].var()) / 2), after, rtol=1e-9)

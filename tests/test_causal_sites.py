@@ -55,7 +55,21 @@ def test_the_three_homes_give_the_same_numbers(tmp_path):
         reference = _fit_all(data["in-process"])
         for home in ("dask", "site-service"):
             _same(_fit_all(data[home]), reference)
+        boosted = [_boosted(data[home]) for home in ("in-process", "dask")]
+        np.testing.assert_allclose(boosted[1].params_, boosted[0].params_, rtol=1e-12)
+        with pytest.raises(ValueError, match="a site service receives an estimator's "
+                                             "parameters, never a fitted model"):
+            _boosted(data["site-service"])
     assert reference[0].n_clients_ == 3 and reference[0].n_samples_ == 2400
+
+
+def _boosted(data):
+    from skfed import FedHistGradientBoostingClassifier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return FedIPW(propensity=FedHistGradientBoostingClassifier(max_iter=10),
+                      balance=False).fit(data, treatment="treated")
 
 
 def test_sites_requiring_secure_aggregation_take_masked_sums_only(tmp_path):

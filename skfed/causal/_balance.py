@@ -45,15 +45,17 @@ def smd_table(sums, estimand, names):
                         index=pd.Index(names, name="covariate"))
 
 
-def balance_tables(session, spec, theta, names, *, n_bins, extreme_weight, min_level_count):
+def balance_tables(session, spec, theta, names, *, n_bins, extreme_weight, min_level_count,
+                   model=None):
     """``(balance, effective sample size, overlap)`` of a fitted analysis."""
-    sums = session.sum(site_balance_sums, spec, theta, phase="analysis")
+    sums = session.sum(site_balance_sums, spec, theta, model, phase="analysis")
     estimand = "ATE" if spec["method"] == "aipw" else spec["estimand"]
     table = smd_table(sums, estimand, names)
     ess = {label: float(sums[f"sw{arm}"]) ** 2 / float(sums[f"sww{arm}"])
            for arm, label in ARMS}
     counts = session.sum(site_overlap_counts, spec, theta, int(n_bins),
-                         float(extreme_weight), int(min_level_count), phase="analysis")
+                         float(extreme_weight), int(min_level_count), model,
+                         phase="analysis")
     pooled = np.asarray(counts["counts"], dtype=float)
     shown = np.where((np.asarray(counts["hidden"]) > 0) |
                      ((pooled > 0) & (pooled < min_level_count)), np.nan, pooled)

@@ -36,6 +36,8 @@ def parameter_names(spec, covariates):
     """The stacked parameters' names, in the order of ``theta``."""
     design = ["Intercept"] + list(covariates)
     names = ["E[Y(1)]", "E[Y(0)]"] + (["P(A=1)"] if spec["stabilized"] else [])
+    if spec["scores"] == "model":
+        return names
     names += [f"ps[{c}]" for c in design]
     if spec["method"] == "aipw":
         names += [f"y1[{c}]" for c in design] + [f"y0[{c}]" for c in design]
@@ -45,6 +47,8 @@ def parameter_names(spec, covariates):
 def blocks(spec, q):
     """``{block: slice}`` of theta (``q``: the design's width, intercept included)."""
     at = 3 if spec["stabilized"] else 2
+    if spec["scores"] == "model":
+        q = 0
     out = {"mu": slice(0, 2), "beta": slice(at, at + q)}
     if spec["stabilized"]:
         out["pi"] = slice(2, 3)
@@ -55,7 +59,11 @@ def blocks(spec, q):
 
 
 def n_parameters(spec, q):
-    """The length of theta for a design of width ``q`` (intercept included)."""
+    """The length of theta for a design of width ``q`` (intercept included); a
+    propensity model without estimating equations (``spec["scores"] == "model"``)
+    has no coefficients in the stack."""
+    if spec["scores"] == "model":
+        return 2 + int(spec["stabilized"])
     return 2 + int(spec["stabilized"]) + q * (3 if spec["method"] == "aipw" else 1)
 
 
@@ -73,11 +81,15 @@ def arm_weights(e, A, estimand):
     raise ValueError(f"unknown estimand {estimand!r}; one of {ESTIMANDS}.")
 
 
-def scores(Z, beta, spec):
+def scores(Z, beta, spec, e=None):
     """``(e, e_used, de_used/deta, keep)``: the fitted score, the score the weights use
-    (truncated), its derivative in the linear predictor, and the rows not trimmed."""
-    e = expit(Z @ beta)
-    slope = e * (1 - e)
+    (truncated), its derivative in the linear predictor, and the rows not trimmed; ``e``
+    given: a model's scores (held fixed: no derivative)."""
+    if e is None:
+        e = expit(Z @ beta)
+        slope = e * (1 - e)
+    else:
+        slope = np.zeros_like(e)
     used = e
     if spec.get("truncate") is not None:
         lo, hi = spec["truncate"]
@@ -101,18 +113,20 @@ def glm_mean(eta, family):
     return mu, mu
 
 
-def stacked(Z, A, Y, theta, spec):
+def stacked(Z, A, Y, theta, spec, e_model=None):
     """``(psi, D)``: the rows' contributions ``(n, k)`` and their summed derivative
-    ``(k, k)`` at ``theta`` (see the module)."""
+    ``(k, k)`` at ``theta`` (see the module); ``e_model``: a model's scores, which
+    the stack holds fixed (no propensity equations)."""
     n, q = Z.shape
     k = theta.size
     at = blocks(spec, q)
     beta = theta[at["beta"]]
-    e, used, slope, keep = scores(Z, beta, spec)
+    e, used, slope, keep = scores(Z, beta, spec, e_model)
     psi = np.zeros((n, k))
     D = np.zeros((k, k))
-    psi[:, at["beta"]] = Z * (A - e)[:, None]
-    D[at["beta"], at["beta"]] = -(Z * (e * (1 - e))[:, None]).T @ Z
+    if e_model is None:
+        psi[:, at["beta"]] = Z * (A - e)[:, None]
+        D[at["beta"], at["beta"]] = -(Z * (e * (1 - e))[:, None]).T @ Z
     # a score of 0 or 1 (separation) gives infinities: Newton's check reports it
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if spec["method"] == "aipw":
@@ -138,8 +152,9 @@ def _ipw_rows(Z, A, Y, theta, spec, at, score, psi, D):
     r1, r0 = keep * (Y - mu1), keep * (Y - mu0)
     psi[:, 0], psi[:, 1] = s1 * w1 * r1, s0 * w0 * r0
     D[0, 0], D[1, 1] = -s1 * np.sum(keep * w1), -s0 * np.sum(keep * w0)
-    D[0, at["beta"]] = Z.T @ (s1 * r1 * dw1 * slope)
-    D[1, at["beta"]] = Z.T @ (s0 * r0 * dw0 * slope)
+    if at["beta"].stop > at["beta"].start:  # a model's scores: no coefficients here
+        D[0, at["beta"]] = Z.T @ (s1 * r1 * dw1 * slope)
+        D[1, at["beta"]] = Z.T @ (s0 * r0 * dw0 * slope)
 
 
 def _aipw_rows(Z, A, Y, theta, spec, at, score, psi, D):

@@ -6,13 +6,14 @@ by Newton and wrapped in the sandwich of the stacked estimating equations
 (:mod:`skfed.causal._solve`).
 """
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
 from scipy import stats
-from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import restore_on_failure
@@ -88,13 +89,14 @@ class _FedWeighting(BaseEstimator):
                                                     covariates)
         spec = self._spec(a_name, y_name, names)
         privacy = _check_privacy(self.privacy, dataset)
+        model = self._propensity_model(dataset, a_name, names)
         if privacy is None:
-            self._run(FederationSession.for_dataset(dataset), spec, names)
+            self._run(FederationSession.for_dataset(dataset), spec, names, model)
         else:
             from ..privacy.masked_sums import masked_session
 
             with masked_session(dataset, privacy) as session:
-                self._run(session, spec, names)
+                self._run(session, spec, names, model)
         self.n_clients_ = len(dataset)
         return self
 
@@ -104,13 +106,41 @@ class _FedWeighting(BaseEstimator):
                 "truncate": _bounds(self.truncate, "truncate"),
                 "trim": _bounds(getattr(self, "trim", None), "trim"),
                 "method": self._method, "family": getattr(self, "outcome_family",
-                                                          "gaussian")}
+                                                          "gaussian"),
+                "scores": "logistic" if getattr(self, "propensity", None) is None else "model"}
 
-    def _run(self, session, spec, names):
+    def _propensity_model(self, dataset, a_name, names):
+        """A given classifier fitted on the sites' rows (treatment as the target)."""
+        propensity = getattr(self, "propensity", None)
+        self.propensity_model_ = None
+        if propensity is None:
+            return None
+        from ._site import treatment_as_target
+
+        if not hasattr(propensity, "predict_proba"):
+            raise ValueError(f"propensity must be a classifier with predict_proba; got "
+                             f"{type(propensity).__name__}.")
+        if dataset._backend.where == "at site services":
+            raise ValueError(
+                "a given propensity classifier is evaluated where the rows are, and a site "
+                "service receives an estimator's parameters, never a fitted model (its "
+                "trees or coefficients would run as the analyst's code at the site): at "
+                "site services use the default propensity model (propensity=None), the "
+                "logistic regression in the stacked estimating equations.")
+        model = clone(propensity).fit(dataset.apply(treatment_as_target, a_name, names))
+        self.propensity_model_ = model
+        return model
+
+    def _run(self, session, spec, names, model=None):
         q = len(names) + 1
         theta, sums, self.n_iter_ = newton(session, spec, q, tol=self.tol,
-                                           max_iter=self.max_iter)
+                                           max_iter=self.max_iter, model=model)
         cov, D, M = sandwich(sums, theta.size)
+        self.variance_note_ = None
+        if model is not None:  # no estimating equations of the score: no sandwich
+            cov = np.full_like(cov, np.nan)
+            self.variance_note_ = no_sandwich_note(model)
+            warnings.warn(self.variance_note_, UserWarning, stacklevel=4)
         self.params_, self.cov_params_ = theta, cov
         self.param_names_ = parameter_names(spec, names)
         self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -124,7 +154,8 @@ class _FedWeighting(BaseEstimator):
         if self.balance:
             self.balance_, self.effective_sample_size_, self.overlap_ = balance_tables(
                 session, spec, theta, names, n_bins=self.n_bins,
-                extreme_weight=self.extreme_weight, min_level_count=self.min_level_count)
+                extreme_weight=self.extreme_weight, min_level_count=self.min_level_count,
+                model=model)
         self.ledger_ = session.ledger.as_dict()
 
     def _record_effects(self, mu, cov):
@@ -151,6 +182,8 @@ class _FedWeighting(BaseEstimator):
         interval : ndarray of shape (2,)
         """
         check_is_fitted(self, "effect_")
+        if not fixed_score and self.variance_note_ is not None:
+            raise ValueError(self.variance_note_)
         z = stats.norm.isf(alpha / 2)
         se = self.std_err_fixed_score_ if fixed_score else self.std_err_
         return np.array([self.effect_ - z * se, self.effect_ + z * se])
@@ -183,6 +216,15 @@ class _FedWeighting(BaseEstimator):
     def summary(self, alpha=0.05):
         """The results table (:attr:`results_`) as text and HTML."""
         return self.results_.summary(alpha=alpha)
+
+
+def no_sandwich_note(model):
+    """Why a fit with a given propensity classifier reports no M-estimation variance."""
+    return (f"the given propensity model ({type(model).__name__}) is not in the stacked "
+            "estimating equations, so the sandwich cannot account for its estimation (boosted "
+            "trees have no such equations): std_err_ is NaN and "
+            "conf_int() is refused. The point estimate is exact; conf_int(fixed_score=True) "
+            "treats the weights as given (it ignores the model's estimation).")
 
 
 def effect_scales(mu, cov):
@@ -236,6 +278,13 @@ class FedIPW(_FedWeighting):
     estimand : {"ATE", "ATT", "ATC", "ATO"}, default="ATE"
         The average effect in everyone, the treated, the controls, or the overlap
         population (overlap weights ``1 - e`` and ``e``).
+    propensity : classifier, default=None
+        The propensity model: ``None``, an unpenalized logistic regression in the
+        stacked estimating equations (the sandwich accounts for it); or any skfed
+        classifier with ``predict_proba`` (boosted trees), fitted on the sites' rows and
+        evaluated at each site: the point estimate only (``std_err_`` is NaN,
+        ``variance_note_`` says why); in this process and on Dask workers (a site
+        service receives no fitted model: refused, saying so).
     stabilized : bool, default=False
         Multiply each arm's weights by its share of rows (ATE only; the point
         estimate and the variance are the same, the weights' scale is not).
@@ -284,6 +333,10 @@ class FedIPW(_FedWeighting):
         with ``edges`` and the count of extreme weights.
     n_iter_ : int
         Newton steps.
+    propensity_model_ : classifier or None
+        The fitted ``propensity`` classifier.
+    variance_note_ : str or None
+        Why there is no M-estimation variance (a given classifier), else ``None``.
 
     Examples
     --------
@@ -300,15 +353,17 @@ class FedIPW(_FedWeighting):
 
     _parameter_constraints = {
         "estimand": [StrOptions(set(ESTIMANDS))],
+        "propensity": [HasMethods(["fit", "predict_proba"]), None],
         "stabilized": ["boolean"],
         "trim": [tuple, list, None],
         **_COMMON,
     }
 
-    def __init__(self, estimand="ATE", *, stabilized=False, truncate=None, trim=None,
-                 tol=1e-10, max_iter=100, balance=True, n_bins=20, extreme_weight=20.0,
-                 min_level_count=5, privacy=None):
+    def __init__(self, estimand="ATE", *, propensity=None, stabilized=False, truncate=None,
+                 trim=None, tol=1e-10, max_iter=100, balance=True, n_bins=20,
+                 extreme_weight=20.0, min_level_count=5, privacy=None):
         self.estimand = estimand
+        self.propensity = propensity
         self.stabilized = stabilized
         self.truncate = truncate
         self.trim = trim

@@ -20,7 +20,7 @@ import numpy as np
 from .._messages import show
 from ..data.site import SiteError
 from ..federation import dominance
-from ..federation.operations import COUNTS, SUMS, Arg, site_operation
+from ..federation.operations import COUNTS, SUMS, Arg, row_step, site_operation
 from ._equations import (ESTIMANDS, FAMILIES, arm_weights, blocks, n_parameters, scores,
                          stacked)
 
@@ -28,7 +28,7 @@ from ._equations import (ESTIMANDS, FAMILIES, arm_weights, blocks, n_parameters,
 MAX_COVARIATES = 512
 _KEYS = {"treatment": str, "outcome": (str, type(None)), "covariates": list,
          "estimand": str, "stabilized": bool, "truncate": (list, type(None)),
-         "trim": (list, type(None)), "method": str, "family": str}
+         "trim": (list, type(None)), "method": str, "family": str, "scores": str}
 
 
 def spec_problem(spec):
@@ -41,8 +41,8 @@ def spec_problem(spec):
                                               for c in names):
         return f"covariates are at most {MAX_COVARIATES} column names"
     if spec["estimand"] not in ESTIMANDS or spec["method"] not in ("ipw", "aipw") or \
-            spec["family"] not in FAMILIES:
-        return "an unknown estimand, method or family"
+            spec["family"] not in FAMILIES or spec["scores"] not in ("logistic", "model"):
+        return "an unknown estimand, method, family or propensity model"
     for key in ("truncate", "trim"):
         bounds = spec[key]
         if bounds is not None and not (len(bounds) == 2 and all(
@@ -53,6 +53,28 @@ def spec_problem(spec):
 
 _SPEC = Arg("spec", "value", check=spec_problem)
 _THETA = Arg("theta", "floats", most=4 * MAX_COVARIATES + 16)
+#: a fitted propensity model without estimating equations (its scores held fixed): in
+#: this process and on Dask workers (the analyst refuses it for site services, whose wire
+#: carries an estimator's parameters only)
+_MODEL = Arg("model", "object", role="estimator", nullable=True, optional=True)
+
+
+def model_scores(site, spec, model):
+    """The fitted model's score of each row (``None`` for the stacked logistic model)."""
+    if spec["scores"] != "model":
+        return None
+    if model is None or not hasattr(model, "predict_proba") or not hasattr(model,
+                                                                          "classes_"):
+        raise SiteError(site.site, "the analysis needs its fitted propensity model (a fitted "
+                                   "classifier with predict_proba).")
+    classes = [float(c) for c in np.asarray(model.classes_).ravel()]
+    if classes != [0.0, 1.0]:
+        raise SiteError(site.site, "the propensity model's classes are not 0 and 1.")
+    e = np.asarray(model.predict_proba(site.X[spec["covariates"]]))[:, 1].astype(float)
+    if spec["truncate"] is None and np.any((e <= 0) | (e >= 1)):
+        raise SiteError(site.site, "the propensity model gives some rows here a score of 0 "
+                                   "or 1 (no overlap): truncate the scores (truncate=).")
+    return e
 
 
 def site_arrays(site, spec):
@@ -120,34 +142,54 @@ def _upper(M):
     return M[np.triu_indices(M.shape[0])]
 
 
+@row_step("causal_treatment_target", arguments=(
+    Arg("treatment", "name"), Arg("covariates", "names", most=MAX_COVARIATES)),
+    reads=lambda treatment, covariates: [treatment, *covariates])
+def treatment_as_target(site, treatment, covariates):
+    """A row step: the covariates become the features and the treatment the target (the
+    rows a propensity classifier is fitted on)."""
+    X = site.X
+    if not hasattr(X, "columns"):
+        raise SiteError(site.site, "a causal analysis needs named columns: pass a DataFrame.")
+    A = _numeric(site, X, treatment, "treatment")
+    if not np.all((A == 0) | (A == 1)):
+        raise SiteError(site.site, f"the treatment {show(treatment)} holds values other "
+                                   "than 0 and 1 (code it 0/1).")
+    missing = [c for c in covariates if c not in X.columns]
+    if missing:
+        raise SiteError(site.site, f"no covariate column {show(missing[0])}.")
+    return site.replace(X=X[list(covariates)], y=A)
+
+
 @site_operation(
     "causal.ee_sums", releases=SUMS, maskable=True, reads_design=True,
     describes="at broadcast parameters of a propensity model (and outcome models), the "
               "stacked estimating equations' k sums, their k x k summed derivative and "
               "k x k sum of outer products (the sandwich's bread and meat), the arms' row "
               "counts and outcome sums; under the dominance rule",
-    arguments=(_SPEC, _THETA))
-def site_ee_sums(site, spec, theta):
+    arguments=(_SPEC, _THETA, _MODEL))
+def site_ee_sums(site, spec, theta, model=None):
     """One site's sums of the stacked estimating equations at ``theta``."""
     Z, A, Y = site_arrays(site, spec)
     theta = np.asarray(theta, dtype=np.float64)
     _check_theta(site, theta, spec, Z.shape[1])
-    psi, D = stacked(Z, A, Y, theta, spec)
+    psi, D = stacked(Z, A, Y, theta, spec, model_scores(site, spec, model))
     if dominance.active() is not None:
         dominance.check_rows(psi, "an estimating equation's sum")
         dominance.check_products(psi, psi, what="a sandwich's meat")
-        dominance.check_products(Z, Z, what="a propensity model's information")
+        if spec["scores"] == "logistic":
+            dominance.check_products(Z, Z, what="a propensity model's information")
         dominance.check_rows(np.column_stack([A, A * Y, (1 - A) * Y]), "an arm's sums")
     return {"psi": psi.sum(axis=0), "jacobian": D, "meat": _upper(psi.T @ psi),
             "n": float(A.size), "n1": float(A.sum()), "sy1": float(A @ Y),
             "sy0": float((1 - A) @ Y)}
 
 
-def ipw_weights(Z, A, theta, spec):
+def ipw_weights(Z, A, theta, spec, e_model=None):
     """``(w, e)``: each row's weight in its own arm (stabilised, truncated and trimmed
     as the spec says) and its fitted propensity score."""
     at = blocks(spec, Z.shape[1])
-    e, used, _, keep = scores(Z, theta[at["beta"]], spec)
+    e, used, _, keep = scores(Z, theta[at["beta"]], spec, e_model)
     estimand = "ATE" if spec["method"] == "aipw" else spec["estimand"]
     w1, w0, _, _ = arm_weights(used, A, estimand)
     if spec["stabilized"]:
@@ -161,13 +203,13 @@ def ipw_weights(Z, A, theta, spec):
     describes="per arm and covariate, at a broadcast propensity model: the row count, the "
               "sums of the covariate and its square, unweighted and weighted, and the "
               "weights' sum and sum of squares; under the dominance rule",
-    arguments=(_SPEC, _THETA))
-def site_balance_sums(site, spec, theta):
+    arguments=(_SPEC, _THETA, _MODEL))
+def site_balance_sums(site, spec, theta, model=None):
     """Per arm (treated first): counts, moments and weight sums of the covariates."""
     Z, A, Y = site_arrays(site, spec)
     theta = np.asarray(theta, dtype=np.float64)
     _check_theta(site, theta, spec, Z.shape[1])
-    w, _ = ipw_weights(Z, A, theta, spec)
+    w, _ = ipw_weights(Z, A, theta, spec, model_scores(site, spec, model))
     X = Z[:, 1:]
     out = {}
     for arm, rows in (("1", A == 1), ("0", A == 0)):
@@ -197,13 +239,13 @@ def _hide(counts, min_count):
               "flagged",
     arguments=(_SPEC, _THETA, Arg("n_bins", "int", low=2, high=200),
                Arg("threshold", "float", low=0),
-               Arg("min_count", "int", low=1, floor="min_level_count")))
-def site_overlap_counts(site, spec, theta, n_bins, threshold, min_count=1):
+               Arg("min_count", "int", low=1, floor="min_level_count"), _MODEL))
+def site_overlap_counts(site, spec, theta, n_bins, threshold, min_count=1, model=None):
     """Per arm (treated first): binned score counts and the count of extreme weights."""
     Z, A, _ = site_arrays(site, spec)
     theta = np.asarray(theta, dtype=np.float64)
     _check_theta(site, theta, spec, Z.shape[1])
-    w, e = ipw_weights(Z, A, theta, spec)
+    w, e = ipw_weights(Z, A, theta, spec, model_scores(site, spec, model))
     edges = np.linspace(0.0, 1.0, int(n_bins) + 1)
     bins = np.clip(np.searchsorted(edges, e, side="right") - 1, 0, int(n_bins) - 1)
     counts = np.stack([np.bincount(bins[A == a], minlength=int(n_bins)) for a in (1, 0)])

@@ -22,24 +22,26 @@ def unpack_upper(packed, k):
     return M + np.triu(M, 1).T
 
 
-def newton(session, spec, q, *, tol, max_iter):
+def newton(session, spec, q, *, tol, max_iter, model=None):
     """``(theta, sums, n_iter)``: the stacked estimating equations solved from pooled
-    sums, and the sums at the solution."""
+    sums, and the sums at the solution (``model``: a fitted propensity classifier whose
+    scores the stack holds fixed)."""
     k = n_parameters(spec, q)
     at = blocks(spec, q)
     theta = np.zeros(k)
-    sums = session.sum(site_ee_sums, spec, theta, phase="rounds")
+    sums = session.sum(site_ee_sums, spec, theta, model, phase="rounds")
     if _start(theta, sums, spec, at):  # the sums at the start are the first step's
-        sums = session.sum(site_ee_sums, spec, theta, phase="rounds")
+        sums = session.sum(site_ee_sums, spec, theta, model, phase="rounds")
     for n_iter in range(1, max_iter + 1):
         if n_iter > 1:
-            sums = session.sum(site_ee_sums, spec, theta, phase="rounds")
+            sums = session.sum(site_ee_sums, spec, theta, model, phase="rounds")
         step = _step(sums)
         theta = theta - step
         if not np.all(np.isfinite(theta)):
             break
         if np.max(np.abs(step)) <= tol * (1.0 + np.max(np.abs(theta))):
-            return theta, session.sum(site_ee_sums, spec, theta, phase="inference"), n_iter
+            final = session.sum(site_ee_sums, spec, theta, model, phase="inference")
+            return theta, final, n_iter
     raise ValueError(
         f"the stacked estimating equations did not converge in {max_iter} Newton steps: "
         "the propensity model may separate the arms (a covariate that predicts treatment "
