@@ -161,6 +161,7 @@ class _Prepared:
         # which features have a row in the missing bin here (where they have none, the
         # missing-value direction of a split moves no row: node keys ignore it)
         self.has_missing = (self.binned == context["max_bins"]).any(axis=0)
+        self.has_missing_list = self.has_missing.tolist()
         self.y, self.sw = encoded_target(site, context)
         self.loss = make_loss(context["loss"], n_classes=len(context["classes"])
                               if context["classes"] is not None else None,
@@ -298,18 +299,22 @@ def _cached_rows(cache, prep, steps, missing_bin):
     the rows of its longest known ancestor: a node costs its parent's rows, not all.
     A split's two sides are kept together (the larger one is often split next)."""
     known = cache.setdefault("rows", {})
-    keys = [_step_key(prep, s[:5]) + (s[5],) for s in steps]
+    missing = prep.has_missing_list
+    # _step_key's parts of each step (Python values: unpack_nodes gives them)
+    keys = tuple((f, b, bool(m) and missing[f], c,
+                  None if bitset is None else bitset.tobytes(), left)
+                 for f, b, m, c, bitset, left in steps)
     depth = len(steps)
-    while depth and tuple(keys[:depth]) not in known:
+    while depth and keys[:depth] not in known:
         depth -= 1
-    rows = known[tuple(keys[:depth])] if depth else None
+    rows = known[keys[:depth]] if depth else None
     n = prep.binned.shape[0]
     for d in range(depth, len(steps)):
         if cache.get("rows_held", 0) > _MAX_HELD_ROWS * n:  # a bound, whatever is asked
             known.clear()
             cache["rows_held"] = 0
         left, right = _step_rows(prep.binned, steps[d], missing_bin, rows)
-        parent = tuple(keys[:d])
+        parent = keys[:d]
         known[parent + (keys[d][:5] + (True,),)] = left
         known[parent + (keys[d][:5] + (False,),)] = right
         cache["rows_held"] = cache.get("rows_held", 0) + len(left) + len(right)
@@ -372,16 +377,19 @@ def pack_nodes(nodes, n_features):
 
 def unpack_nodes(request):
     """``(tree, steps, features)`` per requested node (the inverse of :func:`pack_nodes`)."""
-    flags = request["step_flags"]
+    flags = np.asarray(request["step_flags"])
     categorical = (flags & 2).astype(bool)
-    bitset_of_step = np.cumsum(categorical) - 1
-    out = []
-    for j, k in enumerate(request["tree"]):
-        a, b = request["step_start"][j], request["step_start"][j + 1]
-        steps = [(int(request["step_feature"][s]), int(request["step_bin"][s]),
-                  bool(flags[s] & 1), bool(categorical[s]),
-                  request["step_bitsets"][bitset_of_step[s]] if categorical[s] else None,
-                  bool(flags[s] & 4)) for s in range(a, b)]
-        fa, fb = request["feature_start"][j], request["feature_start"][j + 1]
-        out.append((int(k), steps, request["features"][fa:fb].astype(np.intp)))
-    return out
+    bitset_of_step = (np.cumsum(categorical) - 1).tolist()
+    # one conversion to Python values per request, not one per step and node
+    steps = list(zip(np.asarray(request["step_feature"]).tolist(),
+                     np.asarray(request["step_bin"]).tolist(), (flags & 1).astype(bool).tolist(),
+                     categorical.tolist(), (flags & 4).astype(bool).tolist()))
+    bitsets = request["step_bitsets"]
+    steps = [(f, b, m, c, bitsets[bitset_of_step[s]] if c else None, left)
+             for s, (f, b, m, c, left) in enumerate(steps)]
+    step_start = np.asarray(request["step_start"]).tolist()
+    feature_start = np.asarray(request["feature_start"]).tolist()
+    features = np.asarray(request["features"]).astype(np.intp)
+    return [(k, steps[step_start[j]:step_start[j + 1]],
+             features[feature_start[j]:feature_start[j + 1]])
+            for j, k in enumerate(np.asarray(request["tree"]).tolist())]

@@ -51,7 +51,20 @@ def add_fields(replies, coefficients=None):
     if isinstance(first, tuple):
         return tuple(add_fields([r[i] for r in replies], coefficients)
                      for i in range(len(first)))
+    if isinstance(first, np.ndarray) and first.dtype.kind in "fiub" and \
+            all(np.shape(r) == first.shape for r in replies) and \
+            np.all(np.asarray(coefficients) == 1):
+        return _plain_sum(replies)
     return sum(c * np.asarray(r, dtype=float) for c, r in zip(coefficients, replies))
+
+
+def _plain_sum(arrays):
+    """``0 + r_0 + r_1 + ...`` in float64, in place (the additions of the general sum with
+    unit coefficients, without a temporary per term)."""
+    out = np.zeros(np.shape(arrays[0]))
+    for r in arrays:
+        np.add(out, r, out=out)
+    return out
 
 
 class Ledger:
