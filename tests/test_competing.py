@@ -162,8 +162,8 @@ def test_masked_counts_are_the_same_numbers():
 
 
 def test_differential_privacy_is_refused_with_the_reason():
-    with pytest.raises(ValueError, match="refuses differential privacy: the estimate needs "
-                                         "exact counts"):
+    with pytest.raises(ValueError, match="FedAalenJohansen refuses differential privacy: it "
+                                         "needs exact counts"):
         FedAalenJohansen(privacy=DifferentialPrivacy(epsilon=1.0)).fit(
             bmt_frame(), duration_col="ftime", event_col="status", event_of_interest=1,
             clients="site")

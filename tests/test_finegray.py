@@ -115,7 +115,7 @@ def test_masked_sums_give_the_same_fit():
 
 
 def test_differential_privacy_is_refused_with_the_reason():
-    with pytest.raises(ValueError, match="refuses differential privacy"):
+    with pytest.raises(ValueError, match="FedFineGray refuses differential privacy"):
         _fit(frames()["bmt"], privacy=DifferentialPrivacy(epsilon=1.0))
 
 

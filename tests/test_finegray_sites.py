@@ -27,6 +27,7 @@ from .test_finegray import R_FIT, check_r, frames  # noqa: E402
 COVARIATES = ["age", "tx_pb"]
 OPEN = 'allow_event_times = true\nfiner_sums = ["survival.finegray_sums"]\nmin_rows = 10'
 POLICIES = {
+    "open": OPEN,
     "protected": 'allow_event_times = true\nrequire = ["secure_aggregation"]\n'
                  'consortium = ["hospital-a", "hospital-b", "hospital-c"]',
     "default": "",
@@ -98,5 +99,18 @@ def test_refused_with_the_reason_where_sites_keep_their_event_times(federations)
         with pytest.raises(SiteRefusal, match="no approximate form on cut points") as info:
             _fit(data)
         assert info.value.rule == "allow_event_times"
+    finally:
+        data.close()
+
+
+def test_the_meat_of_a_rare_level_is_refused_by_the_dominance_rule(federations):
+    """extent_l is 0 on 8 of cgvhd's 100 rows: a few rows per site make up its
+    coordinate of the robust meat, which the sites' dominance rule refuses."""
+    data = _data(federations, "open")
+    try:
+        with pytest.raises(SiteRefusal, match="survival.finegray_meat") as info:
+            FedFineGray().fit(data, duration_col="ftime", event_col="status",
+                              event_of_interest=1, covariates=COVARIATES + ["extent_l"])
+        assert info.value.rule == "dominance"
     finally:
         data.close()

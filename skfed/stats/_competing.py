@@ -305,12 +305,12 @@ def _cause(event_of_interest):
     return int(event_of_interest)
 
 
-def _check_privacy(privacy):
+def _check_privacy(privacy, model="FedAalenJohansen"):
     from ..privacy.dp_rounds import DifferentialPrivacy
 
     if isinstance(privacy, DifferentialPrivacy):
-        raise ValueError("FedAalenJohansen refuses differential privacy: the estimate needs "
-                         "exact counts at each event time (noise on counts that small would "
-                         "swamp the curve); use privacy=SecureAggregation() (exact, masked "
-                         "counts) or time_grid= cut points.")
+        raise ValueError(f"{model} refuses differential privacy: it needs exact counts (and "
+                         "sums) at each event time, and noise enough to protect counts that "
+                         "small would swamp them; use privacy=SecureAggregation() (exact, "
+                         "masked).")
     check_privacy(privacy)

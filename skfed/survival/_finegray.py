@@ -188,7 +188,7 @@ class FedFineGray(EstimatorWald, BaseEstimator):
         _check_columns(data, duration=duration_col, event=event_col)
         names = self._covariates(data, covariates, duration_col, event_col, clients)
         cause = _cause(event_of_interest)
-        _check_privacy(self.privacy)
+        _check_privacy(self.privacy, "FedFineGray")
         session = FederationSession.for_dataset(data)
         common = (duration_col, event_col, cause, names)
         try:
