@@ -66,6 +66,8 @@ def test_ordinal_formula_equals_statsmodels(rows, distr):
                                ref.wald_test(R, scalar=True).statistic, rtol=1e-5)
     summary = fit.summary()
     assert summary.info["Dep. Variable:"] == "grade" and "high/top" in summary.index
+    new = rows.drop(columns=["grade", "y"]).iloc[:25]
+    np.testing.assert_allclose(fit.predict(new), ref.predict(new.dropna()), atol=1e-7)
 
 
 def test_mnlogit_formula_equals_statsmodels(rows):
@@ -80,6 +82,8 @@ def test_mnlogit_formula_equals_statsmodels(rows):
     table = fit.summary()
     np.testing.assert_allclose(table.loc["y=3", "coef"], ref.params[2], atol=1e-6)
     assert fit.wald_test_terms().loc["C(arm)", "df_constraint"] == 6
+    new = rows.iloc[:25]  # two of them incomplete: left out, as the fit's rows
+    np.testing.assert_allclose(fit.predict(new), ref.predict(new.dropna()), atol=1e-8)
     # text outcomes (statsmodels takes numbers only): the same fit, levels named
     named = rows.assign(outcome=np.array(["none", "partial", "good", "full"])[rows["y"]])
     text = mnlogit("outcome ~ age + C(sex) + C(arm)", named, clients="site")

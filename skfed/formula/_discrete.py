@@ -9,6 +9,8 @@ held by ``min_level_count`` rows at a site), and the estimator
 codes it at each site by the pooled levels.
 """
 
+import pandas as pd
+
 from .._messages import show
 from ..discrete import FedMNLogit, FedOrderedModel
 from ..discrete._mnlogit import LevelSummary, level_frame
@@ -104,6 +106,23 @@ class DiscreteResults(FormulaResults):
     def levels(self):
         """The outcome's levels, in order (the reference first)."""
         return list(self.estimator.levels_)
+
+    def predict(self, data):
+        """Each level's probability for new rows (statsmodels' ``predict``).
+
+        Parameters
+        ----------
+        data : pandas.DataFrame
+            New rows with the formula's columns (its outcome not needed).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One column per level; the complete rows of ``data`` (by its index).
+        """
+        matrix, index, _ = self._design_of(data)
+        return pd.DataFrame(self.estimator.predict_proba(matrix), index=index,
+                            columns=self.levels)
 
 
 class OrdinalResults(DiscreteResults):
