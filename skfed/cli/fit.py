@@ -42,9 +42,11 @@ MODELS = {
     # a categorical outcome, from a formula only (skfed.formula.ordinal, mnlogit)
     "ordinal": ("FedOrderedModel", None, True),
     "multinomial": ("FedMNLogit", None, True),
+    # clustered rows (skfed.formula.gee: --groups, --cov-struct, --family)
+    "gee": ("FedGEE", None, False),
 }
 #: the models fitted from a --formula only (their outcome a column the formula names)
-FORMULA_ONLY_MODELS = ("ordinal", "multinomial")
+FORMULA_ONLY_MODELS = ("ordinal", "multinomial", "gee")
 #: the models with a regression table (``--summary``)
 GLM_MODELS = ("linear", "ridge", "poisson", "gamma", "tweedie", "logistic")
 #: the survival models: a target of two columns (event, time); the Cox model's table
@@ -909,6 +911,8 @@ def _coefficient_lines(report):
 
 
 def _solver_name(est):
+    if hasattr(est, "dep_params_"):  # a GEE
+        return "Fisher scoring on the GEE's score (the sites' summed bread and score)"
     solver = getattr(est, "solver_", None)
     return "newton (on the sites' summed log-likelihood)" if solver is None else solver.name
 

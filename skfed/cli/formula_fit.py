@@ -1,7 +1,8 @@
 """``skfed fit --formula "y ~ age + C(sex)"``: skfed's formula fits from the command line.
 
 :func:`skfed.formula.glm` (``--model linear|logistic|poisson|gamma|tweedie``
-or ``--family``) and :func:`skfed.formula.coxph` (``--model cox``) on the
+or ``--family``), :func:`skfed.formula.coxph` (``--model cox``) and
+:func:`skfed.formula.gee` (``--model gee --groups COLUMN``) on the
 rows of one CSV with a ``--clients`` column, of one CSV per site
 (``--site-files``), or of a dataset that site services serve
 (``--site-service NAME=HOST:PORT ... --dataset NAME``, its columns named by
@@ -45,7 +46,11 @@ _NOT_WITH_FORMULA = (
 
 def formula_model(args):
     """``(model, family)`` of a ``--formula`` fit from ``--model`` or ``--family``
-    (``family`` ``None`` for ``cox``)."""
+    (``family`` ``None`` for ``cox``; a GEE's ``--family``, gaussian by default)."""
+    if args.model == "gee":
+        if args.family == "tweedie":
+            raise CLIError("--model gee takes --family gaussian, binomial, poisson or gamma.")
+        return "gee", args.family or "gaussian"
     if args.family:
         model = {family: model for model, family in FAMILIES.items()}[args.family]
         if args.model not in (None, model):
@@ -77,12 +82,35 @@ def _check_options(args, model):
     if model in DISCRETE and args.report:
         raise CLIError(f"--model {model} has no HTML report yet (its Newton rounds keep "
                        "no solver history to plot): use --json or --output.")
+    _check_gee_options(args, model)
     if model != "cox" and (args.strata or args.ties):
         raise CLIError("--strata and --ties are for --model cox.")
     if args.scheduler or args.site:
         raise CLIError("--formula reads local CSV files or site services (--site-service); "
                        "on Dask workers fit skfed.formula.glm or coxph in Python on "
                        "FederatedDataset.from_sources(...).")
+
+
+def _check_gee_options(args, model):
+    """``--groups``, ``--time`` and ``--cov-struct`` are a GEE's, which needs ``--groups``
+    and takes no offset, variance power or HTML report."""
+    gee_options = [o for o, a in (("--groups", "groups"), ("--time", "time"),
+                                  ("--cov-struct", "cov_struct"))
+                   if getattr(args, a, None) is not None]
+    if model != "gee":
+        if gee_options:
+            raise CLIError(f"{gee_options[0]} is for --model gee (clustered rows).")
+        return
+    if not getattr(args, "groups", None):
+        raise CLIError("--model gee needs --groups COLUMN: the cluster of each row (a "
+                       "patient), each cluster at one site.")
+    if args.offset or args.var_power is not None or args.cov_type not in (None, "robust",
+                                                                         "nonrobust"):
+        raise CLIError("--model gee takes no --offset nor --var-power; --cov-type robust "
+                       "(default: the sandwich) or nonrobust (model-based).")
+    if args.report:
+        raise CLIError("--model gee has no HTML report yet (its rounds keep no solver "
+                       "history to plot): use --json or --output.")
 
 
 def _local_frame(args):
@@ -139,6 +167,8 @@ def _fit(args, model, family, data, clients):
     for name, value in (("tol", args.tol), ("max_rounds", args.max_rounds)):
         if value is not None:  # else the Python API's defaults
             options[name] = value
+    if model == "gee":
+        return _fit_gee(args, family, data, options)
     if model in DISCRETE:
         from ..formula import mnlogit, ordinal
 
@@ -155,6 +185,21 @@ def _fit(args, model, family, data, clients):
         fit = lambda: glm(args.formula, data, family=family,  # noqa: E731
                           var_power=args.var_power, offset=args.offset, **options)
     results, caught = fit_watching_convergence(fit)
+    return results, pass_on_warnings(caught, stacklevel=3)
+
+
+def _fit_gee(args, family, data, options):
+    """:func:`skfed.formula.gee` with the command line's options."""
+    from ..formula import gee
+
+    options["cov_type"] = "naive" if args.cov_type == "nonrobust" else "robust"
+    if "tol" in options:
+        options["ctol"] = options.pop("tol")
+    if "max_rounds" in options:
+        options["maxiter"] = options.pop("max_rounds")
+    results, caught = fit_watching_convergence(
+        lambda: gee(args.formula, data, groups=args.groups, time=args.time, family=family,
+                    cov_struct=args.cov_struct or "independence", **options))
     return results, pass_on_warnings(caught, stacklevel=3)
 
 

@@ -182,7 +182,8 @@ def _add_model_options(fit):
 
     fit.add_argument("--model", choices=sorted(MODELS),
                      help="the model (required; with --formula: linear, logistic, poisson, "
-                          "gamma, tweedie, cox, ordinal or multinomial, or give --family)")
+                          "gamma, tweedie, cox, ordinal, multinomial or gee, or give "
+                          "--family)")
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
     fit.add_argument("--summary", action="store_true",
                      help="the regression table on the original columns: estimates, standard "
@@ -223,6 +224,15 @@ def _add_formula_options(fit):
                               "poisson, gamma, tweedie); gamma and tweedie with the log link")
     formula.add_argument("--var-power", type=float, metavar="P",
                          help="the Tweedie variance power (default 1)")
+    formula.add_argument("--groups", metavar="COLUMN",
+                         help="--model gee: the cluster of each row (a patient), each "
+                              "cluster at one site")
+    formula.add_argument("--time", metavar="COLUMN",
+                         help="--model gee with --cov-struct autoregressive: each row's "
+                              "time in its cluster (whole numbers; default: the rows' order)")
+    formula.add_argument("--cov-struct", choices=["independence", "exchangeable",
+                                                  "autoregressive"],
+                         help="--model gee: the working correlation (default independence)")
 
 
 def _add_survival_options(fit):

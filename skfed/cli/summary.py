@@ -9,7 +9,8 @@ from .errors import CLIError
 #: a GLM's fit statistics ``(attribute, label)``, in the text and the HTML report
 FIT_STATISTICS = (("nobs_", "observations"), ("deviance_", "deviance"),
                   ("null_deviance_", "null deviance"), ("loglike_", "log-likelihood"),
-                  ("aic_", "AIC"), ("bic_", "BIC"))
+                  ("aic_", "AIC"), ("bic_", "BIC"), ("n_clusters_", "clusters"),
+                  ("dep_params_", "working correlation parameter"))
 
 
 #: the estimators' parameters as the command line's flags, in its messages
@@ -147,7 +148,8 @@ def summary_lines(report):
     est = report.estimator
     cov = getattr(est, "cov_type", "nonrobust")
     what = {"nonrobust": "model-based", "HC0": "robust (HC0)", "HC1": "robust (HC1)",
-            "cluster": "cluster-robust with the sites as clusters"}.get(cov, cov)
+            "cluster": "cluster-robust with the sites as clusters",
+            "naive": "model-based (naive)"}.get(cov, cov)
     table = report.summary
     measure = regression_results(report)._measure()  # "rate ratio", "odds ratio"...
     ratio = f"; the {measure}s (exp(coef)) in the journal table below" if measure else ""

@@ -20,7 +20,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._messages import show
 from ..base import restore_on_failure
 from ..datafits.links import inverse_link
-from ._fit import (check_cluster_sites, covariances, gee_dataset, iterate, session_for)
+from ._fit import (Exchanges, check_cluster_sites, covariances, gee_dataset, iterate,
+                   session_for)
 from ._results import COV_TYPES, GEEResults
 from ._site import COV_STRUCTS, FAMILIES, FAMILY_LINKS, MAX_LAGS, site_gee_clusters
 
@@ -75,6 +76,10 @@ class FedGEE(BaseEstimator):
     clients_ : ndarray
     n_clients_ : int
     ledger_ : dict
+        Rounds and bytes per phase.
+    traffic_ : dict
+        The fit's rounds (the iteration's and the covariances' exchanges) and their
+        bytes up and down, and the setup's bytes.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
     """
@@ -150,7 +155,8 @@ class FedGEE(BaseEstimator):
                   "link": link, "fit_intercept": self.fit_intercept,
                   "cov_struct": self.cov_struct}
         fe_names = (["Intercept"] if self.fit_intercept else []) + list(names)
-        with session_for(dataset, self.privacy) as (session, sums):
+        with session_for(dataset, self.privacy) as (plain, sums):
+            session = Exchanges(plain)
             replies = session.per_site(site_gee_clusters, design, phase="setup")
             labels = check_cluster_sites(replies, dataset.sites, column)
             max_lag = int(max(r["max_lag"] for r in replies))
@@ -158,7 +164,7 @@ class FedGEE(BaseEstimator):
                 raise ValueError(f"the largest within-cluster time lag is {max_lag}; at most "
                                  f"{MAX_LAGS} (give visit numbers, or coarser times).")
             fit = iterate(session, design, len(fe_names), max_lag, self)
-            ledger = session.ledger.as_dict()
+            ledger, traffic = plain.ledger.as_dict(), session.traffic()
         robust, naive, scale = covariances(fit["final"], self.family, len(fe_names))
         self.results_ = GEEResults(
             pd.Series(fit["params"], index=fe_names), robust, naive, scale=scale,
@@ -167,6 +173,7 @@ class FedGEE(BaseEstimator):
             cluster_sizes=np.concatenate([r["n"] for r in replies]), privacy=sums,
             converged=fit["converged"], score_norm=fit["score_norm"], n_iter=fit["rounds"])
         self._record(dataset, names, labels, fit, ledger, link)
+        self.traffic_ = traffic
         return self
 
     def _record(self, dataset, names, labels, fit, ledger, link):

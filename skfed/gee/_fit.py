@@ -19,7 +19,7 @@ from scipy.optimize import brent
 
 from .._messages import show
 from ..data import FederatedDataset
-from ..federation.session import FederationSession
+from ..federation.session import FederationSession, payload_nbytes
 from ..mixed._data import _frame, mixed_dataset
 from ._site import site_gee_moments, site_gee_start, site_gee_terms
 
@@ -90,6 +90,37 @@ def session_for(dataset, privacy):
 
     with masked_session(dataset, privacy) as session:
         yield session, "masked (secure aggregation)"
+
+
+class Exchanges:
+    """A fit's session, counting the bytes it broadcasts per phase (its ledger counts
+    both directions together)."""
+
+    def __init__(self, session):
+        self.session, self.down = session, {}
+
+    def _count(self, args, phase):
+        self.down[phase] = self.down.get(phase, 0) + self.session.n_sites * payload_nbytes(
+            args)
+
+    def sum(self, fn, *args, phase):
+        self._count(args, phase)
+        return self.session.sum(fn, *args, phase=phase)
+
+    def per_site(self, fn, *args, phase):
+        self._count(args, phase)
+        return self.session.per_site(fn, *args, phase=phase)
+
+    def traffic(self):
+        """``{"rounds", "bytes_up", "bytes_down", "setup_bytes"}`` of the fit's rounds
+        (the iteration and the covariances' pass; the start and the clusters: setup)."""
+        spent = self.session.ledger.as_dict()
+        fit = ("rounds", "inference")
+        down = sum(self.down.get(phase, 0) for phase in fit)
+        return {"rounds": sum(spent[phase]["rounds"] for phase in fit),
+                "bytes_down": int(down),
+                "bytes_up": int(sum(spent[phase]["bytes"] for phase in fit) - down),
+                "setup_bytes": int(spent["setup"]["bytes"])}
 
 
 def _solve(bread, score):
