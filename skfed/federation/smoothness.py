@@ -42,7 +42,7 @@ def _feature_vectors(client, values, rules):
 
 
 @site_operation(
-    "fit.curvature", releases=SUMS, target="fit",
+    "fit.curvature", releases=SUMS, target="fit", combine="sum",
     describes="the mean loss's curvature along each of at most n_features broadcast "
               "vectors (the weighted Gram times them: along the unit vectors, the Gram "
               "itself), each product under the dominance rule",
@@ -59,7 +59,7 @@ def client_curvature_matvec(client, v):
     return out
 
 
-@site_operation("fit.feature_mean", releases=SUMS, target="fit",
+@site_operation("fit.feature_mean", releases=SUMS, target="fit", combine="sum",
                 describes="the weighted mean of the features, under the dominance rule")
 def client_feature_mean(client):
     return client.feature_mean()

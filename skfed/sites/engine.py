@@ -393,12 +393,28 @@ class EngineObjective:
     def curvature_matvec(self, v):
         return self._sum("curvature_matvec", v)
 
+    @property
+    def X(self):
+        """The design's shape (a check's), its rows on the partitions."""
+        return RowsElsewhere(self.engine.site, (self._n_samples, self.n_features))
+
     def __getattr__(self, name):  # what a partition holds row by row does not leave it
-        if name in ("X", "Y", "sample_weight", "offset", "raw", "raw_offset"):
+        if name in ("Y", "sample_weight", "offset", "raw", "raw_offset"):
             raise SiteError(self.__dict__.get("engine").site if "engine" in self.__dict__
                             else "?", f"{name} of a fit on an engine is not served: it is "
                                       "not a sum over rows")
         raise AttributeError(name)
+
+
+class RowsElsewhere:
+    """The shape of rows kept on an engine's partitions; any use of their values here is
+    an error naming the site (an operation that needs them declares no ``combine``)."""
+
+    def __init__(self, site, shape):
+        self.site, self.shape, self.ndim = site, tuple(shape), len(shape)
+
+    def __getattr__(self, name):
+        raise SiteError(self.site, f"the rows of a fit on an engine are not here ({name})")
 
 
 class _Method:
