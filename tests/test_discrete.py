@@ -155,6 +155,11 @@ def test_text_levels_and_their_order():
     mn = FedMNLogit().fit(X, pd.Series(names[y], name="grade"), clients=site)
     assert list(mn.levels_) == sorted(names)
     assert mn.param_names_[0] == "const[grade=mild]"
+    # text without an order (as sites read it from their files): levels= gives it
+    text = FedOrderedModel(levels=list(names)).fit(X, names[y], clients=site)
+    np.testing.assert_allclose(text.params_, model.params_, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="repeat a level"):
+        FedOrderedModel(levels=list(names) + ["mild"]).fit(X, names[y], clients=site)
 
 
 def test_a_level_no_site_holds_is_an_error():

@@ -89,14 +89,20 @@ def test_mnlogit_formula_equals_statsmodels(rows):
     text = mnlogit("outcome ~ age + C(sex) + C(arm)", named, clients="site")
     assert text.levels == ["full", "good", "none", "partial"]
     assert text.param_names[0] == "Intercept[outcome=good]"
+    # levels= sets the reference (the first)
+    ordered = mnlogit("outcome ~ age + C(sex) + C(arm)", named, clients="site",
+                      levels=["none", "partial", "good", "full"])
+    np.testing.assert_allclose(ordered.params, fit.params, rtol=1e-9, atol=1e-12)
 
 
 def test_formula_errors(rows):
     with pytest.raises(FormulaError, match="the outcome: one column"):
         ordinal("np.log(age) ~ C(sex)", rows, clients="site")
     unused = rows.assign(grade=rows["grade"].cat.add_categories(["worse"]))
-    with pytest.raises(FormulaError, match=r"level\(s\) \['worse'\] that no site holds"):
+    with pytest.raises(FormulaError, match=r"level\(s\) \['worse'\] are held by no site"):
         ordinal("grade ~ age", unused, clients="site")
+    with pytest.raises(FormulaError, match=r"level\(s\) \['top'\] that its declared"):
+        ordinal("grade ~ age", rows, levels=["low", "mid", "high"], clients="site")
     with pytest.raises(ValueError, match="use FedLogisticRegression"):
         ordinal("male ~ age", rows.assign(male=(rows["sex"] == "M").astype(int)),
                 clients="site")

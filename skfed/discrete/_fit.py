@@ -37,8 +37,8 @@ from ._site import plain
 
 def pooled_levels(replies, declared=None):
     """The pooled levels of the sites' held levels (``replies``: one list per site):
-    sorted, or in ``declared`` order (an ordered categorical's); a declared level held
-    by no site is an error."""
+    sorted, or in ``declared`` order (``levels=``, or an ordered categorical's); a
+    declared level held by no site is an error."""
     held = sorted_levels(plain(v) for levels in replies for v in levels)
     if declared is None:
         return held
@@ -49,8 +49,10 @@ def pooled_levels(replies, declared=None):
                          "categories (remove_unused_categories).")
     unknown = [v for v in held if v not in declared]
     if unknown:
-        raise ValueError(f"the outcome has level(s) {show(unknown)} its categories do not "
-                         "list.")
+        raise ValueError(f"the outcome has level(s) {show(unknown)} that its declared levels "
+                         f"{show(list(declared))} do not list.")
+    if len(set(declared)) != len(declared):
+        raise ValueError(f"the declared levels {show(list(declared))} repeat a level.")
     return list(declared)
 
 
@@ -122,6 +124,7 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_rounds": [Interval(Integral, 1, None, closed="left")],
         "privacy": [SecureAggregation, DifferentialPrivacy, None],
+        "levels": ["array-like", None],
     }
     __metadata_request__fit = {"clients": True}
     cov_type = "nonrobust"
@@ -160,7 +163,9 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                  else [f"x{j + 1}" for j in range(dataset.n_features)])
         session = FederationSession.for_dataset(dataset)
         replies = session.per_site(site_summary, "classification", phase="setup")
-        levels = pooled_levels([r["classes"] for r in replies], _declared_order(y))
+        declared = (_declared_order(y) if self.levels is None
+                    else [plain(v) for v in self.levels])
+        levels = pooled_levels([r["classes"] for r in replies], declared)
         endog = str(getattr(y, "name", None) or "y")
         return self.fit_sites(dataset, None, levels, names, endog=endog)
 

@@ -73,6 +73,11 @@ class FedMNLogit(DiscreteModel):
     fit_intercept : bool, default=True
         A constant column (``const``, as statsmodels' ``add_constant``) before
         the covariates.
+    levels : array-like, default=None
+        The outcome's levels in order (the first the lowest, the reference), as the sites hold
+        them: needed where the sites cannot say it (text read from their files);
+        every level must be held by some site. ``None``: an ordered pandas
+        categorical's order, else sorted.
     tol : float, default=1e-16
         Stop when the Newton decrement is at most ``tol``.
     max_rounds : int, default=100
@@ -112,8 +117,10 @@ class FedMNLogit(DiscreteModel):
     _summary_title = "MNLogit Regression Results"
     _model_name = "MNLogit"
 
-    def __init__(self, *, fit_intercept=True, tol=1e-16, max_rounds=100, privacy=None):
+    def __init__(self, *, fit_intercept=True, levels=None, tol=1e-16, max_rounds=100,
+                 privacy=None):
         self.fit_intercept = fit_intercept
+        self.levels = levels
         self.tol = tol
         self.max_rounds = max_rounds
         self.privacy = privacy

@@ -34,6 +34,11 @@ class FedOrderedModel(DiscreteModel):
     distr : {"logit", "probit"}, default="logit"
         The latent variable's distribution (the link). statsmodels' default is
         ``"probit"``; R's ``polr`` and most analyses use the logit.
+    levels : array-like, default=None
+        The outcome's levels in order (the first the lowest), as the sites hold
+        them: needed where the sites cannot say it (text read from their files);
+        every level must be held by some site. ``None``: an ordered pandas
+        categorical's order, else sorted.
     tol : float, default=1e-16
         Stop when the Newton decrement (the predicted gain in log-likelihood)
         is at most ``tol``.
@@ -81,8 +86,10 @@ class FedOrderedModel(DiscreteModel):
     _model_name = "OrderedModel"
     _min_levels = 3
 
-    def __init__(self, distr="logit", *, tol=1e-16, max_rounds=100, privacy=None):
+    def __init__(self, distr="logit", *, levels=None, tol=1e-16, max_rounds=100,
+                 privacy=None):
         self.distr = distr
+        self.levels = levels
         self.tol = tol
         self.max_rounds = max_rounds
         self.privacy = privacy

@@ -11,11 +11,10 @@ codes it at each site by the pooled levels.
 
 import pandas as pd
 
-from .._messages import show
 from ..discrete import FedMNLogit, FedOrderedModel
+from ..discrete._fit import pooled_levels
 from ..discrete._mnlogit import LevelSummary, level_frame
 from ..federation.session import FederationSession
-from ..stats._levels import sorted_levels
 from ._design import complete_rows, site_levels
 from ._errors import FormulaError
 from ._models import _build, _schema, formula_dataset
@@ -30,23 +29,22 @@ def _response_column(parsed, formula, kinds):
     return parsed.lhs[0].strip()
 
 
-def _outcome_levels(complete, response, min_level_count):
-    """The outcome's pooled levels: sorted, or a categorical's declared order (every
-    declared level held by a site)."""
+def _outcome_levels(complete, response, min_level_count, levels=None):
+    """The outcome's pooled levels: in the order of ``levels``, or of a categorical's
+    declared categories (the same at every site), else sorted; every level in that
+    order held by some site."""
     session = FederationSession.for_dataset(complete)
     replies = session.per_site(site_levels, [response], int(min_level_count), phase="setup")
-    held = sorted_levels(v for r in replies for v in r[response]["levels"])
     declared = [r[response]["declared"] for r in replies]
-    if declared[0] is None or any(d != declared[0] for d in declared):
-        return held
-    absent = [v for v in declared[0] if v not in held]
-    if absent:
-        raise FormulaError(f"the outcome {response!r} has level(s) {show(absent)} that no "
-                           "site holds: drop them from its categories.")
-    return list(declared[0])
+    order = (list(levels) if levels is not None else declared[0]
+             if declared[0] is not None and all(d == declared[0] for d in declared) else None)
+    try:
+        return pooled_levels([r[response]["levels"] for r in replies], order)
+    except ValueError as exc:
+        raise FormulaError(f"the outcome {response!r}: {exc}") from None
 
 
-def _fit(estimator, formula, data, clients, min_level_count, intercept):
+def _fit(estimator, formula, data, clients, min_level_count, intercept, levels):
     parsed = parse_formula(formula)
     dataset = formula_dataset(data, clients)[0]
     kinds = _schema(dataset)
@@ -57,7 +55,8 @@ def _fit(estimator, formula, data, clients, min_level_count, intercept):
         parsed, dataset, terms, None, keep=[response], min_level_count=min_level_count,
         drop_intercept=not intercept)
     # on the complete rows as the sites hold them (a categorical keeps its declared order)
-    levels = _outcome_levels(dataset.apply(complete_rows, design), response, min_level_count)
+    levels = _outcome_levels(dataset.apply(complete_rows, design), response, min_level_count,
+                             levels)
     names = [c["name"] for c in design["columns"]]
     estimator.fit_sites(design_data, response, levels, names, endog=response)
     return design, rows, design_data, session
@@ -174,8 +173,8 @@ class MNLogitResults(DiscreteResults):
         return self.estimator.level_results(level, alpha)
 
 
-def ordinal(formula, data, *, distr="logit", clients=None, min_level_count=5, tol=1e-16,
-            max_rounds=100, privacy=None):
+def ordinal(formula, data, *, distr="logit", levels=None, clients=None, min_level_count=5,
+            tol=1e-16, max_rounds=100, privacy=None):
     """Fit a proportional-odds model from a formula over the sites: statsmodels'
     ``OrderedModel.from_formula(formula, data, distr=...)`` on the pooled rows.
 
@@ -190,6 +189,10 @@ def ordinal(formula, data, *, distr="logit", clients=None, min_level_count=5, to
         pandas ordered categorical, whose order is kept; otherwise sorted).
     data : pandas.DataFrame or FederatedDataset
     distr : {"logit", "probit"}, default="logit"
+    levels : list, default=None
+        The outcome's levels in order, lowest first: needed for text the sites
+        read from their files (no categorical order there). ``None``: an
+        ordered categorical's order, else sorted.
     clients : str or array-like, default=None
     min_level_count : int, default=5
         A site refuses to name the levels of a column (the outcome's too) when
@@ -205,13 +208,13 @@ def ordinal(formula, data, *, distr="logit", clients=None, min_level_count=5, to
     """
     estimator = FedOrderedModel(distr, tol=tol, max_rounds=max_rounds, privacy=privacy)
     design, rows, design_data, session = _fit(estimator, formula, data, clients,
-                                              min_level_count, intercept=False)
+                                              min_level_count, False, levels)
     return OrdinalResults(formula, estimator, design, rows, session.ledger.as_dict(),
                           training_data=design_data)
 
 
-def mnlogit(formula, data, *, clients=None, min_level_count=5, tol=1e-16, max_rounds=100,
-            privacy=None):
+def mnlogit(formula, data, *, levels=None, clients=None, min_level_count=5, tol=1e-16,
+            max_rounds=100, privacy=None):
     """Fit a multinomial logit from a formula over the sites: statsmodels'
     ``smf.mnlogit(formula, data)`` on the pooled rows (the first level the
     reference).
@@ -221,6 +224,8 @@ def mnlogit(formula, data, *, clients=None, min_level_count=5, tol=1e-16, max_ro
     formula : str
         ``"outcome ~ age + C(sex)"`` (the outcome numbers or text).
     data : pandas.DataFrame or FederatedDataset
+    levels : list, default=None
+        The outcome's levels, the reference first (``None``: sorted).
     clients : str or array-like, default=None
     min_level_count : int, default=5
     tol, max_rounds, privacy
@@ -236,7 +241,7 @@ def mnlogit(formula, data, *, clients=None, min_level_count=5, tol=1e-16, max_ro
     estimator = FedMNLogit(fit_intercept=False, tol=tol, max_rounds=max_rounds,
                            privacy=privacy)
     design, rows, design_data, session = _fit(estimator, formula, data, clients,
-                                              min_level_count, intercept=True)
+                                              min_level_count, True, levels)
     return MNLogitResults(formula, estimator, design, rows, session.ledger.as_dict(),
                           training_data=design_data)
 
