@@ -366,3 +366,30 @@ def test_a_boosted_propensity_model_gives_the_point_estimate_only():
              np.average(frame.x0[a == 0], weights=w[a == 0]))
     np.testing.assert_allclose(est.balance_.loc["x0", "SMD after"] * np.sqrt(
         (frame.x0[a == 1].var() + frame.x0[a == 0].var()) / 2), after, rtol=1e-9)
+
+
+@pytest.mark.parametrize("estimator", [FedIPW, FedAIPW])
+def test_percentile_truncation_equals_ee_ipw_at_the_pooled_percentiles(estimator):
+    """The pooled scores' exact 5th and 95th percentiles (numpy's), then delicatessen's
+    truncate at them (held fixed)."""
+    X, a, y, site = _data("hetero")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        est = estimator(truncate=(5, 95), truncate_by="percentile").fit(X, a, y,
+                                                                         clients=site)
+    W = np.column_stack([np.ones(len(a)), X])
+    beta, _ = _solve(lambda theta: ee_regression(theta, W, a, "logistic"), W.shape[1])
+    bounds = np.percentile(inverse_logit(W @ beta), [5, 95])
+    np.testing.assert_allclose(est.truncation_bounds_, bounds, rtol=1e-12)
+    if estimator is FedIPW:
+        theta, variance = _solve(lambda theta: ee_ipw(theta, y, a, W, truncate=tuple(bounds),
+                                                      weight_type="hajek"), 3 + W.shape[1])
+    else:
+        full, X1, X0, _ = _interacted(X, a)
+        theta, variance = _solve(lambda theta: ee_aipw(theta, y, a, W, full, X1, X0,
+                                                       truncate=tuple(bounds)),
+                                 3 + 3 * W.shape[1])
+    np.testing.assert_allclose(est.effect_, theta[0], rtol=POINT)
+    np.testing.assert_allclose(est.std_err_ ** 2, variance[0, 0], rtol=VARIANCE)
+    with pytest.raises(ValueError, match="two increasing percentiles in \\[0, 100\\]"):
+        estimator(truncate=(95, 5), truncate_by="percentile").fit(X, a, y, clients=site)

@@ -127,3 +127,26 @@ def test_the_dominance_rule_keeps_holding(tmp_path):
         with pytest.raises(SiteRefusal) as info:
             FedAIPW().fit(data, treatment="treated")
     assert info.value.rule == "dominance" and info.value.site == "hospital-a"
+
+
+def test_percentile_truncation_needs_exact_quantiles_at_the_sites(tmp_path):
+    """The pooled scores' percentiles come from a bisection that releases single rows'
+    scores: served only with allow_exact_quantiles, then equal to the pooled fit."""
+    from skfed.sites import SiteRefusal
+
+    frames = list(_frames().values())
+    pooled = pd.concat(frames, ignore_index=True)
+    clients = np.repeat(np.arange(3), [len(f) for f in frames])
+    est = FedIPW(truncate=(5, 95), truncate_by="percentile", balance=False)
+    local = est.fit(pooled[["age", "bmi", "male"]], pooled["treated"], pooled["y"],
+                    clients=clients)
+    local_params, bounds = local.params_.copy(), list(local.truncation_bounds_)
+    with services_of(tmp_path / "closed", frames, target="y") as data:
+        with pytest.raises(SiteRefusal) as info:
+            est.fit(data, treatment="treated")
+        assert info.value.rule == "allow_exact_quantiles"
+    with services_of(tmp_path / "open", frames, target="y",
+                     policy="min_rows = 10\nallow_exact_quantiles = true") as data:
+        remote = est.fit(data, treatment="treated")
+    assert remote.truncation_bounds_ == bounds
+    np.testing.assert_allclose(remote.params_, local_params, rtol=1e-12, atol=1e-13)

@@ -21,6 +21,8 @@ from ..federation.session import FederationSession
 from ..stats._results import FixedResults
 from ._balance import balance_tables
 from ._equations import ESTIMANDS, FAMILIES, parameter_names
+from ._percentiles import score_quantiles
+from ._site import site_ee_sums
 from ._solve import as_dataset, fixed_score_covariance, newton, sandwich
 
 
@@ -103,11 +105,43 @@ class _FedWeighting(BaseEstimator):
     def _spec(self, a_name, y_name, names):
         return {"treatment": a_name, "outcome": y_name, "covariates": list(names),
                 "estimand": self._estimand(), "stabilized": self._stabilized(),
-                "truncate": _bounds(self.truncate, "truncate"),
+                "truncate": self._score_bounds(),
                 "trim": _bounds(getattr(self, "trim", None), "trim"),
                 "method": self._method, "family": getattr(self, "outcome_family",
                                                           "gaussian"),
                 "scores": "logistic" if getattr(self, "propensity", None) is None else "model"}
+
+    def _score_bounds(self):
+        """``truncate`` as score bounds; with ``truncate_by="percentile"`` the percentiles
+        are checked here and the bounds found after the propensity model's fit."""
+        if self.truncate_by == "score":
+            return _bounds(self.truncate, "truncate")
+        if getattr(self, "propensity", None) is not None:
+            raise ValueError("truncate_by='percentile' takes the stacked logistic "
+                             "propensity model's scores (propensity=None).")
+        value = self.truncate
+        if value is not None and not (len(value) == 2 and all(
+                isinstance(v, Real) and not isinstance(v, bool) for v in value)
+                and 0 <= value[0] < value[1] <= 100):
+            raise ValueError("with truncate_by='percentile', truncate must be two increasing "
+                             f"percentiles in [0, 100] (lo, hi); got {value!r}.")
+        return None  # the bounds come from the fitted scores (_solve)
+
+    def _solve(self, session, spec, q, model):
+        """Newton on the stack; with percentile truncation, first without truncation (the
+        propensity model does not depend on it), then at the pooled scores' exact
+        percentiles, held fixed as bounds."""
+        self.truncation_bounds_ = spec["truncate"]
+        if self.truncate_by == "percentile" and self.truncate is not None:
+            theta, _, _ = newton(session, spec, q, tol=self.tol, max_iter=self.max_iter)
+            n = int(session.sum(site_ee_sums, spec, theta, None, phase="analysis")["n"])
+            bounds = score_quantiles(session, spec, theta, n, self.truncate)
+            if not bounds[0] < bounds[1]:
+                raise ValueError(f"the scores' {self.truncate[0]:g}th and "
+                                 f"{self.truncate[1]:g}th percentiles are equal: nothing "
+                                 "to truncate between.")
+            spec["truncate"] = self.truncation_bounds_ = [float(b) for b in bounds]
+        return newton(session, spec, q, tol=self.tol, max_iter=self.max_iter, model=model)
 
     def _propensity_model(self, dataset, a_name, names):
         """A given classifier fitted on the sites' rows (treatment as the target)."""
@@ -133,8 +167,7 @@ class _FedWeighting(BaseEstimator):
 
     def _run(self, session, spec, names, model=None):
         q = len(names) + 1
-        theta, sums, self.n_iter_ = newton(session, spec, q, tol=self.tol,
-                                           max_iter=self.max_iter, model=model)
+        theta, sums, self.n_iter_ = self._solve(session, spec, q, model)
         cov, D, M = sandwich(sums, theta.size)
         self.variance_note_ = None
         if model is not None:  # no estimating equations of the score: no sandwich
@@ -250,6 +283,7 @@ def effect_scales(mu, cov):
 
 _COMMON = {
     "truncate": [tuple, list, None],
+    "truncate_by": [StrOptions({"score", "percentile"})],
     "tol": [Interval(Real, 0, None, closed="neither")],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
     "balance": ["boolean"],
@@ -290,7 +324,12 @@ class FedIPW(_FedWeighting):
         estimate and the variance are the same, the weights' scale is not).
     truncate : (float, float), default=None
         Clip the propensity score into ``[lo, hi]`` before weighting (delicatessen's
-        ``truncate``).
+        ``truncate``): score bounds, or percentiles in [0, 100] of the pooled scores.
+    truncate_by : {"score", "percentile"}, default="score"
+        What ``truncate`` holds. Percentiles are the pooled scores' exact quantiles
+        (numpy's linear interpolation), found by a federated bisection that a site
+        serves only with ``allow_exact_quantiles`` (single rows' scores); the bounds
+        are then held fixed in the sandwich (``truncation_bounds_``).
     trim : (float, float), default=None
         Give rows whose score is outside ``[lo, hi]`` no weight (the propensity model
         is fitted on every row).
@@ -337,6 +376,9 @@ class FedIPW(_FedWeighting):
         The fitted ``propensity`` classifier.
     variance_note_ : str or None
         Why there is no M-estimation variance (a given classifier), else ``None``.
+    truncation_bounds_ : list of float or None
+        The score bounds applied (the percentiles' values with ``truncate_by=
+        "percentile"``).
 
     Examples
     --------
@@ -360,12 +402,13 @@ class FedIPW(_FedWeighting):
     }
 
     def __init__(self, estimand="ATE", *, propensity=None, stabilized=False, truncate=None,
-                 trim=None, tol=1e-10, max_iter=100, balance=True, n_bins=20,
-                 extreme_weight=20.0, min_level_count=5, privacy=None):
+                 truncate_by="score", trim=None, tol=1e-10, max_iter=100, balance=True,
+                 n_bins=20, extreme_weight=20.0, min_level_count=5, privacy=None):
         self.estimand = estimand
         self.propensity = propensity
         self.stabilized = stabilized
         self.truncate = truncate
+        self.truncate_by = truncate_by
         self.trim = trim
         self.tol = tol
         self.max_iter = max_iter
@@ -402,6 +445,8 @@ class FedAIPW(_FedWeighting):
         The outcome models' family (identity, logit or log link).
     truncate : (float, float), default=None
         Clip the propensity score into ``[lo, hi]``.
+    truncate_by : {"score", "percentile"}, default="score"
+        As :class:`FedIPW`.
     tol, max_iter, balance, n_bins, extreme_weight, min_level_count, privacy
         As :class:`FedIPW`.
 
@@ -428,11 +473,12 @@ class FedAIPW(_FedWeighting):
     _method = "aipw"
     _parameter_constraints = {"outcome_family": [StrOptions(set(FAMILIES))], **_COMMON}
 
-    def __init__(self, *, outcome_family="gaussian", truncate=None, tol=1e-10, max_iter=100,
-                 balance=True, n_bins=20, extreme_weight=20.0, min_level_count=5,
-                 privacy=None):
+    def __init__(self, *, outcome_family="gaussian", truncate=None, truncate_by="score",
+                 tol=1e-10, max_iter=100, balance=True, n_bins=20, extreme_weight=20.0,
+                 min_level_count=5, privacy=None):
         self.outcome_family = outcome_family
         self.truncate = truncate
+        self.truncate_by = truncate_by
         self.tol = tol
         self.max_iter = max_iter
         self.balance = balance

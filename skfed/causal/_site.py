@@ -254,3 +254,27 @@ def site_overlap_counts(site, spec, theta, n_bins, threshold, min_count=1, model
     extreme, extreme_hidden = _hide(extreme.astype(np.int64), min_count)
     return {"counts": counts, "hidden": hidden, "extreme": extreme,
             "extreme_hidden": extreme_hidden}
+
+
+@site_operation(
+    "causal.score_count_below", releases=SUMS,
+    requires="allow_exact_quantiles: percentile truncation needs the pooled scores' exact "
+             "quantiles, whose bisection releases single rows' scores (the values next to "
+             "each threshold)",
+    describes="one step of the bisection for the pooled propensity scores' exact quantiles "
+              "at a broadcast propensity model: per threshold, the count of the site's "
+              "scores at or below it and the scores next to it (single rows' values: only "
+              "with allow_exact_quantiles)",
+    arguments=(_SPEC, _THETA, Arg("thresholds", "floats", most=64, finite=False)))
+def site_score_count_below(site, spec, theta, thresholds):
+    """Per threshold ``t``: ``count`` of scores ``<= t``, the largest score ``<= t``
+    (``below``) and the smallest ``> t`` (``above``), NaN where none."""
+    Z, _, _ = site_arrays(site, spec)
+    theta = np.asarray(theta, dtype=np.float64)
+    _check_theta(site, theta, spec, Z.shape[1])
+    e, _, _, _ = scores(Z, theta[blocks(spec, Z.shape[1])["beta"]], spec)
+    v = np.sort(e)
+    k = np.searchsorted(v, np.asarray(thresholds, dtype=np.float64), side="right")
+    below = np.where(k > 0, v[np.maximum(k - 1, 0)], np.nan)
+    above = np.where(k < v.size, v[np.minimum(k, v.size - 1)], np.nan)
+    return {"count": k.astype(np.int64), "below": below, "above": above}
