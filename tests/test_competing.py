@@ -189,6 +189,13 @@ def test_cut_points_give_the_estimate_of_rounded_times_labelled_approximate():
                                rtol=0, atol=1e-14)
     np.testing.assert_allclose(aj.variance_ij_, exact.variance_ij_.loc[np.r_[0.0, cuts]],
                                rtol=0, atol=1e-14)
+    # a cut point past every row repeats the last estimate and its variances
+    last = df["time"].max()
+    past = FedAalenJohansen(time_grid=np.r_[cuts, last, 2 * last]).fit(
+        df, duration_col="time", event_col="event", event_of_interest=1, clients="site")
+    for attribute in ("cumulative_density_", "variance_", "variance_ij_"):
+        values = np.asarray(getattr(past, attribute)).ravel()
+        assert np.isfinite(values[-1]) and values[-1] == values[-2], attribute
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -45,8 +45,9 @@ def delta_variance(n, d, dj, lag, F):
     with np.errstate(divide="ignore", invalid="ignore"):
         a = d / n / (n - d)
         a[d == 0] = 0.0
-        second = np.cumsum(lag ** 2 * dj * (n - dj) / n ** 3)
-        c = lag * dj / n ** 2
+        # a time past every row (a cut point) adds nothing
+        second = np.cumsum(np.where(n > 0, lag ** 2 * dj * (n - dj) / n ** 3, 0.0))
+        c = np.where(n > 0, lag * dj / n ** 2, 0.0)
         first = F ** 2 * np.cumsum(a) - 2 * F * np.cumsum(a * F) + np.cumsum(a * F ** 2)
         third = F * np.cumsum(c) - np.cumsum(c * F)
     return first + second - 2 * third
