@@ -93,6 +93,31 @@ def test_bmt_equals_r_at_rs_iterations_and_converges_past_them():
     assert converged.n_iter_ == 4
 
 
+#: R's survfit(fit, newdata = data.frame(dis = c(0, 1))) of bmt's fit, at its event times:
+#: time, 1 - surv for dis = 0 and dis = 1
+R_BMT_CIF = np.array([
+    (0, 0.017461917928358384, 0.038170478277242625),
+    (1, 0.034923827687352915, 0.075529367102442291),
+    (3, 0.090970599188775592, 0.18999179277977685),
+    (4, 0.13078411884607888, 0.26629847171605536),
+    (8, 0.15451847556732357, 0.30982890665079921),
+    (12, 0.18135218999090175, 0.35729431156329694),
+])
+
+
+def test_predicted_incidence_equals_r_survfit():
+    with pytest.warns(ConvergenceWarning):
+        fg = _fit(frames()["bmt"], max_rounds=R_FIT["bmt"]["iter"])  # R's coefficient
+    cif = fg.predict_cumulative_incidence(pd.DataFrame({"dis": [0, 1]}))
+    np.testing.assert_array_equal(cif.index, R_BMT_CIF[:, 0])
+    np.testing.assert_allclose(cif.to_numpy(), R_BMT_CIF[:, 1:], rtol=0, atol=1e-14)
+    between = fg.predict_cumulative_incidence(np.array([[1.0]]), times=[-1.0, 2.0, 100.0])
+    np.testing.assert_allclose(between[0], [0.0, R_BMT_CIF[1, 2], R_BMT_CIF[-1, 2]],
+                               rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="lacks the model's covariates"):
+        fg.predict_cumulative_incidence(pd.DataFrame({"age": [1.0]}))
+
+
 def test_the_censoring_curve_is_the_pooled_rows():
     """G is the Kaplan-Meier of censoring on all rows (censorings after the events at
     the same time), the curve R's finegray weights by, not any site's own."""

@@ -24,9 +24,11 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import SiteRefusal
 from ..federation.session import FederationSession
@@ -125,6 +127,9 @@ class FedFineGray(EstimatorWald, BaseEstimator):
         The pooled censoring curve ``G`` after each censoring time.
     event_times_ : ndarray
         The pooled event times of the cause.
+    baseline_cumulative_hazard_ : ndarray
+        The baseline cumulative subdistribution hazard at ``event_times_``
+        (Efron's increments; :meth:`predict_cumulative_incidence`).
     n_iter_ : int
     n_clients_ : int
     cov_type : str
@@ -257,4 +262,38 @@ class FedFineGray(EstimatorWald, BaseEstimator):
         self.coef_ = self.params_ = coef
         self.loglike_, self.n_iter_ = loglik, rounds - 1
         self.cov_params_naive_ = np.linalg.inv(info)
+        self.baseline_cumulative_hazard_ = np.cumsum(terms["dH"])
         self._terms = {k: v.ravel() for k, v in terms.items()}
+
+    def predict_cumulative_incidence(self, X, times=None):
+        """The cumulative incidence of the cause for covariate profiles: ``1 - exp(-exp(x'b)
+        H0(t))``, ``H0`` the baseline cumulative subdistribution hazard (Efron's, as R's
+        ``survfit`` of the weighted ``coxph``: ``1 - surv``).
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_profiles, n_covariates)
+            A DataFrame is read by ``param_names_``.
+        times : array-like of float, default=None
+            ``None``: the pooled event times of the cause (``event_times_``).
+
+        Returns
+        -------
+        incidence : pandas.DataFrame
+            One row per time, one column per profile.
+        """
+        check_is_fitted(self, "coef_")
+        if hasattr(X, "columns"):
+            missing = [c for c in self.param_names_ if c not in X.columns]
+            if missing:
+                raise ValueError(f"X lacks the model's covariates {missing}.")
+            X = X[self.param_names_]
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != len(self.param_names_):
+            raise ValueError(f"X has shape {X.shape}; the model has "
+                             f"{len(self.param_names_)} covariates.")
+        times = self.event_times_ if times is None else np.asarray(times, dtype=float).ravel()
+        k = np.searchsorted(self.event_times_, times, side="right")
+        H0 = np.concatenate([[0.0], self.baseline_cumulative_hazard_])[k]
+        return pd.DataFrame(1.0 - np.exp(-np.outer(H0, np.exp(X @ self.coef_))),
+                            index=pd.Index(times, name="time"))
