@@ -28,6 +28,7 @@ COVARIATES = ["age", "tx_pb"]
 OPEN = 'allow_event_times = true\nfiner_sums = ["survival.finegray_sums"]\nmin_rows = 10'
 POLICIES = {
     "open": OPEN,
+    "event_times": "allow_event_times = true",
     "protected": 'allow_event_times = true\nrequire = ["secure_aggregation"]\n'
                  'consortium = ["hospital-a", "hospital-b", "hospital-c"]',
     "default": "",
@@ -112,5 +113,16 @@ def test_the_meat_of_a_rare_level_is_refused_by_the_dominance_rule(federations):
             FedFineGray().fit(data, duration_col="ftime", event_col="status",
                               event_of_interest=1, covariates=COVARIATES + ["extent_l"])
         assert info.value.rule == "dominance"
+    finally:
+        data.close()
+
+
+def test_per_time_sums_need_finer_sums_or_masking(federations):
+    data = _data(federations, "event_times")
+    try:
+        with pytest.raises(SiteRefusal, match="privacy=SecureAggregation\\(\\) masks them") \
+                as info:
+            _fit(data)
+        assert info.value.rule == "finer_sums"
     finally:
         data.close()
