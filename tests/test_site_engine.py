@@ -379,3 +379,70 @@ def test_poisson_glm_through_an_engine_site(services, certs, cov_type):
     np.testing.assert_allclose(engine.coef_, ref.params[1:], rtol=1e-6)
     np.testing.assert_allclose(engine.intercept_, ref.params[0], rtol=1e-6)
     np.testing.assert_allclose(engine.bse_, ref.bse, rtol=1e-6)  # intercept first
+
+
+# --- sites that require protection ---------------------------------------------------
+PROTECTED = 'min_rows = 10\nrequire = ["secure_aggregation"]\nconsortium = ["other", "twin", ' \
+    '"ragged"]'
+
+
+@pytest.fixture(scope="module")
+def protected(tmp_path_factory, certs):
+    """``other`` and ``twin`` in memory, and ``ragged`` twice: in memory, and on an engine
+    (the same rows, the same name and certificate, two services)."""
+    from skfed.sites.transport import SiteServer
+
+    root, frame = tmp_path_factory.mktemp("engine-protected"), _rows(900, seed=5)
+    parts = [frame.iloc[:300], frame.iloc[300:550], frame.iloc[550:].reset_index(drop=True)]
+    servers = {
+        "other": SiteServer(load_config(write_site(root / "o", "other", parts[0], certs,
+                                                   policy=PROTECTED))),
+        "twin": SiteServer(load_config(write_site(root / "t", "twin", parts[1], certs,
+                                                  policy=PROTECTED))),
+        "memory": SiteServer(load_config(write_site(root / "m", "ragged", parts[2], certs,
+                                                    policy=PROTECTED))),
+        "engine": SiteServer(load_config(write_site(root / "e", "ragged", parts[2], certs,
+                                                    [1, 150, 2, 197], policy=PROTECTED)))}
+    for server in servers.values():
+        server.start()
+    yield servers, frame
+    for server in servers.values():
+        server.stop()
+
+
+def _protected_data(protected, certs, home):
+    from skfed import FederatedDataset
+
+    servers, _ = protected
+    ports = {"other": servers["other"].port, "twin": servers["twin"].port,
+             "ragged": servers[home].port}
+    return FederatedDataset.from_sites(
+        {name: f"127.0.0.1:{port}" for name, port in ports.items()}, dataset="rows",
+        target="c", drop=["b", "y", "w"], ca_file=certs.ca.cert,
+        cert_file=certs.client.cert, key_file=certs.client.key)
+
+
+def test_secure_aggregation_exact_through_an_engine_site(protected, certs):
+    """Where the sites require secure aggregation, a plain fit is refused by the engine
+    site as by the in-memory one, and the masked GLM (its Newton sums and its
+    inference's sums masked) equals the in-memory site's."""
+    from skfed.linear_model import FedPoissonRegressor
+    from skfed.privacy import SecureAggregation
+    from skfed.sites import SiteRefusal
+
+    fits, rules = {}, {}
+    for home in ("memory", "engine"):
+        data = _protected_data(protected, certs, home)
+        try:
+            with pytest.raises(SiteRefusal) as info:
+                FedPoissonRegressor(alpha=0.0).fit(data)
+            rules[home] = info.value.rule
+            fits[home] = FedPoissonRegressor(alpha=0.0, privacy=SecureAggregation()).fit(data)
+        finally:
+            data.close()
+    assert rules == {"memory": "require", "engine": "require"}
+    memory, engine = fits["memory"], fits["engine"]
+    assert engine.history_.privacy["secure_aggregation"]
+    assert engine.n_iter_ == memory.n_iter_
+    np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10)
+    np.testing.assert_allclose(engine.bse_, memory.bse_, rtol=1e-10)

@@ -66,7 +66,7 @@ def client_feature_mean(client):
 
 
 @site_operation(
-    "fit.smoothness_sums", releases=SUMS, target="fit", maskable=True,
+    "fit.smoothness_sums", releases=SUMS, target="fit", maskable=True, combine="sum",
     describes="the sums of w ||x||^2 and of w x over the rows (the trace bound of a "
               "protected fit's pooled constants; summed masked)")
 def client_smoothness_sums(client):
