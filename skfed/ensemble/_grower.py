@@ -19,7 +19,10 @@ node the real run splits is asked for in the round after its parent's split is
 known, so a tree costs about its depth plus one rounds, not one round per
 split. Random feature draws (``max_features < 1``) are replayed from a copy of
 the generator taken when the iteration starts, trees in order, so the draws
-happen in scikit-learn's order in the final replay.
+happen in scikit-learn's order in the final replay. Without such draws a replay
+reads no generator, so the next one resumes where this one first missed a
+histogram (scikit-learn's run up to there is the same in every later replay): its
+heap and leaves are copied there, and the nodes a guess split after it are reset.
 """
 
 import copy
@@ -98,6 +101,9 @@ class TreeReplay:
         every = np.arange(len(splitter.is_categorical))
         mask = np.ones(len(every), dtype=bool)  # draw_features's mask when nothing is drawn
         self._every = (every, mask, mask.tobytes())
+        # without feature draws a replay reads no generator: it may resume
+        self._draws_nothing = splitter.feature_fraction >= 1.0
+        self._resume = self._root = None
 
     def root_allowed(self):
         if self.interaction_cst is None:
@@ -113,11 +119,21 @@ class TreeReplay:
         whose histograms are missing to the features they need (None: all);
         when it is empty, ``root`` is the finished tree (leaves not shrunk yet).
         """
-        self._leaves, self._heap, self._pending, asked = [], [], 0, {}
-        if () not in self.histograms:
-            return None, [], {(): self.root_allowed()}
-        root = self._make_root()
-        self._leaves_and_push(root, rng)
+        asked, resume, self._resume = {}, self._resume, None
+        if resume is None:
+            self._leaves, self._heap, self._pending = [], [], 0
+            if () not in self.histograms:
+                return None, [], {(): self.root_allowed()}
+            root = self._make_root()
+            self._leaves_and_push(root, rng)
+        else:  # from where the last replay first missed a histogram
+            root, heap, leaves, blocked = resume
+            self._leaves, self._heap, self._pending = list(leaves), list(heap), 0
+            for node in heap:  # as they were then: the guesses after may have split them
+                node.is_leaf, node.left, node.right = False, None, None
+            self._root = root
+            self._children_splits(*blocked, rng, asked)
+        self._root = root
         while self._heap:
             node = heappop(self._heap)
             if self._split(node, rng, asked):
@@ -227,6 +243,11 @@ class TreeReplay:
         subtraction) and their splits; or, if unknown, a request for them."""
         small, large = (left, right) if left.n_samples < right.n_samples else (right, left)
         if small.key not in self.histograms:
+            if self._resume is None and self._draws_nothing:
+                # scikit-learn's run up to here needs no missing histogram: the next
+                # replay starts here (the nodes' state kept, the heap and leaves copied)
+                self._resume = (self._root, list(self._heap), list(self._leaves),
+                                (node, left, right))
             asked[small.key] = small.allowed
             self._pending += sum(not c.is_leaf for c in (left, right))
             return
