@@ -66,3 +66,25 @@ def test_what_the_command_line_refuses(grades, extra, message):
     _, path = grades
     with pytest.raises(CLIError, match=message):
         run_fit(_args(path, "--clients", "hospital", *extra), out=io.StringIO())
+
+
+def test_ordinal_through_site_services_masked(grades, tmp_path):
+    """``--site-service`` at sites that require secure aggregation: plain sums refused,
+    ``--secure-aggregation`` gives the local fit."""
+    pytest.importorskip("grpc")
+    pytest.importorskip("cryptography")
+    from ._cli_services import cli_services
+    from ._sites import SITES
+
+    frame = grades[0].assign(hospital=lambda f: f["hospital"].map(dict(zip(
+        ("north", "south", "east"), SITES))))
+    policy = ('min_rows = 10\nrequire = ["secure_aggregation"]\n'
+              f'consortium = [{", ".join(repr(s).replace(chr(39), chr(34)) for s in SITES)}]')
+    with cli_services(tmp_path, frame, clients="hospital", policy=policy) as options:
+        with pytest.raises(CLIError, match="requires secure aggregation"):
+            run_fit(_args(*options, "--formula", FORMULA, "--model", "ordinal"),
+                    out=io.StringIO())
+        report = run_fit(_args(*options, "--formula", FORMULA, "--model", "ordinal",
+                               "--secure-aggregation"), out=io.StringIO())
+    local = ordinal(FORMULA, frame, clients="hospital")
+    pd.testing.assert_frame_equal(report.summary, local.summary(), rtol=1e-9)
