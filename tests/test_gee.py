@@ -66,8 +66,8 @@ def reference(rows, family, cov_struct, grid=False, link=None):
     exog = sm.add_constant(rows[["age", "dose"]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return sm.GEE(rows[family], exog, groups=rows["id"].to_numpy(), time=rows["visit"].to_numpy(),
-                      family=fam, cov_struct=struct).fit()
+        return sm.GEE(rows[family], exog, groups=rows["id"].to_numpy(),
+                      time=rows["visit"].to_numpy(), family=fam, cov_struct=struct).fit()
 
 
 def assert_equal_to(est, ref, tol=1e-9):
@@ -169,5 +169,11 @@ def test_bad_input_is_named(rows):
     holes = X.assign(dose=X["dose"].where(rows["visit"] != 2))
     with pytest.raises(ValueError, match="(?i)nan|missing"):
         FedGEE().fit(holes, rows["gaussian"], clients=site, groups="id")
+    with pytest.raises(ValueError, match="privacy must be None or SecureAggregation"):
+        FedGEE(privacy="masked").fit(X, rows["gaussian"], clients=site, groups="id")
+    twice = rows["visit"].where(rows["visit"] != 1, 0)
+    with pytest.raises(ValueError, match="two rows of a cluster share a time"):
+        FedGEE(cov_struct="autoregressive").fit(X, rows["gaussian"], clients=site,
+                                                groups="id", time=twice)
     with pytest.raises(ValueError, match="link='logit' is not one of the poisson"):
         FedGEE("poisson", link="logit").fit(X, rows["poisson"], clients=site, groups="id")

@@ -79,7 +79,10 @@ def session_for(dataset, privacy):
     if privacy is None:
         yield FederationSession.for_dataset(dataset), "none"
         return
-    if isinstance(privacy, DifferentialPrivacy) or not isinstance(privacy, SecureAggregation):
+    if not isinstance(privacy, (DifferentialPrivacy, SecureAggregation)):
+        raise ValueError(f"privacy must be None or SecureAggregation(); got "
+                         f"{type(privacy).__name__}.")
+    if isinstance(privacy, DifferentialPrivacy):  # a subclass of SecureAggregation
         raise ValueError(
             f"FedGEE: privacy={type(privacy).__name__} is refused: a GEE is fitted from "
             "exact sums (its bread, score, Pearson moments and the sandwich's meat of "

@@ -246,6 +246,10 @@ def site_gee_clusters(site, design):
             raise SiteError(site.site, f"the time column {show(design['time'])} has "
                                        "within-cluster lags that are not whole numbers; "
                                        "give the visits' numbers (or whole days).")
+        if np.any(lags == 0):  # an AR(1) pair at lag 0 has no finite weight
+            raise SiteError(site.site, f"two rows of a cluster share a time in column "
+                                       f"{show(design['time'])}; an AR(1) working "
+                                       "correlation needs one row per time in a cluster.")
         max_lag = float(lags.max())
     return {"labels": np.asarray(clusters.labels, dtype=object),
             "n": clusters.sizes.astype(np.float64), "max_lag": max_lag}
