@@ -154,6 +154,8 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="covariate 'nope'"):
         FedFineGray().fit(df, duration_col="ftime", event_col="status",
                           event_of_interest=1, covariates=["nope"], clients="site")
+    with pytest.raises(ValueError, match="singular: a covariate is constant"):
+        _fit(df.assign(dis=1.0))
     with pytest.raises(ValueError, match="1 to 256 covariate"):
         FedFineGray().fit(df[["ftime", "status", "site"]], duration_col="ftime",
                           event_col="status", event_of_interest=1, clients="site")
