@@ -191,6 +191,11 @@ def test_bad_input():
     # a constant column is the thresholds' shift: not identified, said so
     with pytest.raises(ValueError, match="collinear"):
         FedOrderedModel().fit(X.assign(one=1.0), y, clients=site)
+    # complete separation: no maximum, said so (not mistaken for collinear columns)
+    separated = np.digitize(X["age"], [-0.5, 0.5])
+    with pytest.raises(ValueError, match="no maximum here"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        FedMNLogit(max_rounds=40).fit(X[["age"]], separated, clients=site)
     before = FedOrderedModel().fit(X, y, clients=site)
     kept = before.params_.copy()
     with pytest.raises(ValueError):

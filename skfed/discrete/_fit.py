@@ -238,6 +238,13 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         params, hess = self._to_params(z, terms["grad"], terms["hess"], len(names))
         param_names = self._param_names(names, levels, endog)
         cov, why = _symmetric_inverse(-hess, param_names)
+        if cov is None and not fitted["converged"]:
+            raise ValueError(
+                f"{type(self).__name__}: the log-likelihood has no maximum here: after "
+                f"{fitted['rounds']} rounds the estimates still grow and the information "
+                "vanishes (separation: a covariate, or a combination, predicts the levels "
+                "perfectly). Drop or merge that covariate or level; a penalized fit is not "
+                "offered here.")
         if cov is None:
             raise ValueError(f"{type(self).__name__}: {why}.")
         self.levels_ = np.asarray(levels, dtype=object)
