@@ -5,6 +5,8 @@ merged across partitions decides as one process does; the operations it does not
 serve refused with the reason; fits through site services equal the in-memory
 site's and statsmodels' on the pooled rows."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -67,10 +69,16 @@ def certs(tmp_path_factory):
 def hosts(tmp_path_factory, certs):
     """``{name: SiteHost}``: the in-memory site and one engine site per partitioning."""
     root, frame = tmp_path_factory.mktemp("engine-sites"), _rows()
+    secret = json.dumps({"rows": "ab" * 32})  # one secret: the same held-out partitions
+    for name in ("memory", *PARTITIONINGS):
+        (root / name).mkdir()
+        (root / name / "partition-secrets.json").write_text(secret)
+    # one name: a held-out draw is seeded by the site's name
     out = {"memory": SiteHost(load_config(write_site(root / "memory", "memory", frame,
                                                      certs)))}
     for name, sizes in PARTITIONINGS.items():
-        out[name] = SiteHost(load_config(write_site(root / name, name, frame, certs, sizes)))
+        out[name] = SiteHost(load_config(write_site(root / name, "memory", frame, certs,
+                                                    sizes)))
     yield out
     for host in out.values():
         host.close()
@@ -114,6 +122,12 @@ REQUESTS = [
                                             "sample_weight": "w"}}),
     ("data.check_target", {"dataset": {"name": "rows", "target": "c"},
                            "family_name": "Poisson", "lower": 0.0, "strict": False}),
+    # a held-out part: whole partitions of the site's secret, by the global row index
+    ("data.summary", {"dataset": {"name": "rows", "target": "y", "sample_weight": "w",
+                                  "holdout": {"test_size": 0.3, "seed": 4, "part": "test"}},
+                      "task": "regression"}),
+    ("evaluate.response_sums", {"dataset": {"name": "rows", "target": "c", "holdout": {
+        "test_size": 0.3, "seed": 4, "part": "train"}}}),
 ]
 
 
@@ -124,9 +138,6 @@ def test_engine_equals_in_memory(hosts, partitioning, op, args):
     memory, engine = ask(hosts["memory"], op, **args), ask(hosts[partitioning], op, **args)
     assert "ok" in memory, memory
     assert "ok" in engine, engine
-    for reply in (memory["ok"], engine["ok"]):
-        if isinstance(reply, dict):
-            reply.pop("site", None)  # each site's own name
     assert_same(memory["ok"], engine["ok"])
 
 
@@ -152,12 +163,20 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
     assert "ok" in ask(hosts["memory"], op, dataset={"name": "rows"}, **args)
 
 
-def test_engine_refuses_row_steps_and_holdout(hosts):
+def test_engine_refuses_row_steps(hosts):
     reference = {"name": "rows", "target": "y",
-                 "holdout": {"test_size": 0.25, "seed": 0, "part": "train"}}
+                 "steps": [{"step": "data.complete_cases", "args": {}}]}
     reply = ask(hosts["three"], "data.summary", dataset=reference, task="regression")
     assert reply["error"]["rule"] == "engine"
-    assert "held-out" in reply["error"]["message"]
+    assert "row steps" in reply["error"]["message"]
+
+
+def test_held_out_parts_differ(hosts):
+    """The two parts of a holdout are the complement of each other over the dataset."""
+    sizes = [ask(hosts["ragged"], "data.summary", task="none", dataset={
+        "name": "rows", "holdout": {"test_size": 0.3, "seed": 4, "part": part}})["ok"][
+            "n_samples"] for part in ("train", "test")]
+    assert sum(sizes) == 600 and 0 < sizes[1] < sizes[0]
 
 
 def test_engine_min_rows_on_the_whole_dataset(tmp_path, certs):

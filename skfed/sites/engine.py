@@ -32,7 +32,7 @@ import threading
 import numpy as np
 import pandas as pd
 
-from ..data.site import SiteError
+from ..data.site import SiteError, held_out_mask, site_rows
 from ..data.sources import split_table
 from ..federation import dominance
 from ..federation.combine import tree_combine
@@ -87,8 +87,9 @@ def read_part(path, columns, domains, population):
     return table.reset_index(drop=True)
 
 
-def part_rows(frame, offset, site, reference):
-    """A partition's rows of a dataset reference, their global row index kept."""
+def part_rows(frame, offset, site, reference, keep=None):
+    """A partition's rows of a dataset reference, their global row index kept (``keep``:
+    the partition's share of a held-out part's mask, drawn at the site)."""
     target, weight = reference.get("target"), reference.get("sample_weight")
     drop = [c for c in reference.get("drop") or () if c in frame.columns]
     rows = split_table(site, frame, target=target, sample_weight=weight, drop=drop,
@@ -98,7 +99,7 @@ def part_rows(frame, offset, site, reference):
                      raw_columns=frozenset(frame.columns),
                      read={c for c in (*targets, weight, reference.get("offset"))
                            if c is not None})
-    return rows
+    return rows if keep is None else site_rows(rows, np.asarray(keep, dtype=bool))
 
 
 def _audited(function, target, args, audit):
@@ -115,8 +116,8 @@ def _audited(function, target, args, audit):
         return "refused", (exc.rule, exc.detail, exc.public), None
 
 
-def run_on_rows(frame, offset, *, site, reference, function, args, audit):
-    return _audited(function, part_rows(frame, offset, site, reference), args, audit)
+def run_on_rows(frame, offset, keep, *, site, reference, function, args, audit):
+    return _audited(function, part_rows(frame, offset, site, reference, keep), args, audit)
 
 
 def run_on_objective(objective, *, function, args, audit):
@@ -127,16 +128,16 @@ def call_method(objective, name, *args):
     return getattr(objective, name)(*args)
 
 
-def positive_rows(frame, offset, *, site, reference):
-    rows = part_rows(frame, offset, site, reference)
+def positive_rows(frame, offset, keep, *, site, reference):
+    rows = part_rows(frame, offset, site, reference, keep)
     return int(np.count_nonzero(rows.weights() > 0))
 
 
-def open_part(frame, offset, *, site, reference, function, args):
+def open_part(frame, offset, keep, *, site, reference, function, args):
     """A partition's client objective (the declared ``fit.open`` function), kept on
     its worker."""
     with dominance.suspended():
-        return function(part_rows(frame, offset, site, reference), *args)
+        return function(part_rows(frame, offset, site, reference, keep), *args)
 
 
 def set_total(objective, total):
@@ -220,11 +221,13 @@ class DaskEngine:
         futures = self.client.map(fn, targets, *iterables, pure=False, **kwargs)
         return self.client.gather(futures)
 
-    def rows(self, reference):
-        """The target of a request's rows: :class:`EngineRows`."""
-        if reference.get("steps") or reference.get("holdout") is not None:
-            raise Refused("engine", "row steps and held-out parts are not served on a "
-                                    "dataset on an engine", public=True)
+    def rows(self, reference, partitions=None):
+        """The target of a request's rows: :class:`EngineRows` (``partitions``: the
+        site's :class:`~skfed.data.site.SitePartitions` of the dataset, for a held-out
+        part)."""
+        if reference.get("steps"):
+            raise Refused("engine", "row steps are not served on a dataset on an engine",
+                          public=True)
         columns = self.columns
         target = reference.get("target")
         for column in ([*target] if isinstance(target, (list, tuple)) else [target]) + [
@@ -233,9 +236,32 @@ class DaskEngine:
                 raise Refused("columns", f"no usable column {column[:64]!r} in dataset "
                                          f"{self.conf.name!r}", columns=[column], public=True)
         futures, offsets = self.parts()[:2]
-        counts = self.gather_map(positive_rows, futures, offsets, site=self.site,
+        selected = self._held_out(reference.get("holdout"), partitions)
+        keep = [None] * len(futures) if selected is None else np.split(selected, offsets[1:])
+        # a partition the held-out part leaves empty takes no part (an empty part's sums)
+        parts = [(f, o, k) for f, o, k in zip(futures, offsets, keep)
+                 if k is None or k.any()]
+        futures, offsets, keep = (list(x) for x in zip(*parts)) if parts else ([], [], [])
+        counts = self.gather_map(positive_rows, futures, offsets, keep, site=self.site,
                                  reference=reference)
-        return EngineRows(self, reference, int(sum(counts)))
+        return EngineRows(self, reference, int(sum(counts)), (futures, offsets, keep),
+                          selected)
+
+    def _held_out(self, holdout, partitions):
+        """A held-out part's rows over the whole dataset (its stable global row index),
+        drawn as the in-memory site draws them: whole partitions of the site's secret."""
+        if holdout is None:
+            return None
+        try:
+            test_size, seed, part = float(holdout["test_size"]), int(holdout["seed"]), \
+                holdout["part"]
+        except (KeyError, TypeError, ValueError):
+            raise Refused("message", "a malformed holdout", public=True) from None
+        if part not in ("train", "test") or not 0 < test_size < 1:
+            raise Refused("message", "a malformed holdout", public=True)
+        whole = _WholeRows(self.site, self.n_rows, partitions)
+        mask = held_out_mask(whole, test_size, seed)
+        return mask if part == "test" else ~mask
 
     def run(self, operation, call, targets, args, extra=(), context=None):
         """``operation``'s function on every partition's target (``call`` runs it there),
@@ -268,15 +294,25 @@ class DaskEngine:
             self._cluster.close()
 
 
+class _WholeRows:
+    """What a held-out draw reads of a dataset's rows: their number, the site's name and
+    partitions, every row's index (no row step before it)."""
+
+    def __init__(self, site, n_rows, partitions):
+        self.site, self.n_samples = site, n_rows
+        self.meta = {"row_ids": np.arange(n_rows), "partitions": partitions}
+
+
 class EngineRows:
     """A request's rows on an engine: what the gate sees of them (their count, whether
     a weight column weighs them, the columns read), and how an operation runs on them."""
 
-    def __init__(self, engine, reference, n_positive):
+    def __init__(self, engine, reference, n_positive, parts, selected):
         self.engine, self.reference = engine, dict(reference)
-        self.site = engine.site
+        self.site, self.parts, self.selected = engine.site, parts, selected
         self.sample_weight = reference.get("sample_weight")  # its name: the reply's class
-        self.n_samples, self.n_positive = engine.n_rows, n_positive
+        self.n_samples = engine.n_rows if selected is None else int(selected.sum())
+        self.n_positive = n_positive
         target = reference.get("target")
         self.meta = {"raw_columns": engine.columns, "n_positive": n_positive,
                      "read": {c for c in ([*target] if isinstance(target, (list, tuple))
@@ -285,17 +321,19 @@ class EngineRows:
                               if c is not None}}
 
     def run(self, operation, args):
-        futures, offsets = self.engine.parts()[:2]
+        futures, offsets, keep = self.parts
         if operation.opens == "fit":
-            return self._open(operation, args, futures, offsets)
+            return self._open(operation, args, futures, offsets, keep)
         if operation.combine is None:
             raise refusal(operation)
-        return self.engine.run(operation, run_on_rows, futures, args, extra=(offsets,),
+        return self.engine.run(operation, run_on_rows, futures, args,
+                               extra=(offsets, keep),
                                context={"site": self.site, "reference": self.reference})
 
-    def _open(self, operation, args, futures, offsets):
+    def _open(self, operation, args, futures, offsets, keep):
         engine = self.engine
-        objectives = engine.client.map(open_part, futures, offsets, site=self.site,
+        objectives = engine.client.map(open_part, futures, offsets, keep,
+                                       site=self.site,
                                        reference=self.reference, function=operation.function,
                                        args=args, pure=False)
         partial = engine.client.gather(engine.client.map(weight_total, objectives, pure=False))
@@ -303,7 +341,7 @@ class EngineRows:
         objectives = engine.client.map(set_total, objectives, total=total, pure=False)
         engine.client.gather(engine.client.map(weight_total, objectives, pure=False))
         first = engine.client.submit(_describe_objective, objectives[0]).result()
-        return EngineObjective(engine, objectives, total, engine.n_rows, **first)
+        return EngineObjective(engine, objectives, total, self.n_samples, **first)
 
 
 def _describe_objective(objective):

@@ -147,7 +147,7 @@ class SiteRows:
             if conf.name not in self._partitions:
                 secret = partition_secret(self._folder() / "partition-secrets.json", conf.name)
                 self._partitions[conf.name] = SitePartitions.draw(
-                    secret, len(self.table(conf)), self.policy.min_rows)
+                    secret, self._n_rows(conf), self.policy.min_rows)
             return self._partitions[conf.name]
 
     # -- a request's rows -----------------------------------------------------------
@@ -180,7 +180,8 @@ class SiteRows:
             raise Refused("columns", f"column {weight!r} is not one this dataset declares "
                                      "as a weight (weights = [...])", columns=[weight],
                           public=True)
-        site = self.engine(conf).rows(reference)
+        site = self.engine(conf).rows(reference, self.partitions(conf)
+                                      if reference.get("holdout") is not None else None)
         record["rows"] = site.n_positive
         if site.n_positive < self.policy.min_rows:
             raise Refused("min_rows", f"the request's rows number {site.n_positive}")
@@ -249,8 +250,10 @@ class SiteRows:
     def admit(self, conf, site, *, design=False):
         """Record the row sets of a request's rows (and, where its reply holds sums per
         feature column, each column's support), or refuse (rule ``row_sets``)."""
-        if conf.engine:  # no row step: a request's rows are all the dataset's
-            self.record(conf).admit([np.ones(self._n_rows(conf), dtype=bool)])
+        if conf.engine:  # no row step: the dataset's rows, or a held-out part of them
+            selected = site.selected
+            self.record(conf).admit([np.ones(self._n_rows(conf), dtype=bool)
+                                     if selected is None else selected])
             return
         n = len(self.table(conf))
         masks = [_mask(site.meta["row_ids"], n)]
