@@ -41,6 +41,7 @@ NOT_SUMS = {"fit.open", "fit.close", "data.check", "data.check_target", "preproc
             "stats.survival_counts", "stats.life_table", "fit.step", "stats.competing_grid",
             "stats.competing_counts",
             "formula.levels", "stats.levels", "mixed.glmm_groups", "boosting.schema",
+            "gee.clusters",
             "sums.open", "sums.key_list", "sums.masked", "sums.close", "fit.client_summary",
             "preprocess.summary", "evaluate.concordance"}
 
@@ -151,6 +152,9 @@ def test_the_others_release_no_row_value(protected, name):
             "mixed.glmm_groups": {"design": {"groups": "sex", "trials": None,
                                              "family": "poisson", "fit_intercept": True,
                                              "min_group_rows": 2}},
+            "gee.clusters": {"design": {"groups": "sex", "time": None, "time_feature": False,
+                                        "family": "gaussian", "link": "identity",
+                                        "fit_intercept": True, "cov_struct": "exchangeable"}},
             "boosting.schema": {"request": {"categorical": np.zeros(10, dtype=bool),
                                             "task": "regression"}},
             "sums.open": {"key_session": np.zeros(16, dtype=np.uint8), "party": 0},
