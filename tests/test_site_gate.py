@@ -43,7 +43,7 @@ NOT_SUMS = {"fit.open", "fit.close", "data.check", "data.check_target", "preproc
             "formula.levels", "stats.levels", "mixed.glmm_groups", "boosting.schema",
             "gee.clusters",
             "sums.open", "sums.key_list", "sums.masked", "sums.close", "fit.client_summary",
-            "preprocess.summary", "evaluate.concordance"}
+            "preprocess.summary", "evaluate.concordance", "causal.overlap_counts"}
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,12 @@ def test_the_others_release_no_row_value(protected, name):
             "sums.open": {"key_session": np.zeros(16, dtype=np.uint8), "party": 0},
             "fit.client_summary": {"session": handle, "exact": None},
             "evaluate.concordance": {"coef": np.zeros(10), "edges": {"time": [1.0],
-                                                                     "risk": [0.0]}}}[name]
+                                                                     "risk": [0.0]}},
+            "causal.overlap_counts": {"spec": {
+                "treatment": "sex", "outcome": None, "covariates": ["age", "bmi"],
+                "estimand": "ATE", "stabilized": False, "truncate": None, "trim": None,
+                "method": "ipw", "family": "gaussian", "scores": "logistic"},
+                "theta": np.zeros(5), "n_bins": 10, "threshold": 10.0, "min_count": 1}}[name]
     if args is None:  # a transformer is needed: the form is checked elsewhere
         return
     if "session" not in args:
