@@ -216,6 +216,13 @@ def test_survival_summaries_and_grids_bad_input():
         kaplan_meier(df, time=time, event=event, clients=site, at_risk_times=[-1.0])
     with pytest.raises(ValueError, match="privacy must be None or SecureAggregation"):
         logrank_test(df, time=time, event=event, group="group", clients=site, privacy="yes")
+    # differential privacy is a kind of secure aggregation: its noise must not be dropped
+    from skfed.privacy import DifferentialPrivacy
+    for analysis in (kaplan_meier, logrank_test):
+        extra = {"group": "group"} if analysis is logrank_test else {}
+        with pytest.raises(ValueError, match="no differential privacy"):
+            analysis(df, time=time, event=event, clients=site, **extra,
+                     privacy=DifferentialPrivacy(epsilon=1.0, delta=1e-6))
     table = kaplan_meier(df, time=time, event=event, clients=site)
     with pytest.raises(TypeError, match="takes the table skfed.stats.kaplan_meier returns"):
         median_survival(df)

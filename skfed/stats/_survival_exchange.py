@@ -47,9 +47,13 @@ def cut_points(time_grid):
 
 
 def check_privacy(privacy):
+    from ..privacy.dp_rounds import DifferentialPrivacy
     from ..privacy.secure_rounds import SecureAggregation
 
-    if privacy is not None and not isinstance(privacy, SecureAggregation):
+    # DifferentialPrivacy is a SecureAggregation (masked and noised rounds): these counts
+    # would go masked but never noised, so it is refused rather than silently ignored
+    if privacy is not None and (not isinstance(privacy, SecureAggregation)
+                                or isinstance(privacy, DifferentialPrivacy)):
         raise ValueError("privacy must be None or SecureAggregation() (the counts are exact: "
                          f"no differential privacy); got {type(privacy).__name__}.")
 
