@@ -283,7 +283,7 @@ def test_cited_files_exist():
 #: the packages of estimators and analyses, which declare their own site operations:
 #: the site service (``skfed.sites``) sits below them and imports none (issue 35)
 ESTIMATOR_PACKAGES = ("skfed.linear_model", "skfed.survival", "skfed.ensemble", "skfed.mixed",
-                      "skfed.formula", "skfed.stats", "skfed.preprocessing",
+                      "skfed.gee", "skfed.formula", "skfed.stats", "skfed.preprocessing",
                       "skfed.model_selection", "skfed.svm", "skfed.low_rank", "skfed.base",
                       "skfed.cli")
 
