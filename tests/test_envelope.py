@@ -79,7 +79,7 @@ def test_wrong_site_expired_replayed_reordered(certs, tmp_path):
     to_b, _ = _sealer(certs, "hospital-b").seal(b"r", 60)
     assert _reason(opener, to_b) == "site"
     # a relay that rewrites the header's site name breaks the authentication
-    assert _reason(opener, to_b.replace(b'"hospital-b"', b'"hospital-a"')) == "tampered"
+    assert _reason(opener, to_b.replace(b"hospital-b", b"hospital-a")) == "tampered"
     expired, _ = sealer.seal(b"r", 1)
     with pytest.raises(EnvelopeError) as info:
         opener.open(expired, now=time.time() + 5)
@@ -137,3 +137,28 @@ def test_a_relay_certificate_names_the_relay_host(certs):
     assert RELAY_HOST in san.get_values_for_type(x509.DNSName)
     with pytest.raises(ValueError, match="reserved"):
         make_certificates(certs.directory / "x", [RELAY_HOST])
+
+
+def test_the_certificate_travels_once_then_its_digest(certs, tmp_path):
+    sealer, opener = _sealer(certs), _opener(certs, tmp_path)
+    first, open_first = sealer.seal(b"r", 60)
+    open_first(opener.open(first).seal(b"ok"))
+    second, open_second = sealer.seal(b"r", 60)
+    assert len(second) < len(first) - 400  # the PEM certificate is no longer in it
+    assert opener.open(second).analyst == "analyst"
+    # a restarted site has forgotten it: refused, and the analyst sends it again
+    restarted = _opener(certs, tmp_path)
+    third, open_third = sealer.seal(b"r", 60)
+    assert _reason(restarted, third) == "certificate-unknown"
+    from skfed.sites.envelope import refusal
+
+    with pytest.raises(EnvelopeError) as info:
+        open_third(refusal("site 'hospital-a' refused the envelope (certificate-unknown)"))
+    assert info.value.reason == "certificate-unknown" and not sealer.certificate_known
+    fourth, _ = sealer.seal(b"r", 60)
+    assert restarted.open(fourth).analyst == "analyst"
+    # a digest is no way around the checks: another analyst's digest with this key
+    other = _sealer(certs, who=certs.analysts["analyst-b"])
+    other.certificate_known = True
+    other._digest = sealer._digest  # claims to be "analyst", signs with analyst-b's key
+    assert _reason(restarted, other.seal(b"r", 60)[0]) == "signature"

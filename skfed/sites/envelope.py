@@ -9,8 +9,10 @@ is therefore sealed by the analyst for one site:
   holder of the site's certificate key can read it;
 - **signed by the analyst**: ECDSA (SHA-256) with the analyst certificate's key
   over the header, the ephemeral key and the request; the certificate travels
-  inside and the site checks it against its CA, its validity and its role
-  (analyst). Who asks, at the site, is this certificate's name;
+  inside (once the site answered, its SHA-256 digest only: the site remembers
+  the certificates it checked, and a site that forgot asks for it again) and the
+  site checks it against its CA, its validity and its role (analyst). Who asks,
+  at the site, is this certificate's name;
 - **bound** to the site's name, the analyst's connection id, a sequence number
   and an expiry (the clear header, authenticated by AES-GCM and signed); the
   dataset reference and any session handle are inside the signed, encrypted
@@ -25,7 +27,9 @@ analyst who chose the ephemeral key can read it) and carries the same
 connection id and sequence number. Primitives from ``cryptography`` only.
 """
 
+import hashlib
 import json
+import math
 import os
 import secrets
 import struct
@@ -89,9 +93,28 @@ def _signed(header, ephemeral, request):
     return _pack(_CONTEXT + b" request", header, ephemeral, request)
 
 
-def _reply_header(site, connection, seq):
-    return json.dumps({"site": site, "connection": connection, "seq": seq},
-                      sort_keys=True).encode()
+def _request_header(site, connection, seq, expires):
+    name = site.encode()
+    return struct.pack(">B", len(name)) + name + connection + struct.pack(">Qd", seq, expires)
+
+
+def _parse_header(header):
+    """``(site, connection, seq, expires)`` of a request's header."""
+    if not header or len(header) != 1 + header[0] + 16 + 16:
+        raise EnvelopeError("malformed", "an envelope header that is not skfed's")
+    size = header[0]
+    try:
+        site = header[1:1 + size].decode()
+    except UnicodeDecodeError:
+        raise EnvelopeError("malformed", "an envelope header that is not skfed's") from None
+    seq, expires = struct.unpack_from(">Qd", header, 1 + size + 16)
+    if not math.isfinite(expires):
+        raise EnvelopeError("malformed", "an envelope header that is not skfed's")
+    return site, header[1 + size:1 + size + 16], seq, expires
+
+
+def _reply_header(connection, seq):
+    return connection + struct.pack(">Q", seq)
 
 
 class Sealer:
@@ -114,8 +137,11 @@ class Sealer:
         self.site, self.cert = site, bytes(cert)
         self._site_key = x509.load_pem_x509_certificate(bytes(site_certificate)).public_key()
         self._key = serialization.load_pem_private_key(bytes(key), password=None)
-        self.connection = secrets.token_hex(16)
+        self.connection = secrets.token_bytes(16)
         self.seq = 0
+        #: the certificate travels until the site has it (then its SHA-256 digest only)
+        self.certificate_known = False
+        self._digest = hashlib.sha256(self.cert).digest()
         self._lock = threading.Lock()
 
     def seal(self, request, lifetime):
@@ -128,9 +154,7 @@ class Sealer:
         with self._lock:
             self.seq += 1
             seq = self.seq
-        header = json.dumps({"site": self.site, "connection": self.connection, "seq": seq,
-                             "expires": time.time() + float(lifetime)},
-                            sort_keys=True).encode()
+        header = _request_header(self.site, self.connection, seq, time.time() + float(lifetime))
         ephemeral_key = ec.generate_private_key(ec.SECP256R1())
         ephemeral = _point(ephemeral_key.public_key())
         request_key, reply_key = _keys(ephemeral_key.exchange(ec.ECDH(), self._site_key),
@@ -138,11 +162,22 @@ class Sealer:
         signature = self._key.sign(_signed(header, ephemeral, request),
                                    ec.ECDSA(hashes.SHA256()))
         nonce = secrets.token_bytes(12)
-        sealed = AESGCM(request_key).encrypt(nonce, _pack(self.cert, signature, request),
+        who = self._digest if self.certificate_known else self.cert
+        sealed = AESGCM(request_key).encrypt(nonce, _pack(who, signature, request),
                                              header + ephemeral)
-        expected = _reply_header(self.site, self.connection, seq)
-        return (REQUEST + _pack(header, ephemeral, nonce, sealed),
-                lambda data: open_reply(data, reply_key, expected))
+        expected = _reply_header(self.connection, seq)
+
+        def opener(data):
+            try:
+                reply = open_reply(data, reply_key, expected)
+            except EnvelopeError as exc:
+                if exc.reason == "certificate-unknown":  # the site restarted: send it again
+                    self.certificate_known = False
+                raise
+            self.certificate_known = True
+            return reply
+
+        return REQUEST + _pack(header, ephemeral, nonce, sealed), opener
 
 
 def open_reply(data, key, expected):
@@ -153,7 +188,9 @@ def open_reply(data, key, expected):
 
     data = bytes(data)
     if data[:4] == REFUSAL:
-        raise EnvelopeError("refused", data[4:4096].decode("utf-8", "replace"))
+        text = data[4:4096].decode("utf-8", "replace")
+        raise EnvelopeError("certificate-unknown" if "(certificate-unknown)" in text
+                            else "refused", text)
     if data[:4] != REPLY:
         raise EnvelopeError("malformed", "not a sealed reply")
     header, nonce, sealed = _unpack(data[4:], 3)
@@ -205,7 +242,7 @@ class Opener:
         from cryptography import x509
         from cryptography.hazmat.primitives import serialization
 
-        self.site, self.record = site, record
+        self.site, self.record, self._known = site, record, {}
         self._key = serialization.load_pem_private_key(bytes(key), password=None)
         self._ca = x509.load_pem_x509_certificate(bytes(ca))
 
@@ -219,41 +256,30 @@ class Opener:
                                                  header + ephemeral)
         analyst = self._verify(cert, signature, _signed(header, ephemeral, request), now)
         try:
-            return self._admit(analyst, json.loads(header), request, reply_key, now)
+            return self._admit(analyst, _parse_header(header), request, reply_key, now)
         except EnvelopeError as exc:
             exc.analyst = analyst  # its signature held: the officer may know who
             raise
 
     def _admit(self, analyst, fields, request, reply_key, now):
-        if fields["expires"] < now:
+        _, connection, seq, expires = fields
+        if expires < now:
             raise EnvelopeError("expired", f"a request of analyst {analyst!r} that expired "
-                                           f"{now - fields['expires']:.0f} s ago")
-        if fields["expires"] > now + MAX_AHEAD:
+                                           f"{now - expires:.0f} s ago")
+        if expires > now + MAX_AHEAD:
             raise EnvelopeError("expired", "a request whose expiry is over an hour ahead")
-        self.record.accept(analyst, fields["connection"], fields["seq"], fields["expires"],
-                           now)
-        return Opened(analyst, request, reply_key,
-                      _reply_header(self.site, fields["connection"], fields["seq"]))
+        self.record.accept(analyst, connection.hex(), seq, expires, now)
+        return Opened(analyst, request, reply_key, _reply_header(connection, seq))
 
     def _header(self, data):
         data = bytes(data)
         if data[:4] != REQUEST:
             raise EnvelopeError("malformed", "not a sealed request")
         header, *fields = _unpack(data[4:], 4)
-        try:
-            values = json.loads(header)
-            ok = (isinstance(values, dict) and isinstance(values.get("site"), str)
-                  and isinstance(values.get("connection"), str)
-                  and len(values["connection"]) <= 64
-                  and type(values.get("seq")) is int
-                  and isinstance(values.get("expires"), float))
-        except ValueError:
-            ok = False
-        if not ok:
-            raise EnvelopeError("malformed", "an envelope header that is not skfed's")
-        if values["site"] != self.site:
-            raise EnvelopeError("site", f"a request sealed for site {values['site'][:64]!r}, "
-                                        f"not this site ({self.site!r})")
+        site = _parse_header(header)[0]
+        if site != self.site:
+            raise EnvelopeError("site", f"a request sealed for site {site[:64]!r}, not this "
+                                        f"site ({self.site!r})")
         return header, fields
 
     def _agree(self, ephemeral, header):
@@ -279,12 +305,35 @@ class Opener:
         return _unpack(plain, 3)
 
     def _verify(self, cert, signature, payload, now):
-        """The analyst's name, if ``cert`` is an analyst certificate of the CA, valid now,
-        whose key signed ``payload``."""
-        from cryptography import x509
+        """The analyst's name, if ``cert`` (or its digest: a certificate this site checked
+        before) is an analyst certificate of the CA, valid now, whose key signed
+        ``payload``."""
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec
+
+        if len(cert) == 32:
+            known = self._known.get(cert)
+            if known is None:
+                raise EnvelopeError("certificate-unknown", "a certificate digest this site "
+                                                           "has not seen (send it)")
+        else:
+            known = self._check_certificate(cert)
+        name, public_key, begins, ends = known
+        if not begins <= now <= ends:
+            raise EnvelopeError("certificate", "a certificate outside its validity")
+        try:
+            public_key.verify(signature, payload, ec.ECDSA(hashes.SHA256()))
+        except (InvalidSignature, ValueError, TypeError):
+            raise EnvelopeError("signature", f"a request not signed by analyst {name!r}'s "
+                                             "key") from None
+        return name
+
+    def _check_certificate(self, cert):
+        """``(name, public key, valid from, valid to)`` of an analyst certificate of the
+        CA, remembered by its digest (the chain and role are checked once)."""
+        from cryptography import x509
+        from cryptography.exceptions import InvalidSignature
 
         from ..deploy.certificates import ROLE_ANALYST, certificate_identity
 
@@ -294,38 +343,52 @@ class Opener:
         except (ValueError, TypeError, InvalidSignature):
             raise EnvelopeError("certificate", "a certificate the federation's CA did not "
                                                "sign") from None
-        if not (certificate.not_valid_before_utc.timestamp() <= now
-                <= certificate.not_valid_after_utc.timestamp()):
-            raise EnvelopeError("certificate", "a certificate outside its validity")
         role, name = certificate_identity(cert)
         if role != ROLE_ANALYST:
             raise EnvelopeError("analyst", f"a {role} certificate ({name!r}) is not an "
                                            "analyst's")
-        try:
-            certificate.public_key().verify(signature, payload, ec.ECDSA(hashes.SHA256()))
-        except (InvalidSignature, ValueError, TypeError):
-            raise EnvelopeError("signature", f"a request not signed by analyst {name!r}'s "
-                                             "key") from None
-        return name
+        known = (name, certificate.public_key(),
+                 certificate.not_valid_before_utc.timestamp(),
+                 certificate.not_valid_after_utc.timestamp())
+        if len(self._known) > 10000:  # a bounded memory: forgotten ones are sent again
+            self._known.clear()
+        self._known[hashlib.sha256(cert).digest()] = known
+        return known
 
 
 class ReplayRecord:
     """The highest sequence number accepted per analyst and connection, kept in a file
-    (mode 0600, replaced atomically) so that a restart forgets nothing; an entry goes
-    once every request it could refuse has expired.
+    (mode 0600) so that a restart of the service forgets nothing; an entry goes once
+    every request it could refuse has expired.
+
+    The file is a journal: one line appended per accepted request (written before the
+    request runs, not flushed to the disk: it survives the process, and the machine's
+    crash loses at most the last moments' requests, which expire within their
+    lifetime), compacted when the service starts and every ``compact_every`` lines.
 
     Parameters
     ----------
     path : path-like or None
         The file (``None``: in memory only, for tests).
+    compact_every : int, default=10000
     """
 
-    def __init__(self, path):
+    def __init__(self, path, compact_every=10000):
         self.path, self._lock = path, threading.Lock()
-        self._entries = {}
-        if path is not None and os.path.exists(path):
+        self._entries, self._lines, self.compact_every = {}, 0, compact_every
+        self._fd = None
+        if path is None:
+            return
+        if os.path.exists(path):
             with open(path) as f:
-                self._entries = {k: tuple(v) for k, v in json.load(f).items()}
+                for line in f:
+                    try:
+                        key, seq, until = json.loads(line)
+                    except ValueError:  # a line cut by a crash: the others stand
+                        continue
+                    highest, latest = self._entries.get(key, (0, 0.0))
+                    self._entries[key] = (max(highest, seq), max(latest, until))
+        self._compact(time.time())
 
     def accept(self, analyst, connection, seq, expires, now):
         """Record ``seq``, or :class:`EnvelopeError` if it is not above the last accepted
@@ -337,19 +400,28 @@ class ReplayRecord:
                 raise EnvelopeError("sequence", f"request {seq} of analyst {analyst!r} on "
                                                 f"connection {connection[:12]} is not after "
                                                 f"request {highest} (replayed or reordered)")
-            self._entries = {k: v for k, v in self._entries.items() if v[1] >= now}
             self._entries[key] = (seq, max(until, expires))
-            self._save()
+            if self.path is None:
+                return
+            os.write(self._fd, (json.dumps([key, seq, max(until, expires)]) + "\n").encode())
+            self._lines += 1
+            if self._lines >= self.compact_every:
+                self._compact(now)
 
-    def _save(self):
-        if self.path is None:
-            return
+    def _compact(self, now):
+        """Rewrite the journal with the unexpired entries only (atomically)."""
+        self._entries = {k: v for k, v in self._entries.items() if v[1] >= now}
         tmp = f"{self.path}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
                      0o600)
         try:
-            os.write(fd, json.dumps(self._entries).encode())
+            os.write(fd, "".join(json.dumps([k, *v]) + "\n"
+                                 for k, v in self._entries.items()).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, self.path)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        self._lines = len(self._entries)

@@ -79,20 +79,26 @@ class RelayConnection(SiteConnection):
     def _exchange(self, request):
         from . import SiteServiceError, SiteUnavailable
 
+        for attempt in range(2):  # twice: a restarted site asks for the certificate again
+            try:
+                return self._sealed_exchange(request)
+            except EnvelopeError as exc:
+                if exc.reason == "certificate-unknown" and attempt == 0:
+                    continue
+                if exc.reason in ("refused", "certificate-unknown"):
+                    # the site's word, unauthenticated: an error only
+                    raise SiteServiceError(self.site, str(exc)) from None
+                raise SiteUnavailable(self.site, f"the reply to request {self._sealer.seq} "
+                                                 f"is not the site's ({exc})") from None
+
+    def _sealed_exchange(self, request):
         # one request at a time: each is sent after its predecessor's reply came back,
         # so the sequence the site checks is the order the analyst asked in
         with self._order:
             envelope, open_reply = self._sealer.seal(request, self.timeout)
-            seq = self._sealer.seq
             data = self._rpc(self._call, _pack(self.site.encode(), envelope),
-                             what=f"reply to request {seq}")
-        with self._lock:
-            self.bytes_sent += len(envelope)
-            self.bytes_received += len(data)
-        try:
+                             what=f"reply to request {self._sealer.seq}")
+            with self._lock:
+                self.bytes_sent += len(envelope)
+                self.bytes_received += len(data)
             return open_reply(data)
-        except EnvelopeError as exc:
-            if exc.reason == "refused":  # the site's word, unauthenticated: an error only
-                raise SiteServiceError(self.site, str(exc)) from None
-            raise SiteUnavailable(self.site, f"the reply to request {seq} is not the "
-                                             f"site's ({exc})") from None

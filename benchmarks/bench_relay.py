@@ -1,0 +1,162 @@
+"""Round time and bytes through a relay against direct connections (issue 38, item 4).
+
+For 4 and 16 sites, each site's rows are served twice at once by real
+processes on 127.0.0.1: a direct ``skfed site serve`` (listening, the analyst
+connects to it) and a dial-out one (``[site] relay``, no listening socket,
+one outbound stream to a ``skfed relay serve`` process). The same FedLasso
+fit (``solver="fedavg"``, a fixed number of rounds, ``tol=0``: every round runs,
+each fused with its monitoring pass) runs through each, interleaved, several
+times; printed per number of sites:
+
+- **time**: the median milliseconds per round (gaps between
+  ``history_["wall_time"]`` records) through direct connections and through the
+  relay, and their ratio (goal: at most 1.5x direct);
+- **bytes**: the bytes the analyst's connections sent and received per round
+  (from connecting to the fitted model, divided by the rounds): the encoded
+  messages directly; the sealed envelopes and replies through the relay (its
+  signatures, ephemeral keys, nonces and tags), and their ratio (goal: at most
+  1.5x). gRPC, HTTP/2 and TLS framing are counted on neither side.
+
+The models through both are checked equal (the largest coefficient difference is
+printed). On the shared 2-core machine every process (16 + 16 sites, the relay,
+the analyst) competes for the same cores, so the ratios are the measure, not the
+absolute times.
+
+Run: python benchmarks/bench_relay.py [--sites 4 16] [--rows 500] [--features 20]
+     [--rounds 20] [--repeats 3]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from skfed import FedLasso
+from skfed.data import FederatedDataset
+from skfed.deploy import make_certificates
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.bench_site_service import site_frame  # noqa: E402
+from tests._relay import relay_toml, start_relay_process  # noqa: E402
+from tests._sites import site_config, stop_sites  # noqa: E402
+
+GOAL_RATIO = 1.5
+
+
+def start(configs, marker):
+    """Start ``skfed site serve`` on each config at once, then wait for each."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs = [subprocess.Popen([sys.executable, "-m", "skfed", "site", "serve", str(c)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for c in configs]
+    lines = [p.stdout.readline() for p in procs]
+    bad = [line for line in lines if marker not in line]
+    if bad:
+        stop_sites(procs)
+        raise RuntimeError(f"a site did not start: {bad[0]!r}")
+    return procs, lines
+
+
+def federation(root, n_sites, n_rows, n_features):
+    """Direct and dial-out processes for the same sites' rows, and the relay."""
+    names = [f"site-{k:02d}" for k in range(n_sites)]
+    certs = make_certificates(root / "certs", names, relays=["relay"])
+    relay, port = start_relay_process(relay_toml(root / "relay.toml", certs))
+    direct, dialout = [], []
+    for k, name in enumerate(names):
+        folder = root / name
+        folder.mkdir()
+        site_frame(k, n_rows, n_features).to_csv(folder / "rows.csv", index=False)
+        options = dict(certs=certs, datasets={"rows": ("rows.csv", None)})
+        direct.append(site_config(folder, name, **options).rename(folder / "direct.toml"))
+        path = site_config(folder, name, **options)
+        path.write_text(path.read_text().replace('listen = "127.0.0.1:0"',
+                                                 f'relay = "127.0.0.1:{port}"'))
+        dialout.append(path)
+    processes = [relay]
+    try:
+        procs, lines = start(direct, " on port ")
+        processes += procs
+        addresses = {n: f"127.0.0.1:{int(line.split(' on port ')[1].split(';')[0])}"
+                     for n, line in zip(names, lines)}
+        processes += start(dialout, "through relay")[0]
+    except BaseException:
+        stop_sites(processes)
+        raise
+    return certs, names, addresses, f"127.0.0.1:{port}", processes
+
+
+def one_fit(certs, names, addresses, relay, rounds, through):
+    tls = {"ca_file": certs.ca.cert, "cert_file": certs.client.cert,
+           "key_file": certs.client.key}
+    if through == "relay":
+        data = FederatedDataset.from_sites(names, relay=relay, dataset="rows", target="y",
+                                           **tls)
+    else:
+        data = FederatedDataset.from_sites(addresses, dataset="rows", target="y", **tls)
+    backend = data._backend  # the connections count what they carried
+    sent, received = backend.bytes_sent, backend.bytes_received
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = FedLasso(alpha=0.05, solver="fedavg", max_rounds=rounds, tol=0).fit(data)
+    moved = backend.bytes_sent - sent + backend.bytes_received - received
+    data.close()
+    wall = np.asarray(est.history_["wall_time"], dtype=float)
+    return 1e3 * float(np.median(np.diff(wall))), moved / rounds, est.coef_
+
+
+def measure(n_sites, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        certs, names, addresses, relay, processes = federation(
+            Path(tmp), n_sites, args.rows, args.features)
+        try:
+            runs = {"direct": [], "relay": []}
+            for _ in range(args.repeats):  # interleaved: the machine's load hits both
+                for through in ("direct", "relay"):
+                    runs[through].append(one_fit(certs, names, addresses, relay,
+                                                 args.rounds, through))
+        finally:
+            stop_sites(processes)
+    out = {}
+    for through, fits in runs.items():
+        out[through] = (float(np.median([f[0] for f in fits])), fits[0][1])
+    out["coef_diff"] = float(np.max(np.abs(runs["relay"][0][2] - runs["direct"][0][2])))
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sites", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--rows", type=int, default=500)
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(f"FedLasso fedavg, {args.rounds} rounds, {args.rows} rows x {args.features} "
+          f"features a site; medians of {args.repeats} fits each, interleaved\n")
+    print("| sites | direct ms / round | relay ms / round | time ratio | direct B / round | "
+          "relay B / round | bytes ratio | max coef diff |")
+    print("|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for n in args.sites:
+        started = time.perf_counter()
+        r = measure(n, args)
+        (dt, db), (rt, rb) = r["direct"], r["relay"]
+        print(f"| {n} | {dt:.1f} | {rt:.1f} | {rt / dt:.2f}x | {db:,.0f} | {rb:,.0f} | "
+              f"{rb / db:.2f}x | {r['coef_diff']:.1e} |", flush=True)
+        verdicts.append(f"{n} sites: time {rt / dt:.2f}x, bytes {rb / db:.2f}x (goal at most "
+                        f"{GOAL_RATIO:g}x: "
+                        f"{'met' if max(rt / dt, rb / db) <= GOAL_RATIO else 'NOT met'}); "
+                        f"{time.perf_counter() - started:.0f} s to measure")
+    print()
+    print("\n".join(verdicts))
+
+
+if __name__ == "__main__":
+    main()
