@@ -393,3 +393,16 @@ def test_percentile_truncation_equals_ee_ipw_at_the_pooled_percentiles(estimator
     np.testing.assert_allclose(est.std_err_ ** 2, variance[0, 0], rtol=VARIANCE)
     with pytest.raises(ValueError, match="two increasing percentiles in \\[0, 100\\]"):
         estimator(truncate=(95, 5), truncate_by="percentile").fit(X, a, y, clients=site)
+
+
+def test_a_site_without_treated_rows():
+    """One site treats no one (its rows weigh in the controls' mean and the score):
+    the pooled estimate all the same."""
+    X, a, y, site = _data("hetero")
+    a = np.where(site == 0, 0.0, a)
+    est = FedIPW().fit(X, a, y, clients=site)
+    W = np.column_stack([np.ones(len(a)), X])
+    theta, variance = _solve(lambda theta: ee_ipw(theta, y, a, W, weight_type="hajek"),
+                             3 + W.shape[1])
+    np.testing.assert_allclose(est.effect_, theta[0], rtol=POINT)
+    np.testing.assert_allclose(est.std_err_ ** 2, variance[0, 0], rtol=VARIANCE)

@@ -214,7 +214,7 @@ def site_balance_sums(site, spec, theta, model=None):
     out = {}
     for arm, rows in (("1", A == 1), ("0", A == 0)):
         x, wa = X[rows], w[rows]
-        if dominance.active() is not None:
+        if dominance.active() is not None and rows.any():  # an empty arm's sums are 0
             dominance.check_rows(np.column_stack([x, x * x, wa[:, None] * x,
                                                   wa[:, None] * x * x, wa, wa * wa]),
                                  "a balance table's sums")
