@@ -306,6 +306,9 @@ def test_differential_privacy_is_refused_and_masked_sums_are_exact():
     X, a, y, site = _data("hetero")
     with pytest.raises(ValueError, match="differential privacy is refused"):
         FedIPW(privacy=DifferentialPrivacy(epsilon=1.0)).fit(X, a, y, clients=site)
+    with pytest.raises(ValueError, match="percentile truncation is refused under secure"):
+        FedIPW(truncate=(1, 99), truncate_by="percentile",
+               privacy=SecureAggregation()).fit(X, a, y, clients=site)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = FedAIPW().fit(X, a, y, clients=site)

@@ -91,6 +91,12 @@ class _FedWeighting(BaseEstimator):
                                                     covariates)
         spec = self._spec(a_name, y_name, names)
         privacy = _check_privacy(self.privacy, dataset)
+        if privacy is not None and self.truncate_by == "percentile" and \
+                self.truncate is not None:
+            raise ValueError("percentile truncation is refused under secure aggregation: "
+                             "its bisection asks each site for single rows' scores, which "
+                             "no masked sum can carry; truncate at score bounds "
+                             "(truncate_by='score') instead.")
         model = self._propensity_model(dataset, a_name, names)
         if privacy is None:
             self._run(FederationSession.for_dataset(dataset), spec, names, model)
