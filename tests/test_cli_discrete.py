@@ -50,6 +50,12 @@ def test_ordinal_and_multinomial_from_the_command_line(grades, tmp_path):
     assert saved["summary"]["age"]["coef"] == pytest.approx(python.params["age"], rel=1e-10)
     multi = run_fit(_args(path, "--clients", "hospital", "--formula", FORMULA, "--model",
                           "multinomial"), out=io.StringIO())
+    robust = run_fit(_args(path, "--clients", "hospital", "--formula", FORMULA, "--model",
+                           "multinomial", "--cov-type", "HC0"), out=io.StringIO())
+    ref_hc0 = smf.mnlogit(FORMULA, frame).fit(method="newton", tol=1e-12, disp=0,
+                                              cov_type="HC0")
+    np.testing.assert_allclose(robust.summary["std err"].to_numpy(),
+                               ref_hc0.bse.to_numpy().ravel(order="F"), rtol=1e-6)
     ref = smf.mnlogit(FORMULA, frame).fit(method="newton", tol=1e-12, disp=0)
     np.testing.assert_allclose(multi.summary["coef"].to_numpy(),
                                ref.params.to_numpy().ravel(order="F"), atol=1e-6)
@@ -59,8 +65,8 @@ def test_ordinal_and_multinomial_from_the_command_line(grades, tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--target", "grade", "--model", "ordinal"], "fitted from a formula naming its outcome"),
-    (["--formula", FORMULA, "--model", "multinomial", "--cov-type", "HC0"],
-     "takes no --offset, --var-power nor --cov-type"),
+    (["--formula", FORMULA, "--model", "multinomial", "--cov-type", "HC1"],
+     "takes --cov-type nonrobust, HC0 or cluster"),
 ])
 def test_what_the_command_line_refuses(grades, extra, message):
     _, path = grades

@@ -223,8 +223,8 @@ def test_secure_aggregation_gives_the_same_fit():
     X, y, rng = _rows()
     site = rng.integers(0, 3, N)
     for cls in (FedOrderedModel, FedMNLogit):
-        plain = cls().fit(X, y, clients=site)
-        masked = cls(privacy=SecureAggregation()).fit(X, y, clients=site)
+        plain = cls(cov_type="HC0").fit(X, y, clients=site)
+        masked = cls(cov_type="HC0", privacy=SecureAggregation()).fit(X, y, clients=site)
         np.testing.assert_allclose(masked.params_, plain.params_, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(masked.bse_, plain.bse_, rtol=1e-12)
         assert masked.summary().info["Sums:"] == "masked (secure aggregation)"
@@ -251,3 +251,37 @@ def test_forest_plots_per_outcome_level():
     table = forest_table(ordinal)  # the thresholds are no effects
     assert list(table.index) == ["age", "dose", "male"]
     np.testing.assert_allclose(np.log(table["estimate"]), ordinal.coef_, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:.*treats the 3 sites as the clusters")
+@pytest.mark.parametrize("cov_type", ["HC0", "cluster"])
+def test_robust_covariances(cov_type):
+    """The sandwich (HC0), and with the sites as clusters (statsmodels' CRV1 factor):
+    MNLogit's equal statsmodels' fit(cov_type=...); OrderedModel's equal the sandwich of
+    statsmodels' own log-likelihood, its Hessian as :func:`_ordinal_bse` and its rows'
+    scores by centred differences (its default bread and forward-difference scores are
+    1e-6 off)."""
+    from statsmodels.tools.numdiff import approx_fprime, approx_hess3
+
+    X, y, rng = _rows()
+    site = _splits(X, y, rng)["heterogeneous"]
+    kwds = {"cov_kwds": {"groups": site}} if cov_type == "cluster" else {}
+    multi = FedMNLogit(cov_type=cov_type).fit(X, y, clients=site)
+    ref = sm.MNLogit(y, sm.add_constant(X)).fit(method="newton", tol=1e-12, maxiter=100,
+                                                disp=0, cov_type=cov_type, **kwds)
+    np.testing.assert_allclose(multi.bse_, ref.bse.to_numpy().ravel(order="F"), rtol=1e-6)
+    model = FedOrderedModel(cov_type=cov_type).fit(X, y, clients=site)
+    fit = _statsmodels_ordinal(X, y, "logit")
+    params, om = fit.params.to_numpy(), fit.model
+    coarse, fine = (approx_hess3(params, om.loglike, epsilon=h) for h in (1e-3, 5e-4))
+    bread = np.linalg.inv(-(4.0 * fine - coarse) / 3.0)
+    scores = approx_fprime(params, om.loglikeobs, epsilon=1e-5, centered=True)
+    if cov_type == "cluster":
+        scores = np.vstack([scores[site == g].sum(axis=0) for g in np.unique(site)])
+        factor = 3 / 2 * (N - 1) / (N - len(params))
+    else:
+        factor = 1.0
+    expected = np.sqrt(np.diag(factor * bread @ scores.T @ scores @ bread))
+    np.testing.assert_allclose(model.bse_, expected, rtol=1e-6)
+    np.testing.assert_allclose(model.params_, params, atol=1e-6)
+    assert model.summary().info["Covariance:"] == cov_type

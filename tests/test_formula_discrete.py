@@ -95,6 +95,17 @@ def test_mnlogit_formula_equals_statsmodels(rows):
     np.testing.assert_allclose(ordered.params, fit.params, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:.*treats the 3 sites as the clusters")
+def test_mnlogit_formula_cluster_robust(rows):
+    fit = mnlogit("y ~ age + C(sex)", rows, clients="site", cov_type="cluster")
+    complete = rows.dropna()
+    ref = smf.mnlogit("y ~ age + C(sex)", complete).fit(
+        method="newton", tol=1e-12, disp=0, cov_type="cluster",
+        cov_kwds={"groups": complete["site"].to_numpy()})
+    np.testing.assert_allclose(fit.bse, ref.bse.to_numpy().ravel(order="F"), rtol=1e-6)
+    assert fit.summary().info["Covariance:"] == "cluster"
+
+
 def test_formula_errors(rows):
     with pytest.raises(FormulaError, match="the outcome: one column"):
         ordinal("np.log(age) ~ C(sex)", rows, clients="site")

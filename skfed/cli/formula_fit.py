@@ -75,10 +75,11 @@ def _check_options(args, model):
                        "complete row of every site (the final model; no held-out score).")
     if model == "cox" and (args.offset or args.var_power is not None):
         raise CLIError("--offset and --var-power are for a GLM's formula, not --model cox.")
-    if model in DISCRETE and (args.offset or args.var_power is not None or args.cov_type
-                              not in (None, "nonrobust")):
-        raise CLIError(f"--model {model} takes no --offset, --var-power nor --cov-type "
-                       "(its table's standard errors are the observed information's).")
+    if model in DISCRETE and (args.offset or args.var_power is not None):
+        raise CLIError(f"--model {model} takes no --offset nor --var-power.")
+    if model in DISCRETE and args.cov_type not in (None, "nonrobust", "HC0", "cluster"):
+        raise CLIError(f"--model {model} takes --cov-type nonrobust, HC0 or cluster (the "
+                       f"sites as clusters), not {args.cov_type}.")
     if model in DISCRETE and args.report:
         raise CLIError(f"--model {model} has no HTML report yet (its Newton rounds keep "
                        "no solver history to plot): use --json or --output.")
@@ -172,7 +173,6 @@ def _fit(args, model, family, data, clients):
     if model in DISCRETE:
         from ..formula import mnlogit, ordinal
 
-        del options["cov_type"]
         route = ordinal if model == "ordinal" else mnlogit
         fit = lambda: route(args.formula, data, **options)  # noqa: E731
     elif model == "cox":

@@ -19,7 +19,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._messages import show
@@ -31,8 +31,9 @@ from ..linear_model._inference import _symmetric_inverse
 from ..privacy.dp_rounds import DifferentialPrivacy
 from ..privacy.secure_rounds import SecureAggregation
 from ..stats._levels import sorted_levels
-from ..stats._results import EstimatorWald, ModelResults
-from ._site import plain
+from ..stats._hypothesis import warn_few_clusters
+from ..stats._results import EstimatorWald
+from ._site import plain, site_meat
 
 
 def pooled_levels(replies, declared=None):
@@ -125,9 +126,9 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         "max_rounds": [Interval(Integral, 1, None, closed="left")],
         "privacy": [SecureAggregation, DifferentialPrivacy, None],
         "levels": ["array-like", None],
+        "cov_type": [StrOptions({"nonrobust", "HC0", "cluster"})],
     }
     __metadata_request__fit = {"clients": True}
-    cov_type = "nonrobust"
     #: the fewest outcome levels the model takes
     _min_levels = 2
 
@@ -183,9 +184,27 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         with context as session:
             fitted = self._newton(session, response, levels, len(names))
             null = self._null_fit(session, response, levels, names)
+            meat = None if self.cov_type == "nonrobust" else session.sum(
+                site_meat, *self._meat_args(response, levels, fitted["z"]), phase="inference")
         self._record(dataset, session, fitted, levels, names, endog)
         self._record_null(null)
+        if meat is not None:
+            self._sandwich(meat, fitted["z"], len(names))
         return self
+
+    def _sandwich(self, meat, z, p):
+        """The robust covariance ``H^-1 M H^-1`` (statsmodels' HC0), or with the sites as
+        clusters and its small-sample factor ``G/(G-1) (n-1)/(n-k)`` (statsmodels'
+        cluster with ``use_correction=True``)."""
+        J = self._jacobian(z, p)
+        if self.cov_type == "HC0":
+            M, factor = meat["meat"], 1.0
+        else:
+            G, n, k = self.n_clients_, self.nobs_, len(self.params_)
+            M, factor = meat["cluster_meat"], G / (G - 1.0) * (n - 1.0) / (n - k)
+            warn_few_clusters(self, G, factor_applied=True)
+        bread = self.cov_params_
+        self.cov_params_ = factor * (bread @ (J.T @ M @ J) @ bread)
 
     def _null_fit(self, session, response, levels, names):
         """The null model (statsmodels' ``llnull``): the thresholds only, or the
@@ -283,9 +302,6 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         return self.llf_
 
     # -- what the results base reads ---------------------------------------------
-    def _df_inference(self, use_t):
-        return ModelResults._df_inference(self, use_t)
-
     def _summary_info(self):
         check_is_fitted(self)
         info = {"Dep. Variable:": self.endog_name_, "Model:": self._model_name,
@@ -294,7 +310,8 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                 "Log-Likelihood:": f"{self.llf_:.4f}", "AIC:": f"{self.aic_:.4f}",
                 "BIC:": f"{self.bic_:.4f}", "LL-Null:": f"{self.llnull_:.4f}",
                 "LLR p-value:": f"{self.llr_pvalue_:.4g}",
-                "Pseudo R-squ.:": f"{self.prsquared_:.4f}", "Sites:": str(self.n_clients_)}
+                "Pseudo R-squ.:": f"{self.prsquared_:.4f}", "Covariance:": self.cov_type,
+                "Sites:": str(self.n_clients_)}
         if self.secure_aggregation_:
             info["Sums:"] = "masked (secure aggregation)"
         return info

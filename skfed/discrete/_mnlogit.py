@@ -78,6 +78,12 @@ class FedMNLogit(DiscreteModel):
         them: needed where the sites cannot say it (text read from their files);
         every level must be held by some site. ``None``: an ordered pandas
         categorical's order, else sorted.
+    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
+        The standard errors: the inverse of the pooled observed information;
+        the sandwich of the rows' scores (statsmodels' ``HC0``); or with the sites
+        as the clusters (statsmodels' ``cluster`` with its factor
+        ``G/(G-1) (n-1)/(n-k)``; ``use_t=True`` gives Student's t with ``G - 1``
+        degrees of freedom).
     tol : float, default=1e-16
         Stop when the Newton decrement is at most ``tol``.
     max_rounds : int, default=100
@@ -117,10 +123,11 @@ class FedMNLogit(DiscreteModel):
     _summary_title = "MNLogit Regression Results"
     _model_name = "MNLogit"
 
-    def __init__(self, *, fit_intercept=True, levels=None, tol=1e-16, max_rounds=100,
-                 privacy=None):
+    def __init__(self, *, fit_intercept=True, levels=None, cov_type="nonrobust", tol=1e-16,
+                 max_rounds=100, privacy=None):
         self.fit_intercept = fit_intercept
         self.levels = levels
+        self.cov_type = cov_type
         self.tol = tol
         self.max_rounds = max_rounds
         self.privacy = privacy
@@ -150,6 +157,13 @@ class FedMNLogit(DiscreteModel):
 
     def _to_params(self, z, grad, hess, p):
         return z.copy(), np.asarray(hess)
+
+    @staticmethod
+    def _jacobian(z, p):
+        return np.eye(len(z))
+
+    def _meat_args(self, response, levels, z):
+        return "mnlogit", response, levels, "logit", bool(self.fit_intercept), z
 
     def _param_names(self, names, levels, endog):
         return [f"{name}[{endog}={level}]" for level in levels[1:] for name in names]

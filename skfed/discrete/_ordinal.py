@@ -39,6 +39,12 @@ class FedOrderedModel(DiscreteModel):
         them: needed where the sites cannot say it (text read from their files);
         every level must be held by some site. ``None``: an ordered pandas
         categorical's order, else sorted.
+    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
+        The standard errors: the inverse of the pooled observed information;
+        the sandwich of the rows' scores (statsmodels' ``HC0``); or with the sites
+        as the clusters (statsmodels' ``cluster`` with its factor
+        ``G/(G-1) (n-1)/(n-k)``; ``use_t=True`` gives Student's t with ``G - 1``
+        degrees of freedom).
     tol : float, default=1e-16
         Stop when the Newton decrement (the predicted gain in log-likelihood)
         is at most ``tol``.
@@ -86,10 +92,11 @@ class FedOrderedModel(DiscreteModel):
     _model_name = "OrderedModel"
     _min_levels = 3
 
-    def __init__(self, distr="logit", *, levels=None, tol=1e-16, max_rounds=100,
-                 privacy=None):
+    def __init__(self, distr="logit", *, levels=None, cov_type="nonrobust", tol=1e-16,
+                 max_rounds=100, privacy=None):
         self.distr = distr
         self.levels = levels
+        self.cov_type = cov_type
         self.tol = tol
         self.max_rounds = max_rounds
         self.privacy = privacy
@@ -131,15 +138,24 @@ class FedOrderedModel(DiscreteModel):
         cuts = z[p:]
         steps = np.diff(cuts)
         params = np.concatenate([z[:p], cuts[:1], np.log(steps)])
-        # d cut_j / d theta_m: 1 for the first, exp(theta_m) = step for m <= j
-        J = np.eye(len(z))
-        n_cuts = len(cuts)
-        J[p:, p:] = np.tril(np.ones((n_cuts, n_cuts))) * np.concatenate([[1.0], steps])
+        J = self._jacobian(z, p)
         H = J.T @ hess @ J
         # the second derivative of the cut points: exp(theta_m) on the diagonal
         tail = np.cumsum(grad[p:][::-1])[::-1]  # sum_{j >= m} of the gradient
         H[p + 1:, p + 1:] += np.diag(steps * tail[1:])
         return params, H
+
+    @staticmethod
+    def _jacobian(z, p):
+        """``d (b, c) / d params``: ``d cut_j / d theta_m`` is 1 for the first threshold
+        parameter and ``exp(theta_m)`` (an increment) for ``m <= j``."""
+        steps, n_cuts = np.diff(z[p:]), len(z) - p
+        J = np.eye(len(z))
+        J[p:, p:] = np.tril(np.ones((n_cuts, n_cuts))) * np.concatenate([[1.0], steps])
+        return J
+
+    def _meat_args(self, response, levels, z):
+        return "ordinal", response, levels, self.distr, False, z
 
     def _param_names(self, names, levels, endog):
         return names + [f"{a}/{b}" for a, b in zip(levels[:-1], levels[1:])]

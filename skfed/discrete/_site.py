@@ -234,3 +234,47 @@ def site_mnlogit_terms(site, response, levels, intercept, params):
     params = np.asarray(params, dtype=np.float64)
     _check_size(site, params, X.shape[1] * (len(levels) - 1), "a multinomial logit")
     return mnlogit_terms(X, codes, len(levels), params)
+
+
+# --- the sandwich's meat ----------------------------------------------------------------
+def row_scores(model, X, codes, n_levels, distr, params):
+    """Each row's score (its log-likelihood's gradient): in ``(b, c)`` for the ordinal
+    model, level by level for the multinomial logit."""
+    if model == "ordinal":
+        p = X.shape[1]
+        _, u1, u0, _ = ordinal_row_terms(distr, X @ params[:p], params[p:], codes)
+        onehot = np.eye(n_levels)[codes]
+        return np.hstack([X * (u0 - u1)[:, None],
+                          onehot[:, :-1] * u1[:, None] - onehot[:, 1:] * u0[:, None]])
+    m, p = n_levels - 1, X.shape[1]
+    eta = np.column_stack([np.zeros(X.shape[0]), X @ params.reshape(m, p).T])
+    resid = np.eye(n_levels)[codes][:, 1:] - special.softmax(eta, axis=1)[:, 1:]
+    return (resid[:, :, None] * X[:, None, :]).reshape(X.shape[0], m * p)
+
+
+@site_operation(
+    "discrete.meat", releases=SUMS, maskable=True, reads_design=True,
+    describes="at the fitted coefficients of an ordinal or multinomial model: the sum over "
+              "the site's rows of the outer products of their scores (a robust sandwich's "
+              "meat) and the outer product of the site's score sum (the sites as clusters), "
+              "under the dominance rule",
+    arguments=(Arg("model", "choice", choices=("ordinal", "mnlogit")), _RESPONSE, _LEVELS,
+               Arg("distr", "choice", choices=DISTRIBUTIONS), Arg("intercept", "bool"),
+               _PARAMS))
+def site_meat(site, model, response, levels, distr, intercept, params):
+    """At the fit: ``sum_i s_i s_i'`` over the site's rows and ``S S'`` of its score sum
+    ``S`` (the sandwich's meat, per row and with the site as a cluster)."""
+    X, codes = response_codes(site, response, levels)
+    if intercept:
+        X = np.hstack([np.ones((X.shape[0], 1)), X])
+    params = np.asarray(params, dtype=np.float64)
+    size = (X.shape[1] + len(levels) - 1 if model == "ordinal"
+            else X.shape[1] * (len(levels) - 1))
+    _check_size(site, params, size, f"a{'n ordinal' if model == 'ordinal' else ' multinomial'}"
+                                    " model")
+    scores = row_scores(model, X, codes, len(levels), distr, params)
+    if dominance.active() is not None:
+        dominance.check_products(scores, scores, what="a sandwich's meat")
+        dominance.check_rows(scores, "a score sum")
+    total = scores.sum(axis=0)
+    return {"meat": scores.T @ scores, "cluster_meat": np.outer(total, total)}

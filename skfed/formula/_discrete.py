@@ -173,8 +173,8 @@ class MNLogitResults(DiscreteResults):
         return self.estimator.level_results(level, alpha)
 
 
-def ordinal(formula, data, *, distr="logit", levels=None, clients=None, min_level_count=5,
-            tol=1e-16, max_rounds=100, privacy=None):
+def ordinal(formula, data, *, distr="logit", levels=None, cov_type="nonrobust", clients=None,
+            min_level_count=5, tol=1e-16, max_rounds=100, privacy=None):
     """Fit a proportional-odds model from a formula over the sites: statsmodels'
     ``OrderedModel.from_formula(formula, data, distr=...)`` on the pooled rows.
 
@@ -193,6 +193,8 @@ def ordinal(formula, data, *, distr="logit", levels=None, clients=None, min_leve
         The outcome's levels in order, lowest first: needed for text the sites
         read from their files (no categorical order there). ``None``: an
         ordered categorical's order, else sorted.
+    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
+        As :class:`~skfed.discrete.FedOrderedModel` (``"cluster"``: the sites).
     clients : str or array-like, default=None
     min_level_count : int, default=5
         A site refuses to name the levels of a column (the outcome's too) when
@@ -206,15 +208,16 @@ def ordinal(formula, data, *, distr="logit", levels=None, clients=None, min_leve
         ``params``, ``bse``, ``pvalues``, ``conf_int()``, ``llf``, ``summary()``,
         ``wald_test()``, the ``estimator`` and the ``design``.
     """
-    estimator = FedOrderedModel(distr, tol=tol, max_rounds=max_rounds, privacy=privacy)
+    estimator = FedOrderedModel(distr, cov_type=cov_type, tol=tol, max_rounds=max_rounds,
+                                privacy=privacy)
     design, rows, design_data, session = _fit(estimator, formula, data, clients,
                                               min_level_count, False, levels)
     return OrdinalResults(formula, estimator, design, rows, session.ledger.as_dict(),
                           training_data=design_data)
 
 
-def mnlogit(formula, data, *, levels=None, clients=None, min_level_count=5, tol=1e-16,
-            max_rounds=100, privacy=None):
+def mnlogit(formula, data, *, levels=None, cov_type="nonrobust", clients=None,
+            min_level_count=5, tol=1e-16, max_rounds=100, privacy=None):
     """Fit a multinomial logit from a formula over the sites: statsmodels'
     ``smf.mnlogit(formula, data)`` on the pooled rows (the first level the
     reference).
@@ -226,6 +229,8 @@ def mnlogit(formula, data, *, levels=None, clients=None, min_level_count=5, tol=
     data : pandas.DataFrame or FederatedDataset
     levels : list, default=None
         The outcome's levels, the reference first (``None``: sorted).
+    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
+        As :class:`~skfed.discrete.FedMNLogit` (``"cluster"``: the sites).
     clients : str or array-like, default=None
     min_level_count : int, default=5
     tol, max_rounds, privacy
@@ -238,8 +243,8 @@ def mnlogit(formula, data, *, levels=None, clients=None, min_level_count=5, tol=
         one block per level; ``level_results(level)`` one level's table and
         forest plot.
     """
-    estimator = FedMNLogit(fit_intercept=False, tol=tol, max_rounds=max_rounds,
-                           privacy=privacy)
+    estimator = FedMNLogit(fit_intercept=False, cov_type=cov_type, tol=tol,
+                           max_rounds=max_rounds, privacy=privacy)
     design, rows, design_data, session = _fit(estimator, formula, data, clients,
                                               min_level_count, True, levels)
     return MNLogitResults(formula, estimator, design, rows, session.ledger.as_dict(),
