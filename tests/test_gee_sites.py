@@ -93,3 +93,24 @@ def test_a_single_cluster_site_under_min_rows_is_refused(tmp_path):
         with services_of(tmp_path, [small] + frames[1:], target="gaussian") as remote:
             FedGEE(cov_struct="exchangeable").fit(remote, groups="id", time="visit")
     assert info.value.rule == "min_rows"
+
+
+def test_a_formula_through_services_equals_statsmodels(tmp_path):
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    from skfed.formula import gee
+
+    rows, frames = _frames("gamma")
+    pooled = pd.concat(frames, ignore_index=True)
+    formula = "gamma ~ age + visit + dose"
+    with services_of(tmp_path, frames, target=None) as remote:
+        results = gee(formula, remote, groups="id", time="visit", family="gamma",
+                      link="log", cov_struct="exchangeable")
+    ref = smf.gee(formula, "id", pooled, time=pooled["visit"].to_numpy(),
+                  family=sm.families.Gamma(link=sm.families.links.Log()),
+                  cov_struct=sm.cov_struct.Exchangeable()).fit()
+    np.testing.assert_allclose(results.params, ref.params, rtol=1e-9)
+    np.testing.assert_allclose(results.bse, ref.bse, rtol=1e-9)
+    np.testing.assert_allclose(results.dep_params, ref.cov_struct.dep_params, rtol=1e-9)
+    assert results.summary().info["Dependent Variable:"] == "gamma"
