@@ -6,6 +6,7 @@ serve refused with the reason; fits through site services equal the in-memory
 site's and statsmodels' on the pooled rows."""
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -465,3 +466,64 @@ def test_secure_aggregation_exact_through_an_engine_site(protected, certs):
     assert engine.n_iter_ == memory.n_iter_
     np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10)
     np.testing.assert_allclose(engine.bse_, memory.bse_, rtol=1e-10)
+
+
+def test_differential_privacy_through_an_engine_site(tmp_path, certs):
+    """Where the sites require differential privacy, a masked fit without noise is
+    refused by the engine site as by the in-memory one (rule ``require``, naming
+    differential privacy); a noised FedAvg runs on the engine, its site's noise added
+    and charged to the site's ledger."""
+    pytest.importorskip("dp_accounting")
+    from skfed import FederatedDataset
+    from skfed.linear_model import FedLogisticRegression
+    from skfed.privacy import DifferentialPrivacy, SecureAggregation
+    from skfed.sites import SiteRefusal
+    from skfed.sites.transport import SiteServer
+    from skfed.solvers import FedAvg
+
+    policy = PROTECTED.replace("secure_aggregation", "differential_privacy") + \
+        "\nepsilon_budget = 10.0"
+    frame = _rows(900, seed=3)
+    parts = [frame.iloc[:300], frame.iloc[300:550], frame.iloc[550:].reset_index(drop=True)]
+    servers = {
+        "other": SiteServer(load_config(write_site(tmp_path / "o", "other", parts[0], certs,
+                                                   policy=policy))),
+        "twin": SiteServer(load_config(write_site(tmp_path / "t", "twin", parts[1], certs,
+                                                  policy=policy))),
+        "memory": SiteServer(load_config(write_site(tmp_path / "m", "ragged", parts[2],
+                                                    certs, policy=policy))),
+        "engine": SiteServer(load_config(write_site(tmp_path / "e", "ragged", parts[2],
+                                                    certs, [2, 200, 148], policy=policy)))}
+    rules, private = {}, None
+    try:
+        for server in servers.values():
+            server.start()
+        for home in ("memory", "engine"):
+            ports = {"other": servers["other"].port, "twin": servers["twin"].port,
+                     "ragged": servers[home].port}
+            data = FederatedDataset.from_sites(
+                {n: f"127.0.0.1:{p}" for n, p in ports.items()}, dataset="rows",
+                target="b", drop=["c", "y", "w"], ca_file=certs.ca.cert,
+                cert_file=certs.client.cert, key_file=certs.client.key)
+            try:
+                with pytest.raises(SiteRefusal, match="differential privacy") as info:
+                    FedLogisticRegression(solver=FedAvg(client_lr=0.5), max_rounds=3,
+                                          privacy=SecureAggregation()).fit(data)
+                rules[home] = info.value.rule
+                if home == "engine":
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        private = FedLogisticRegression(
+                            solver=FedAvg(client_lr=0.5), max_rounds=3, tol=0,
+                            client_weighting="uniform",
+                            privacy=DifferentialPrivacy(2.0, delta=1e-5, clip_norm=0.5,
+                                                        random_state=0)).fit(data)
+            finally:
+                data.close()
+    finally:
+        for server in servers.values():
+            server.stop()
+    assert rules == {"memory": "require", "engine": "require"}
+    assert private.n_iter_ == 3 and private.history_.privacy["noise_multiplier"] > 0
+    ledger = json.loads((tmp_path / "e" / "privacy-ledger.json").read_text())
+    assert 0 < ledger["rows"]["epsilon"] <= 2.0 * (1 + 1e-9)
