@@ -61,8 +61,8 @@ def add_fields(replies, coefficients=None):
 def _plain_sum(arrays):
     """``0 + r_0 + r_1 + ...`` in float64, in place (the additions of the general sum with
     unit coefficients, without a temporary per term)."""
-    out = np.zeros(np.shape(arrays[0]))
-    for r in arrays:
+    out = np.add(arrays[0], 0.0, dtype=np.float64)  # 0 + r_0 (a -0.0 becomes 0.0, as there)
+    for r in arrays[1:]:
         np.add(out, r, out=out)
     return out
 
