@@ -272,7 +272,8 @@ def report_json(report):
            "coefficients": {name: list(values) for name, *values in rows},
            "intercept": None if report.survival else list(intercept_row(report)[1:]),
            "summary": None if report.summary is None else
-           {str(k): dict(v) for k, v in report.summary.to_dict(orient="index").items()},
+           {": ".join(map(str, k)) if isinstance(k, tuple) else str(k): dict(v)
+            for k, v in report.summary.to_dict(orient="index").items()},
            "sites": [dict(zip(("site", "train_rows", "test_rows", "federated", "local_only",
                                 "pooled"), r)) for r in report.site_rows],
            "overall": dict(zip(("train_rows", "test_rows", "federated", "local_only",

@@ -2,6 +2,7 @@
 the original columns."""
 
 import numpy as np
+import pandas as pd
 
 from .._format import format_p
 from .errors import CLIError
@@ -151,6 +152,8 @@ def summary_lines(report):
             "cluster": "cluster-robust with the sites as clusters",
             "naive": "model-based (naive)"}.get(cov, cov)
     table = report.summary
+    if isinstance(table.index, pd.MultiIndex):  # a multinomial logit: (level, parameter)
+        table = table.set_axis([": ".join(map(str, k)) for k in table.index], axis=0)
     measure = regression_results(report)._measure()  # "rate ratio", "odds ratio"...
     ratio = f"; the {measure}s (exp(coef)) in the journal table below" if measure else ""
     lines = [f"regression table on the original columns: standard errors {what}, Wald "
