@@ -3,11 +3,14 @@ Newton's method on the pooled log-likelihood.
 
 The outcome's levels come from the sites (each site's held levels, each held by at
 least ``min_level_count`` of its rows at a site service), pooled and sorted (or in
-the order of an ordered pandas categorical). Each Newton round broadcasts the
-parameters and the sites return the sums of their rows' log-likelihood, gradient and
-Hessian (:mod:`skfed.discrete._site`): plain, or masked under
-``privacy=SecureAggregation()`` (the server decodes the pooled sums only, exactly).
-The standard errors come from the pooled observed information at the optimum.
+the order ``levels=`` or an ordered pandas categorical gives). Each Newton round
+broadcasts the parameters and the sites return the sums of their rows'
+log-likelihood, gradient and Hessian (:mod:`skfed.discrete._site`): plain, or masked
+under ``privacy=SecureAggregation()`` (the server decodes the pooled sums only,
+exactly). The null model is fitted by the same rounds restricted to its parameters.
+The standard errors come from the pooled observed information at the optimum, or
+from a sandwich whose meat one more exchange sums (``cov_type="HC0"``, or the sites
+as clusters).
 """
 
 import warnings
