@@ -26,6 +26,14 @@ from ._results import COV_TYPES, GEEResults
 from ._site import COV_STRUCTS, FAMILIES, FAMILY_LINKS, MAX_LAGS, site_gee_clusters
 
 
+def _cluster_counts(replies):
+    """The pooled cluster and row counts and the extreme cluster sizes (the table's)."""
+    return {"n_clusters": sum(r["clusters"] for r in replies),
+            "nobs": sum(r["rows"] for r in replies),
+            "min_size": min(r["sizes"][0] for r in replies),
+            "max_size": max(r["sizes"][1] for r in replies)}
+
+
 class FedGEE(BaseEstimator):
     """Marginal regression of clustered rows (a patient's visits) by GEE, as statsmodels'.
 
@@ -170,7 +178,7 @@ class FedGEE(BaseEstimator):
             pd.Series(fit["params"], index=fe_names), robust, naive, scale=scale,
             dep_params=fit["alpha"], cov_struct=self.cov_struct, family=self.family,
             link=link, cov_type=self.cov_type, endog_name=endog,
-            cluster_sizes=np.concatenate([r["n"] for r in replies]), privacy=sums,
+            clusters=_cluster_counts(replies), privacy=sums,
             converged=fit["converged"], score_norm=fit["score_norm"], n_iter=fit["rounds"])
         self._record(dataset, names, labels, fit, ledger, link)
         self.traffic_ = traffic

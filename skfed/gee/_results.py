@@ -26,7 +26,8 @@ class GEEResults(LabelledResults):
     cov_struct, family, link : str
     cov_type : {"robust", "naive"}
     endog_name : str
-    cluster_sizes : ndarray of int
+    clusters : dict
+        ``n_clusters``, ``nobs``, ``min_size`` and ``max_size`` (the sites' counts).
     converged : bool
     score_norm : float
     n_iter : int
@@ -35,7 +36,7 @@ class GEEResults(LabelledResults):
     _summary_title = "GEE Regression Results"
 
     def __init__(self, params, cov_robust, cov_naive, *, scale, dep_params, cov_struct,
-                 family, link, cov_type, endog_name, cluster_sizes, converged, score_norm,
+                 family, link, cov_type, endog_name, clusters, converged, score_norm,
                  n_iter, privacy="none"):
         self.params = params
         names = list(params.index)
@@ -44,9 +45,11 @@ class GEEResults(LabelledResults):
         self.scale, self.dep_params = float(scale), float(dep_params)
         self.cov_struct, self.family, self.link = cov_struct, family, link
         self.cov_type, self.endog_name = cov_type, endog_name
-        self.cluster_sizes = np.asarray(cluster_sizes, dtype=int)
+        self.n_clusters = int(clusters["n_clusters"])
+        self.min_cluster_size = int(clusters["min_size"])
+        self.max_cluster_size = int(clusters["max_size"])
         self.converged, self.score_norm, self.n_iter = converged, score_norm, n_iter
-        self.nobs = int(self.cluster_sizes.sum())
+        self.nobs = int(clusters["nobs"])
         self.privacy = privacy
 
     def _estimates(self):
@@ -87,14 +90,13 @@ class GEEResults(LabelledResults):
         return self.standard_errors("naive")
 
     def _summary_info(self):
-        sizes = self.cluster_sizes
         info = {"Dependent Variable:": self.endog_name, "Model:": "GEE",
                 "Family:": self.family.capitalize(), "Link:": self.link,
                 "Dependence structure:": _STRUCT_NAMES[self.cov_struct],
-                "No. Observations:": str(self.nobs), "No. clusters:": str(sizes.size),
-                "Min. cluster size:": str(sizes.min()),
-                "Max. cluster size:": str(sizes.max()),
-                "Mean cluster size:": f"{sizes.mean():.1f}",
+                "No. Observations:": str(self.nobs), "No. clusters:": str(self.n_clusters),
+                "Min. cluster size:": str(self.min_cluster_size),
+                "Max. cluster size:": str(self.max_cluster_size),
+                "Mean cluster size:": f"{self.nobs / self.n_clusters:.1f}",
                 "Covariance type:": self.cov_type, "Scale:": f"{self.scale:.4f}"}
         if self.cov_struct != "independence":
             info["Dependence parameter:"] = f"{self.dep_params:.4f}"
