@@ -527,3 +527,17 @@ def test_differential_privacy_through_an_engine_site(tmp_path, certs):
     assert private.n_iter_ == 3 and private.history_.privacy["noise_multiplier"] > 0
     ledger = json.loads((tmp_path / "e" / "privacy-ledger.json").read_text())
     assert 0 < ledger["rows"]["epsilon"] <= 2.0 * (1 + 1e-9)
+
+
+def test_row_sets_recorded_as_in_memory(services, certs):
+    """A fit with an indicator feature records the rows and the indicator's support
+    over the whole dataset at the engine site as the in-memory site records them."""
+    from skfed.linear_model import FedPoissonRegressor
+
+    memory, engine = _fit_both(services, certs, lambda: FedPoissonRegressor(alpha=0.0),
+                               "c", ["y", "w"])
+    np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10)
+    servers, _ = services
+    recorded = [{bytes(m) for m in servers[name].host.rows.record(
+        servers[name].host.config.datasets["rows"]).sets} for name in ("twin", "ragged")]
+    assert recorded[0] == recorded[1] and len(recorded[0]) >= 1  # b's support

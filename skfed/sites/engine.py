@@ -133,6 +133,37 @@ def positive_rows(frame, offset, keep, *, site, reference):
     return int(np.count_nonzero(rows.weights() > 0))
 
 
+def _numeric_columns(rows):
+    X = rows.X
+    return [(c, np.asarray(X[c], dtype=np.float64)) for c in X.columns
+            if X[c].dtype.kind in "biuf"]
+
+
+def column_values(frame, offset, keep, *, site, reference):
+    """Per numeric feature column, its first two distinct non-zero values here (an
+    indicator-like column has one over the whole dataset)."""
+    rows = part_rows(frame, offset, site, reference, keep)
+    out = {}
+    for c, v in _numeric_columns(rows):
+        v = np.nan_to_num(v, nan=0.0)
+        out[c] = np.unique(v[v != 0])[:2]
+    return out
+
+
+def column_supports(frame, offset, keep, *, site, reference, columns):
+    """Each named column's support over the partition's rows (packed bits in its row
+    order; a row the request left out is not in it)."""
+    rows = part_rows(frame, offset, site, reference, keep)
+    positions = np.asarray(rows.meta["row_ids"]) - offset
+    out = []
+    for c, v in _numeric_columns(rows):
+        if c in columns:
+            full = np.zeros(len(frame), dtype=bool)
+            full[positions] = np.nan_to_num(v, nan=0.0) != 0
+            out.append(np.packbits(full))
+    return out
+
+
 def open_part(frame, offset, keep, *, site, reference, function, args):
     """A partition's client objective (the declared ``fit.open`` function), kept on
     its worker."""
@@ -319,6 +350,26 @@ class EngineRows:
                                           else [target]) + [self.sample_weight,
                                                             reference.get("offset")]
                               if c is not None}}
+
+    def supports(self):
+        """The row sets a reply's per-column sums are over, as an in-memory site records
+        them (:func:`skfed.sites.rows._supports`): each indicator-like column's rows
+        (one distinct non-zero value over the whole dataset), as masks over its rows."""
+        futures, offsets, keep = self.parts
+        engine, context = self.engine, {"site": self.site, "reference": self.reference}
+        values = engine.gather_map(column_values, futures, offsets, keep, **context)
+        columns = [c for c in (values[0] if values else {})
+                   if np.unique(np.concatenate([v[c] for v in values])).size <= 1]
+        if not columns:
+            return []
+        bits = engine.gather_map(column_supports, futures, offsets, keep, columns=columns,
+                                 **context)
+        sizes = engine.gather_map(len, futures)
+        masks = [np.zeros(engine.n_rows, dtype=bool) for _ in columns]
+        for part, offset, size in zip(bits, offsets, sizes):
+            for mask, packed in zip(masks, part):
+                mask[offset:offset + size] = np.unpackbits(packed, count=size).astype(bool)
+        return masks
 
     def run(self, operation, args):
         futures, offsets, keep = self.parts

@@ -252,8 +252,9 @@ class SiteRows:
         feature column, each column's support), or refuse (rule ``row_sets``)."""
         if conf.engine:  # no row step: the dataset's rows, or a held-out part of them
             selected = site.selected
-            self.record(conf).admit([np.ones(self._n_rows(conf), dtype=bool)
-                                     if selected is None else selected])
+            masks = [np.ones(self._n_rows(conf), dtype=bool) if selected is None
+                     else selected]
+            self.record(conf).admit(masks + (site.supports() if design else []))
             return
         n = len(self.table(conf))
         masks = [_mask(site.meta["row_ids"], n)]
