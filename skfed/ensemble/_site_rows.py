@@ -377,16 +377,19 @@ def pack_nodes(nodes, n_features):
 
 def unpack_nodes(request):
     """``(tree, steps, features)`` per requested node (the inverse of :func:`pack_nodes`)."""
-    flags = np.asarray(request["step_flags"])
-    categorical = (flags & 2).astype(bool)
-    bitset_of_step = (np.cumsum(categorical) - 1).tolist()
     # one conversion to Python values per request, not one per step and node
-    steps = list(zip(np.asarray(request["step_feature"]).tolist(),
-                     np.asarray(request["step_bin"]).tolist(), (flags & 1).astype(bool).tolist(),
-                     categorical.tolist(), (flags & 4).astype(bool).tolist()))
-    bitsets = request["step_bitsets"]
-    steps = [(f, b, m, c, bitsets[bitset_of_step[s]] if c else None, left)
-             for s, (f, b, m, c, left) in enumerate(steps)]
+    flags = np.asarray(request["step_flags"]).tolist()
+    pairs = zip(np.asarray(request["step_feature"]).tolist(),
+                np.asarray(request["step_bin"]).tolist(), flags)
+    if not any(x & 2 for x in flags):  # no categorical step: no bitset
+        steps = [(f, b, bool(x & 1), False, None, bool(x & 4)) for f, b, x in pairs]
+    else:
+        bitsets, at = request["step_bitsets"], -1
+        steps = []
+        for f, b, x in pairs:
+            at += bool(x & 2)
+            steps.append((f, b, bool(x & 1), bool(x & 2), bitsets[at] if x & 2 else None,
+                          bool(x & 4)))
     step_start = np.asarray(request["step_start"]).tolist()
     feature_start = np.asarray(request["feature_start"]).tolist()
     features = np.asarray(request["features"]).astype(np.intp)
