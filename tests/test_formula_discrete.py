@@ -129,3 +129,40 @@ def test_forest_rows_of_the_formula_results(rows):
     multi = mnlogit("y ~ age + C(sex)", rows, clients="site")
     for level in (1, 2, 3):
         assert plot_forest(multi.level_results(level)) is not None
+
+
+#: MASS::polr on scikit-learn's diabetes data (tests/data/polr_diabetes.R, run once with
+#: R 4.2.2 Patched (2022-11-10 r83330), MASS 7.3.58.2): coefficients (bmi, bp,
+#: factor(sex)2), cut points zeta, their standard errors, and the log-likelihood
+POLR = {
+    "logit": ([0.2286222222, 0.0469964166985, -0.190099260055], [9.38906637874, 11.2829261008],
+              [0.0267959148364, 0.00809548883797, 0.196764729287, 0.900074102333,
+               0.953799151482], -398.037169616),
+    "probit": ([0.138846844658, 0.0284178970452, -0.109381091911],
+               [5.70421430919, 6.83230812865],
+               [0.0154234321186, 0.00472934015433, 0.116850771644, 0.511654451651,
+                0.534871552952], -396.479464296),
+}
+
+
+@pytest.mark.parametrize("distr", ["logit", "probit"])
+def test_equal_to_r_polr(distr):
+    """R's MASS::polr, its numbers stored: the coefficients and cut points (polr's zeta:
+    ``thresholds_``) to 1e-6, the standard errors to 1e-6 relative (the cut points' by
+    the delta method from statsmodels' parametrisation), the log-likelihood to 1e-8."""
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes(as_frame=True, scaled=False).frame
+    d["progression"] = pd.qcut(d["target"], 3, labels=["low", "middle", "high"])
+    d["site"] = np.where(d["age"] < 45, "young", np.where(d["age"] < 58, "middle", "older"))
+    fit = ordinal("progression ~ bmi + bp + C(sex)", d, distr=distr, clients="site")
+    coef, zeta, se, llf = POLR[distr]
+    model = fit.estimator
+    np.testing.assert_allclose(fit.params[["bmi", "bp", "C(sex)[T.2.0]"]], coef, atol=1e-6)
+    np.testing.assert_allclose(model.thresholds_, zeta, atol=1e-6)
+    z = np.concatenate([model.coef_, model.thresholds_])
+    J = model._jacobian(z, len(model.coef_))
+    se_zeta = np.sqrt(np.diag(J @ model.cov_params_ @ J.T))[-2:]
+    np.testing.assert_allclose(fit.bse[["bmi", "bp", "C(sex)[T.2.0]"]], se[:3], rtol=1e-6)
+    np.testing.assert_allclose(se_zeta, se[3:], rtol=1e-6)
+    assert abs(fit.llf - llf) < 1e-8
