@@ -58,6 +58,7 @@ class CompiledSplit:
         self.n_features = n_features
         self.is_categorical = np.asarray(splitter.is_categorical, dtype=bool)
         self.any_categorical = bool(self.is_categorical.any())
+        self._every = None  # the last array of every feature seen (never written to)
         self.kernel = _SkSplitter(
             rows, np.asarray(splitter.n_bins_non_missing, dtype=np.uint32),
             np.uint8(splitter.missing_bin),
@@ -79,8 +80,11 @@ class CompiledSplit:
         records = np.empty(grad.shape, dtype=HISTOGRAM_DTYPE)
         records["sum_gradients"], records["count"] = grad, count
         records["sum_hessians"] = 0.0 if hess is None else hess
-        every = len(allowed) == self.n_features and \
-            np.array_equal(allowed, np.arange(self.n_features))
+        every = allowed is self._every or (  # the replay passes one array of them all
+            len(allowed) == self.n_features and
+            np.array_equal(allowed, np.arange(self.n_features)))
+        if every:
+            self._every = allowed
         info = self.kernel.find_node_split(
             n_samples, records, sum_gradients, sum_hessians, value, lower, upper,
             None if every else np.asarray(allowed, dtype=np.uint32))
