@@ -17,7 +17,9 @@ import pytest
 
 sm = pytest.importorskip("statsmodels.api")
 
+from skfed import FederatedDataset  # noqa: E402
 from skfed.gee import FedGEE  # noqa: E402
+from skfed.gee._site import site_gee_clusters  # noqa: E402
 from skfed.privacy import DifferentialPrivacy, SecureAggregation  # noqa: E402
 
 FAMILIES = {"gaussian": "Gaussian", "binomial": "Binomial", "poisson": "Poisson",
@@ -153,6 +155,27 @@ def test_secure_aggregation_is_exact_and_differential_privacy_refused(rows):
             privacy=DifferentialPrivacy(1.0))
 
 
+def test_a_label_at_two_sites_is_two_clusters_and_no_label_leaves(rows):
+    """The labels (a patient's identifier) stay at their site: a label at two sites is
+    two clusters, statsmodels' fit with the groups qualified by the site."""
+    site = sites_of(rows, "iid").copy()
+    moved = (rows["id"].to_numpy() < 3) & (rows["visit"].to_numpy() == 0)
+    site[moved] = np.where(site[moved] == "A", "B", "A")
+    est = FedGEE("gaussian", cov_struct="exchangeable").fit(
+        rows[["age", "dose", "id", "visit"]], rows["gaussian"], clients=site, groups="id",
+        time="visit")
+    qualified = rows.assign(id=pd.factorize(pd.Series(site) + "/" + rows["id"].astype(str))[0])
+    ref = reference(qualified, "gaussian", "exchangeable")
+    assert_equal_to(est, ref)
+    assert est.n_clusters_ == qualified["id"].nunique() > rows["id"].nunique()
+    data = FederatedDataset.from_arrays(rows[["age", "dose", "id", "visit"]],
+                                        rows["gaussian"], site)
+    design = {"groups": "id", "time": "visit", "time_feature": False, "family": "gaussian",
+              "link": "identity", "fit_intercept": True, "cov_struct": "exchangeable"}
+    replies = data.map(site_gee_clusters, design)
+    assert all(set(r) == {"clusters", "rows", "sizes", "max_lag"} for r in replies)
+
+
 def test_bad_input_is_named(rows):
     X = rows[["age", "dose", "id"]]
     site = sites_of(rows, "iid")
@@ -160,12 +183,6 @@ def test_bad_input_is_named(rows):
         FedGEE(cov_struct="unstructured").fit(X, rows["gaussian"], clients=site, groups="id")
     with pytest.raises(ValueError, match="groups is required"):
         FedGEE().fit(X, rows["gaussian"], clients=site)
-    spanning = site.copy()
-    spanning[rows["id"].to_numpy() < 3] = "A"
-    spanning[(rows["id"].to_numpy() < 3) & (rows["visit"].to_numpy() == 0)] = "B"
-    with pytest.raises(ValueError, match=r"3 of 90 clusters of groups='id' are at more "
-                                         "than one site"):
-        FedGEE().fit(X, rows["gaussian"], clients=spanning, groups="id")
     holes = X.assign(dose=X["dose"].where(rows["visit"] != 2))
     with pytest.raises(ValueError, match="(?i)nan|missing"):
         FedGEE().fit(holes, rows["gaussian"], clients=site, groups="id")

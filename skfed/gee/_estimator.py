@@ -20,8 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._messages import show
 from ..base import restore_on_failure
 from ..datafits.links import inverse_link
-from ._fit import (Exchanges, check_cluster_sites, covariances, gee_dataset, iterate,
-                   session_for)
+from ._fit import Exchanges, covariances, gee_dataset, iterate, session_for
 from ._results import COV_TYPES, GEEResults
 from ._site import COV_STRUCTS, FAMILIES, FAMILY_LINKS, MAX_LAGS, site_gee_clusters
 
@@ -40,7 +39,8 @@ class FedGEE(BaseEstimator):
     ``g(E[y_ij]) = x_ij' b`` with a working correlation of the rows of cluster
     ``i``: independence, exchangeable (one correlation ``alpha``) or AR(1)
     (``alpha^|j - k|`` over the rows' order in the cluster, sorted by ``time``).
-    Clusters are nested in the sites; a cluster at two sites is refused.
+    A cluster is the rows of one site sharing a label (the labels never leave their
+    site): a label at two sites is two clusters.
 
     Parameters
     ----------
@@ -166,7 +166,6 @@ class FedGEE(BaseEstimator):
         with session_for(dataset, self.privacy) as (plain, sums):
             session = Exchanges(plain)
             replies = session.per_site(site_gee_clusters, design, phase="setup")
-            labels = check_cluster_sites(replies, dataset.sites, column)
             max_lag = int(max(r["max_lag"] for r in replies))
             if max_lag > MAX_LAGS:
                 raise ValueError(f"the largest within-cluster time lag is {max_lag}; at most "
@@ -180,11 +179,11 @@ class FedGEE(BaseEstimator):
             link=link, cov_type=self.cov_type, endog_name=endog,
             clusters=_cluster_counts(replies), privacy=sums,
             converged=fit["converged"], score_norm=fit["score_norm"], n_iter=fit["rounds"])
-        self._record(dataset, names, labels, fit, ledger, link)
+        self._record(dataset, names, fit, ledger, link)
         self.traffic_ = traffic
         return self
 
-    def _record(self, dataset, names, labels, fit, ledger, link):
+    def _record(self, dataset, names, fit, ledger, link):
         results = self.results_
         values = results.params.to_numpy()
         self.params_ = results.params
@@ -194,7 +193,7 @@ class FedGEE(BaseEstimator):
         self.bse_robust_ = results.standard_errors("robust").to_numpy()
         self.bse_naive_ = results.standard_errors("naive").to_numpy()
         self.dep_params_, self.scale_ = results.dep_params, results.scale
-        self.n_clusters_ = len(labels)
+        self.n_clusters_ = results.n_clusters
         self.converged_, self.n_iter_ = fit["converged"], fit["rounds"]
         self.clients_, self.n_clients_ = dataset.labels, len(dataset)
         self.ledger_ = ledger

@@ -53,24 +53,6 @@ def gee_dataset(X, y, clients, groups, time, time_feature=False):
     return dataset, column, time, names, endog
 
 
-def check_cluster_sites(replies, sites, column):
-    """Cluster labels in model order; a cluster at two sites is refused, naming how
-    many clusters span sites."""
-    home, spanning = {}, {}
-    for site, reply in zip(sites, replies):
-        for label in reply["labels"]:
-            if label in home and home[label] != site:
-                spanning.setdefault(label, (home[label], site))
-            home.setdefault(label, site)
-    if spanning:
-        label, (a, b) = next(iter(spanning.items()))
-        raise ValueError(f"{len(spanning)} of {len(home)} clusters of groups={show(column)} "
-                         f"are at more than one site (e.g. {show(label)} at {show(a)} and "
-                         f"{show(b)}): a GEE's clusters must be nested in the sites (a "
-                         "patient at one hospital); give the parts different labels.")
-    return list(home)
-
-
 @contextmanager
 def session_for(dataset, privacy):
     """A plain session, or one whose every sum is masked (secure aggregation)."""

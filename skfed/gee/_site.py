@@ -9,9 +9,11 @@ clusters ``c``, the GEE's pieces and returns only their sums:
   end the "meat" ``sum_c u_c u_c'`` with ``u_c = D_c' V_c^-1 (y_c - mu_c)``;
 - :func:`site_gee_moments`: the Pearson-residual moment sums the working
   correlation's parameter is estimated from (statsmodels' moment estimators);
-- :func:`site_gee_clusters`: the clusters' labels (no count per cluster), the
-  cluster and row counts, the smallest and largest cluster's rows, and the largest
-  time lag within a cluster (before the first round: a cluster must not span sites).
+- :func:`site_gee_clusters`: the cluster and row counts, the smallest and largest
+  cluster's rows, and the largest time lag within a cluster (before the first round).
+
+A cluster is the rows of one site that share a label: the labels (a patient's
+identifier) never leave the site, so a label at two sites is two clusters.
 
 ``V_c = A_c^(1/2) R_c(alpha) A_c^(1/2)`` with ``A_c`` the variances ``v(mu)`` and
 ``R_c`` the working correlation (independence, exchangeable or AR(1) over the rows'
@@ -232,15 +234,15 @@ def _lags(clusters):
 
 @site_operation(
     "gee.clusters", releases=COUNTS,
-    describes="the labels of the site's clusters (no count per cluster), and four counts: "
-              "its clusters, its rows, the rows of its smallest and of its largest cluster; "
+    describes="four counts of a GEE's clusters (never their labels): the site's "
+              "clusters, its rows, the rows of its smallest and of its largest cluster; "
               "and the largest time lag within a cluster (whole numbers)",
     arguments=(_DESIGN,), checks=(design_rules,),
     counts=lambda out: [out["clusters"], out["rows"], out["sizes"], out["max_lag"]])
 def site_gee_clusters(site, design):
-    """The site's cluster labels (a cluster at two sites is refused), its cluster and row
-    counts, its smallest and largest cluster's rows (the table's), and its largest
-    within-cluster lag (for an AR(1) estimate's per-lag sums), before the first round."""
+    """The site's cluster and row counts, its smallest and largest cluster's rows (the
+    table's), and its largest within-cluster lag (for an AR(1) estimate's per-lag
+    sums), before the first round; the labels stay here."""
     clusters = _clusters(site, design)
     max_lag = 0.0
     if design["cov_struct"] == "autoregressive" and np.any(clusters.sizes > 1):
@@ -255,8 +257,7 @@ def site_gee_clusters(site, design):
                                        "correlation needs one row per time in a cluster.")
         max_lag = float(lags.max())
     sizes = clusters.sizes
-    return {"labels": np.asarray(clusters.labels, dtype=object),
-            "clusters": float(sizes.size), "rows": float(sizes.sum()),
+    return {"clusters": float(sizes.size), "rows": float(sizes.sum()),
             "sizes": np.array([sizes.min(), sizes.max()], dtype=np.float64),
             "max_lag": max_lag}
 
