@@ -362,6 +362,7 @@ def _fit_both(services, certs, make, target, drop):
     return fits
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("solver", ["auto", "fedavg"])
 def test_lasso_through_an_engine_site(services, certs, solver):
     """The normal equations' sums (``auto``), and local gradient steps with the
@@ -374,6 +375,19 @@ def test_lasso_through_an_engine_site(services, certs, solver):
     np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(engine.intercept_, memory.intercept_, rtol=1e-10)
     assert engine.n_iter_ == memory.n_iter_
+    scores = []
+    for pair, est in ((("other", "twin"), memory), (("other", "ragged"), engine)):
+        data = _dataset(services, certs, pair, "y", ["b", "c", "w"])
+        try:
+            scores.append(est.score(data))  # evaluate.score's sums
+        finally:
+            data.close()
+    np.testing.assert_allclose(scores[1], scores[0], rtol=1e-12)
+    from sklearn.metrics import r2_score
+
+    frame = services[1]
+    pooled = r2_score(frame["y"], engine.predict(frame[["x0", "x1", "x2", "x3"]]))
+    np.testing.assert_allclose(scores[1], pooled, rtol=1e-12)
     if solver == "auto":
         assert np.count_nonzero(memory.coef_) < memory.coef_.size  # the penalty bites
 
@@ -392,6 +406,14 @@ def test_poisson_glm_through_an_engine_site(services, certs, cov_type):
     assert engine.n_iter_ == memory.n_iter_
     np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10)
     np.testing.assert_allclose(engine.bse_, memory.bse_, rtol=1e-10)
+    scores = []
+    for pair, est in ((("other", "twin"), memory), (("other", "ragged"), engine)):
+        data = _dataset(services, certs, pair, "c", ["b", "y", "w"])
+        try:
+            scores.append(est.score(data))  # D^2: evaluate.response_sums, deviances
+        finally:
+            data.close()
+    np.testing.assert_allclose(scores[1], scores[0], rtol=1e-12)
     frame = services[1]
     X = sm.add_constant(frame[["x0", "x1", "x2", "x3"]].to_numpy())
     ref = sm.GLM(frame["c"].to_numpy(), X, family=sm.families.Poisson()).fit(
@@ -399,6 +421,10 @@ def test_poisson_glm_through_an_engine_site(services, certs, cov_type):
     np.testing.assert_allclose(engine.coef_, ref.params[1:], rtol=1e-6)
     np.testing.assert_allclose(engine.intercept_, ref.params[0], rtol=1e-6)
     np.testing.assert_allclose(engine.bse_, ref.bse, rtol=1e-6)  # intercept first
+    from sklearn.metrics import d2_tweedie_score
+
+    np.testing.assert_allclose(scores[1], d2_tweedie_score(frame["c"], ref.predict(X),
+                                                           power=1), rtol=1e-8)
 
 
 # --- sites that require protection ---------------------------------------------------

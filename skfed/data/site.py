@@ -570,7 +570,7 @@ class _GLMModel(_LinearModel):
 
 
 @site_operation(
-    "evaluate.score", releases=SUMS,
+    "evaluate.score", releases=SUMS, combine="sum",
     describes="four weighted sums per target (regression) or two (classification), "
               "under the dominance rule: never a prediction",
     arguments=(Arg("model", "value", check=_model_problem, convert=_model_from_message),),

@@ -54,7 +54,7 @@ def site_response_sums(site):
 
 
 @site_operation(
-    "evaluate.deviances", releases=SUMS,
+    "evaluate.deviances", releases=SUMS, combine="sum",
     describes="two numbers: the weighted deviance of a GLM's predictions and of a "
               "constant (its D^2 score), under the dominance rule",
     arguments=(Arg("estimator", "value", check=_model_problem, convert=_model_from_message),
