@@ -180,6 +180,21 @@ def test_held_out_parts_differ(hosts):
     assert sum(sizes) == 600 and 0 < sizes[1] < sizes[0]
 
 
+def test_engine_unreadable_partition_named(tmp_path, certs):
+    """A partition that is not Parquet: the dataset could not be read (rule
+    ``datasets``), as an in-memory site says of a file it cannot parse; no path shown."""
+    config = write_site(tmp_path / "e", "memory", _rows(40), certs, [20, 20])
+    (tmp_path / "e" / "parts" / "p001.parquet").write_text("not parquet")
+    host = SiteHost(load_config(config))
+    try:
+        reply = ask(host, "dataset.describe", dataset={"name": "rows"})
+    finally:
+        host.close()
+    assert reply["error"]["rule"] == "datasets"
+    assert "could not be read" in reply["error"]["message"]
+    assert str(tmp_path) not in reply["error"]["message"]
+
+
 def test_engine_min_rows_on_the_whole_dataset(tmp_path, certs):
     """Counts rules on whole-dataset numbers: partitions of 2 and 1 rows pass (the
     dataset has 600), and a dataset of 8 rows in partitions is refused as in memory."""

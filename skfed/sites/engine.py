@@ -27,6 +27,7 @@ the row-order steps still to come).
 """
 
 import glob
+import logging
 import threading
 
 import numpy as np
@@ -37,6 +38,8 @@ from ..data.sources import split_table
 from ..federation import dominance
 from ..federation.combine import tree_combine
 from ..federation.operations import Refused
+
+_LOG = logging.getLogger("skfed.site")
 
 #: why an operation an engine does not serve needs all the rows at once, by the start
 #: of its name (the first that matches); the others: no declared combination
@@ -197,7 +200,7 @@ class DaskEngine:
         self.site, self.conf = site, conf
         self._client = self._cluster = None
         self._parts = None
-        self._lock = threading.Lock()
+        self._lock, self._loading = threading.Lock(), threading.Lock()
 
     @property
     def client(self):
@@ -217,22 +220,32 @@ class DaskEngine:
         return self._client
 
     def parts(self):
-        """``(futures, offsets)``: each non-empty partition's rows on a worker, in file
-        order, and its first row's index in the dataset."""
-        if self._parts is None:
-            files = sorted(glob.glob(str(self.conf.path)))
-            if not files:
-                raise Refused("datasets", f"dataset {self.conf.name!r} could not be read",
-                              public=True)
-            c = self.conf
-            futures = self.client.map(read_part, files, columns=c.columns, domains=c.domains,
-                                      population=c.population, pure=False)
-            sizes = self.client.gather(self.client.map(len, futures, pure=False))
-            kept = [(f, n) for f, n in zip(futures, sizes) if n > 0]
-            offsets = np.concatenate([[0], np.cumsum([n for _, n in kept])[:-1]]).astype(int)
-            self._parts = ([f for f, _ in kept], [int(o) for o in offsets],
-                           int(sum(sizes)), self._columns(kept))
+        """``(futures, offsets, n_rows, columns)``: each non-empty partition's rows on a
+        worker, in file order, and its first row's index in the dataset; the dataset's
+        rows and its usable columns."""
+        with self._loading:  # two first requests read the partitions once
+            if self._parts is None:
+                self._parts = self._load()
         return self._parts
+
+    def _load(self):
+        files = sorted(glob.glob(str(self.conf.path)))
+        if not files:
+            raise Refused("datasets", f"dataset {self.conf.name!r} could not be read",
+                          public=True)
+        c = self.conf
+        futures = self.client.map(read_part, files, columns=c.columns, domains=c.domains,
+                                  population=c.population, pure=False)
+        try:
+            sizes = self.client.gather(self.client.map(len, futures, pure=False))
+        except Exception as exc:  # its message may hold a path: the service's log only
+            _LOG.warning("dataset %r could not be read: %s", c.name, exc)
+            raise Refused("datasets", f"dataset {c.name!r} could not be read",
+                          public=True) from None
+        kept = [(f, n) for f, n in zip(futures, sizes) if n > 0]
+        offsets = np.concatenate([[0], np.cumsum([n for _, n in kept])[:-1]]).astype(int)
+        return ([f for f, _ in kept], [int(o) for o in offsets], int(sum(sizes)),
+                self._columns(kept))
 
     def _columns(self, kept):
         if not kept:
