@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from statsmodels.miscmodels.ordinal_model import OrderedModel
 
@@ -166,3 +167,70 @@ def test_equal_to_r_polr(distr):
     np.testing.assert_allclose(fit.bse[["bmi", "bp", "C(sex)[T.2.0]"]], se[:3], rtol=1e-6)
     np.testing.assert_allclose(se_zeta, se[3:], rtol=1e-6)
     assert abs(fit.llf - llf) < 1e-8
+
+
+#: car::poTest (R 4.2.2, car 3.1.1) of polr on the diabetes data cut into quarters,
+#: grade4 ~ bmi + bp + age + factor(sex): per covariate the chi-square (2 df) and the
+#: binary logits' slopes above q1, q2, q3; its overall chi-square (8 df)
+PO_TEST = {"bmi": (3.22699480129, [0.216102117855, 0.227423231617, 0.29263262108]),
+           "bp": (5.33063965116, [0.0277085739265, 0.0447441541073, 0.0597847573004]),
+           "age": (0.352830252937, [0.00581005046022, 0.00410795107192, 0.0109701802403]),
+           "C(sex)[T.2.0]": (1.99798354355, [-0.293880240794, -0.454483799457,
+                                             -0.0802275127492])}
+PO_TEST_OVERALL = 12.7325564613
+
+
+def _pooled_brant(X, codes, m, car):
+    """Brant's overall statistic on the pooled rows from statsmodels' Logit fits; ``car``:
+    with car::poTest's covariance, whose blocks below the diagonal are those above it
+    untransposed (A_j^-1 C_jl A_l^-1 where A_l^-1 C_lj A_j^-1 belongs)."""
+    fits = [sm.Logit((codes > j).astype(float), X).fit(method="newton", tol=1e-12, disp=0)
+            for j in range(m)]
+    P, k = [f.predict(X) for f in fits], X.shape[1] - 1
+    info = [np.linalg.inv((X * (p * (1 - p))[:, None]).T @ X) for p in P]
+    V = np.zeros((m * k, m * k))
+    for j in range(m):
+        for el in range(j, m):
+            block = (info[j] @ (X * (P[el] - P[j] * P[el])[:, None]).T @ X @ info[el])[1:, 1:]
+            V[j * k:(j + 1) * k, el * k:(el + 1) * k] = block
+            V[el * k:(el + 1) * k, j * k:(j + 1) * k] = block if car else block.T
+    beta = np.concatenate([f.params[1:] for f in fits])
+    D = np.hstack([np.tile(np.eye(k), (m - 1, 1)), -np.eye((m - 1) * k)])
+    return float(D @ beta @ np.linalg.solve(D @ V @ D.T, D @ beta))
+
+
+def test_brant_test_equals_car_po_test():
+    """Per covariate, car::poTest's statistics and slopes; overall, the statistic of the
+    binary logits' joint covariance (car's own overall statistic uses its blocks below
+    the diagonal untransposed, which reproduces its number: 12.7326 for 12.7010)."""
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes(as_frame=True, scaled=False).frame
+    d["grade4"] = pd.qcut(d["target"], 4, labels=["q1", "q2", "q3", "q4"])
+    d["site"] = np.where(d["age"] < 45, "young", np.where(d["age"] < 58, "middle", "older"))
+    fit = ordinal("grade4 ~ bmi + bp + age + C(sex)", d, clients="site")
+    table = fit.brant_test()
+    for name, (chisq, slopes) in PO_TEST.items():
+        np.testing.assert_allclose(table.loc[name, "Chisquare"], chisq, rtol=1e-6)
+        np.testing.assert_allclose(table.loc[name, ["b[>q1]", "b[>q2]", "b[>q3]"]], slopes,
+                                   atol=1e-6)
+        assert table.loc[name, "df"] == 2
+    X = np.column_stack([np.ones(len(d)), d["bmi"], d["bp"], d["age"],
+                         (d["sex"] == 2).astype(float)])
+    codes = d["grade4"].cat.codes.to_numpy()
+    assert abs(_pooled_brant(X, codes, 3, car=True) - PO_TEST_OVERALL) < 1e-5
+    np.testing.assert_allclose(table.loc["Overall", "Chisquare"],
+                               _pooled_brant(X, codes, 3, car=False), rtol=1e-6)
+    assert table.loc["Overall", "df"] == 8
+    # the estimator's own route, its sums masked: the same table
+    pytest.importorskip("cryptography")
+    from skfed import FedOrderedModel
+    from skfed.privacy import SecureAggregation
+
+    X_frame = pd.DataFrame(X[:, [4, 1, 2, 3]], columns=["C(sex)[T.2.0]", "bmi", "bp", "age"])
+    model = FedOrderedModel(privacy=SecureAggregation()).fit(X_frame, d["grade4"],
+                                                             clients=d["site"])
+    masked = model.brant_test(X_frame, d["grade4"], clients=d["site"])
+    pd.testing.assert_frame_equal(masked, table, rtol=1e-9)
+    with pytest.raises(ValueError, match="for the logit link"):
+        FedOrderedModel("probit").fit(X_frame, d["grade4"]).brant_test(X_frame, d["grade4"])

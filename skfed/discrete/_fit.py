@@ -182,9 +182,7 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         levels = [plain(v) for v in levels]
         self._check_levels(levels)
         names = self._design_names(list(names))
-        context = (nullcontext(FederationSession.for_dataset(dataset)) if self.privacy is None
-                   else _masked(dataset, self.privacy))
-        with context as session:
+        with self._session(dataset) as session:
             fitted = self._newton(session, response, levels, len(names))
             null = self._null_fit(session, response, levels, names)
             meat = None if self.cov_type == "nonrobust" else session.sum(
@@ -208,6 +206,11 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
             warn_few_clusters(self, G, factor_applied=True)
         bread = self.cov_params_
         self.cov_params_ = factor * (bread @ (J.T @ M @ J) @ bread)
+
+    def _session(self, dataset):
+        """The fit's session over ``dataset``: plain, or its sums masked (``privacy``)."""
+        return (nullcontext(FederationSession.for_dataset(dataset)) if self.privacy is None
+                else _masked(dataset, self.privacy))
 
     def _null_fit(self, session, response, levels, names):
         """The null model (statsmodels' ``llnull``): the thresholds only, or the

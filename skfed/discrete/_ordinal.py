@@ -178,6 +178,44 @@ class FedOrderedModel(DiscreteModel):
         k = len(self.levels_) - 1
         return names[:-k], est[:-k], lo[:-k], hi[:-k]
 
+    def brant_test(self, X, y=None, *, clients=None):
+        """Brant's test of the proportional-odds assumption (R's ``car::poTest``).
+
+        Fits the binary logit of ``y`` above each cut point on the same rows (the
+        sites' sums, masked under ``privacy``) and tests whether their slopes are
+        equal: one Wald chi-square over all covariates and one per covariate.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or FederatedDataset
+            The rows of the fit (its covariates, in its order).
+        y : array-like, default=None
+        clients : array-like, default=None
+
+        Returns
+        -------
+        table : pandas.DataFrame
+            ``b[>level]`` per cut point, ``Chisquare``, ``df``, ``Pr(>Chisq)``; the
+            first row ``Overall``.
+        """
+        from sklearn.utils.validation import check_is_fitted
+
+        from ..data import as_dataset
+        from ._brant import brant_test
+
+        check_is_fitted(self)
+        if self.distr != "logit":
+            raise ValueError("Brant's test is for the logit link (the binary logits it "
+                             "compares), as car::poTest; this model's is the probit.")
+        dataset = as_dataset(X, y, clients)
+        if dataset.n_features != self.n_features_in_:
+            raise ValueError(f"X has {dataset.n_features} columns; the model was fitted on "
+                             f"{self.n_features_in_}.")
+        with self._session(dataset) as session:
+            return brant_test(session, None, list(self.levels_),
+                              list(self.feature_names_in_), tol=self.tol,
+                              max_rounds=self.max_rounds)
+
     def predict_proba(self, X):
         """Each level's probability for new rows.
 

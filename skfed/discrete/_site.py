@@ -278,3 +278,40 @@ def site_meat(site, model, response, levels, distr, intercept, params):
         dominance.check_rows(scores, "a score sum")
     total = scores.sum(axis=0)
     return {"meat": scores.T @ scores, "cluster_meat": np.outer(total, total)}
+
+
+# --- the proportional-odds test (Brant's) ------------------------------------------------
+@site_operation(
+    "discrete.cumulative_logits", releases=SUMS, maskable=True, reads_design=True,
+    describes="at the broadcast coefficients of the binary logits of y above each cut "
+              "point: their log-likelihoods, gradients, and the p x p sums X' diag(w_jl) X "
+              "for every pair of cut points (w_jl = p_l - p_j p_l; Brant's test), summed "
+              "over the site's rows, under the dominance rule",
+    arguments=(_RESPONSE, _LEVELS, _PARAMS))
+def site_cumulative_logits(site, response, levels, params):
+    """At ``params`` (one intercept-and-slopes vector per cut point ``j``, for the binary
+    logit of ``y > j``): the summed log-likelihood, gradient and the cross information
+    blocks ``X' diag(p_l - p_j p_l) X`` (``j <= l``; ``p_j(1 - p_j)`` on the diagonal)."""
+    X, codes = response_codes(site, response, levels)
+    X = np.hstack([np.ones((X.shape[0], 1)), X])
+    m, p = len(levels) - 1, X.shape[1]
+    params = np.asarray(params, dtype=np.float64)
+    _check_size(site, params, m * p, "the cumulative logits")
+    eta = X @ params.reshape(m, p).T
+    above = (codes[:, None] > np.arange(m)[None, :]).astype(np.float64)
+    prob = special.expit(eta)
+    rows = above * eta - np.logaddexp(0.0, eta)
+    cross = np.empty((m * p, m * p))
+    for j in range(m):
+        for k in range(j, m):
+            w = prob[:, k] - prob[:, j] * prob[:, k]
+            if dominance.active() is not None:
+                dominance.check_products(X, X, w, what="a cumulative logit's information")
+            block = (X * w[:, None]).T @ X
+            cross[j * p:(j + 1) * p, k * p:(k + 1) * p] = block
+            cross[k * p:(k + 1) * p, j * p:(j + 1) * p] = block.T
+    if dominance.active() is not None:
+        dominance.check_rows(rows, "a cumulative logit's log-likelihood")
+        dominance.check_products(X, above - prob, what="a cumulative logit's gradient")
+    return {"loglike": float(rows.sum()), "grad": ((above - prob).T @ X).ravel(),
+            "cross": cross}

@@ -133,6 +133,25 @@ class OrdinalResults(DiscreteResults):
         return names[:-k], est[:-k], lo[:-k], hi[:-k]
 
 
+    def brant_test(self):
+        """Brant's test of the proportional-odds assumption on the fit's rows at the
+        sites (R's ``car::poTest``; :meth:`~skfed.discrete.FedOrderedModel.brant_test`).
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        from ..discrete._brant import brant_test
+
+        model = self.estimator
+        if model.distr != "logit":
+            raise ValueError("Brant's test is for the logit link, as car::poTest.")
+        with model._session(self.training_data) as session:
+            return brant_test(session, model.endog_name_, list(model.levels_),
+                              list(model.feature_names_in_), tol=model.tol,
+                              max_rounds=model.max_rounds)
+
+
 class MNLogitResults(DiscreteResults):
     """:func:`mnlogit`'s results: one table block per outcome level."""
 
