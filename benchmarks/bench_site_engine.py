@@ -62,16 +62,21 @@ def generate(folder, rows, features, partitions, seed=0):
     return out
 
 
+#: a site of this size allows a request more time than the default 100 s (a shared
+#: machine's setup passes over 10 million rows)
+POLICY = "min_rows = 10\nmax_request_seconds = 3600"
+
+
 def site_configs(folder, certs, scheduler):
     from tests._sites import site_config
 
     memory = site_config(folder / "memory", "memory", certs=certs,
                          datasets={"visits": (str(folder / "visits.parquet"), None)},
-                         policy="min_rows = 10")
+                         policy=POLICY)
     engine = site_config(folder / "engine", "engine", certs=certs,
                          datasets={"visits": (str(folder / "visits.parquet" / "*.parquet"),
                                               None)},
-                         policy="min_rows = 10",
+                         policy=POLICY,
                          declare=f'engine = "dask"\nscheduler = "{scheduler}"')
     return {"memory": memory, "engine": engine}
 

@@ -240,23 +240,25 @@ def _decide_whole(min_rows, share, check):
     return "ok"
 
 
-def _decide_merged(min_rows, share, checks):
-    """Each part's checks recorded, merged once, a second pass for the coordinates the
-    bounds could not clear (as :class:`skfed.sites.engine.DaskEngine` runs them)."""
+def _decide_merged(min_rows, share, checks, passes=None):
+    """Each part's checks recorded, merged once, further passes for what the bounds
+    could not clear (as :class:`skfed.sites.engine.DaskEngine` runs them)."""
     audit = dominance.Audit(min_rows, share)
 
-    def record(exact=None):
+    def record(wanted=None):
+        if passes is not None:
+            passes.append(wanted)
         records = []
         for check in checks:
-            with dominance.Recording(min_rows, share, exact) as part:
+            with dominance.Recording(min_rows, share, wanted) as part:
                 check()
             records.append(part.records)
         return records
 
     try:
         wanted = dominance.merge(audit, record())
-        if wanted:
-            dominance.merge(audit, record(wanted), exact=wanted)
+        while wanted:
+            wanted = dominance.merge(audit, record(wanted), wanted)
     except Exception as exc:
         return exc.rule
     return "ok"
@@ -288,8 +290,9 @@ def test_merged_audit_decides_as_one_process(seed):
 
 
 def test_merged_audit_sees_both_outcomes():
-    """The random cases above hold refusals and releases, the exact pass included."""
-    seen, exact_passes = set(), 0
+    """The random cases above hold refusals and releases, and reach each pass: the
+    rearrangement bound and the exact contributions."""
+    seen, asked = set(), set()
     for seed in range(40):
         rng = np.random.default_rng(seed)
         n, min_rows = int(rng.integers(15, 60)), int(rng.integers(2, 8))
@@ -297,18 +300,13 @@ def test_merged_audit_sees_both_outcomes():
         A = rng.standard_t(1.5, size=(n, 3)) * (rng.random((n, 3)) < 0.6)
         B = rng.standard_t(1.5, size=(n, 2))
         w = rng.pareto(1.0, size=n)
-        audit = dominance.Audit(min_rows, share)
-        records = []
-        for rows in _parts(n, rng):
-            with dominance.Recording(min_rows, share) as part:
-                dominance.check_products(A[rows], B[rows], w[rows])
-            records.append(part.records)
-        try:
-            exact_passes += bool(dominance.merge(audit, records))
-        except Exception:
-            pass
-        seen.add(_decide_whole(min_rows, share, lambda: dominance.check_products(A, B, w)))
-    assert seen == {"ok", "dominance"} and exact_passes > 0
+        passes = []
+        seen.add(_decide_merged(min_rows, share, [
+            lambda r=r: dominance.check_products(A[r], B[r], w[r]) for r in _parts(n, rng)],
+            passes))
+        asked |= {"bounds" if isinstance(v, str) else "exact"
+                  for wanted in passes if wanted for v in wanted.values()}
+    assert seen == {"ok", "dominance"} and asked == {"bounds", "exact"}
 
 
 def test_merged_audit_refuses_parts_that_differ():

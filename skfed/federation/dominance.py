@@ -216,43 +216,53 @@ def check_products(A, B, weights=None, what="a sum of products"):
 # --- an audit merged across parts of the rows (a site's dataset on an engine) -----------
 class Recording(Audit):
     """The audit of one part of a dataset's rows (a partition on an engine): each check
-    records, in order, its sums' totals and the largest contributions (or the factors'
-    largest entries, for products) and decides nothing; the site merges the parts'
-    records and decides once on the whole dataset (:func:`merge`). ``exact`` names, per
-    check, the coordinates whose exact largest contributions are wanted (a second pass,
-    for those the merged bounds could not clear)."""
+    records, in order, its sums' totals and the largest contributions (for products,
+    the factors' largest entries) and decides nothing; the site merges the parts'
+    records and decides once on the whole dataset (:func:`merge`).
 
-    def __init__(self, min_rows, share, exact=None):
+    A product's check records its factors' largest entries only (the first bound);
+    ``wanted`` asks, per check, for more on a further pass of the same function:
+    ``BOUNDS`` (each factor's ``k`` largest entries: the rearrangement bound) or a
+    mask of coordinates (their exact ``k`` largest contributions), as a one-process
+    audit goes on to them only where the bound before could not clear a coordinate."""
+
+    def __init__(self, min_rows, share, wanted=None):
         super().__init__(min_rows, share)
-        self.records, self.exact = [], dict(exact or {})
+        self.records, self.wanted = [], dict(wanted or {})
 
     def record_products(self, what, fa, fb, absA, absB, w, total, w_max):
-        k, index = self.k, self.checks - 1
-        top_w = _top(w[:, None], k)[:, 0]
-        exact = None
-        if index in self.exact:  # k x p x q, zeros off the coordinates asked for
-            suspects = np.asarray(self.exact[index], dtype=bool)
+        k, want = self.k, self.wanted.get(self.checks - 1)
+        record = {"total": total, "max_a": fa.maxima(absA), "max_b": fb.maxima(absB),
+                  "max_w": w_max}
+        if isinstance(want, str):
+            record.update(top_a=fa.top(k, absA), top_b=fb.top(k, absB),
+                          top_w=_top(w[:, None], k)[:, 0])
+        elif want is not None:  # k x p x q, zeros off the coordinates asked for
+            suspects = np.asarray(want, dtype=bool)
             exact = np.zeros((k,) + suspects.shape)
             for j in np.flatnonzero(suspects.any(axis=1)):
                 cols = np.flatnonzero(suspects[j])
                 exact[:, j, cols] = _top(absA[:, j, None] * w[:, None] * absB[:, cols], k)
-        self.records.append(("products", what, {
-            "total": total, "max_a": fa.maxima(absA), "max_b": fb.maxima(absB),
-            "max_w": w_max, "top_a": fa.top(k, absA), "top_b": fb.top(k, absB),
-            "top_w": top_w, "exact": exact}))
+            record["exact"] = exact
+        self.records.append(("products", what, record))
+
+
+#: what a further pass records of a product's check: its factors' largest entries
+BOUNDS = "bounds"
 
 
 def _stacked_top(tops, k):
     return _top(np.concatenate(tops, axis=0), k)
 
 
-def merge(audit, parts, exact=None):
+def merge(audit, parts, wanted=None):
     """Decide the checks the parts recorded (``parts``: each part's records, in the
     same order) as one audit of all their rows would: refuse through ``audit``, or
-    return ``{check: coordinates}`` whose exact contributions a second pass must record
-    (then call again with ``exact`` those coordinates); ``{}`` when all pass. The
-    largest ``k`` contributions of the whole are among the parts' largest ``k``, and
-    the factors' largest entries likewise, so each bound is the one-process audit's."""
+    return ``{check: what}`` that a further pass of the same function must record
+    (:class:`Recording`'s ``wanted``; then call again with it), ``{}`` when all pass.
+    The largest ``k`` contributions of the whole are among the parts' largest ``k``,
+    and the factors' largest entries likewise, so each bound is the one-process
+    audit's; a further pass decides only the checks it was asked for."""
     if not parts:
         return {}
     counts = {len(p) for p in parts}
@@ -260,45 +270,52 @@ def merge(audit, parts, exact=None):
     if len(counts) != 1 or len(kinds) != 1:  # a check one part formed and another did not
         raise Refused("dominance", "the parts of the dataset formed different sums; "
                                    "the audit cannot decide them as one")
-    audit.checks += counts.pop()
-    wanted = {}
+    if wanted is None:
+        audit.checks += counts.pop()
+    more = {}
     for index, records in enumerate(zip(*parts)):
         kind, what = records[0][0], records[0][1]
+        if wanted is not None and index not in wanted:
+            continue  # decided on an earlier pass
         if kind == "rows":
             total = np.sum([r[3] for r in records], axis=0)
             top = _stacked_top([r[2] for r in records], audit.k).sum(axis=0)
             if np.any(_dominated(top, total, audit.share)):
                 audit.refuse(what)
             continue
-        suspects = _product_suspects(audit, [r[2] for r in records], exact, index, what)
-        if suspects is not None:
-            wanted[index] = suspects
-    return wanted
+        step = _product_step(audit, [r[2] for r in records],
+                             None if wanted is None else wanted[index], what)
+        if step is not None:
+            more[index] = step
+    return more
 
 
 def _shape(record):
     return np.shape(record[3]) if record[0] == "rows" else np.shape(record[2]["total"])
 
 
-def _product_suspects(audit, records, exact, index, what):
+def _product_step(audit, records, asked, what):
+    """A product's check, merged: refused, passed (``None``), or what the next pass
+    must record (``BOUNDS``, then the coordinates to check exactly)."""
     k, share = audit.k, audit.share
     total = np.sum([r["total"] for r in records], axis=0)
     if not np.all(np.isfinite(total)):
         audit.refuse(what)
-    if exact is not None and index in exact:
-        mask = np.asarray(exact[index], dtype=bool)
-        found = _stacked_top([r["exact"] for r in records], k)
-        top = found.sum(axis=0)
-        if np.any(_dominated(top[mask], total[mask], share)):
-            audit.refuse(what)
-        return None
-    max_a = np.max([r["max_a"] for r in records], axis=0)
-    max_b = np.max([r["max_b"] for r in records], axis=0)
-    max_w = max(r["max_w"] for r in records)
-    suspects = _dominated(k * np.outer(max_a * max_w, max_b), total, share)
-    if suspects.any():
+    if asked is None:  # k times the largest of each factor
+        max_a = np.max([r["max_a"] for r in records], axis=0)
+        max_b = np.max([r["max_b"] for r in records], axis=0)
+        max_w = max(r["max_w"] for r in records)
+        suspects = _dominated(k * np.outer(max_a * max_w, max_b), total, share)
+        return BOUNDS if suspects.any() else None
+    if isinstance(asked, str):  # the rearrangement bound of the sorted factors
         top_w = _stacked_top([r["top_w"][:, None] for r in records], k)
         bound = (_stacked_top([r["top_a"] for r in records], k) * top_w).T @ \
             _stacked_top([r["top_b"] for r in records], k)
-        suspects &= _dominated(bound, total, share)
-    return suspects if suspects.any() else None
+        suspects = _dominated(bound, total, share)
+        # below the first bound: its suspects are among the first's, as in one process
+        return suspects if suspects.any() else None
+    mask = np.asarray(asked, dtype=bool)
+    top = _stacked_top([r["exact"] for r in records], k).sum(axis=0)
+    if np.any(_dominated(top[mask], total[mask], share)):
+        audit.refuse(what)
+    return None

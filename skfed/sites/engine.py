@@ -318,9 +318,9 @@ class DaskEngine:
         replies = self._replies(call, targets, extra, audit=spec, **context)
         if audit is not None:
             wanted = dominance.merge(audit, [r[2] for r in replies])
-            if wanted:  # coordinates the bounds could not clear: their exact largest
+            while wanted:  # what the bounds could not clear: a dearer bound, then exact
                 again = self._replies(call, targets, extra, audit=(*spec, wanted), **context)
-                dominance.merge(audit, [r[2] for r in again], exact=wanted)
+                wanted = dominance.merge(audit, [r[2] for r in again], wanted)
         return tree_combine(operation.combine, [r[1] for r in replies])
 
     def _replies(self, call, targets, extra, **kwargs):
