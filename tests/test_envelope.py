@@ -139,26 +139,49 @@ def test_a_relay_certificate_names_the_relay_host(certs):
         make_certificates(certs.directory / "x", [RELAY_HOST])
 
 
-def test_the_certificate_travels_once_then_its_digest(certs, tmp_path):
+def test_the_certificate_travels_once_then_the_connection_has_a_session(certs, tmp_path):
     sealer, opener = _sealer(certs), _opener(certs, tmp_path)
     first, open_first = sealer.seal(b"r", 60)
     open_first(opener.open(first).seal(b"ok"))
-    second, open_second = sealer.seal(b"r", 60)
-    assert len(second) < len(first) - 400  # the PEM certificate is no longer in it
-    assert opener.open(second).analyst == "analyst"
-    # a restarted site has forgotten it: refused, and the analyst sends it again
+    second, open_second = sealer.seal(b"r" * 50, 60)
+    assert second[:4] == b"SKS1" and len(second) < len(first) - 400  # no PEM, no point
+    opened = opener.open(second)
+    assert (opened.analyst, opened.request) == ("analyst", b"r" * 50)
+    assert open_second(opened.seal(b"fine")) == b"fine"
+    # every byte of a session request is checked too
+    third, _ = sealer.seal(b"r", 60)
+    for at in range(0, len(third), 7):
+        forged = bytearray(third)
+        forged[at] ^= 0x01
+        with pytest.raises(EnvelopeError):
+            opener.open(bytes(forged))
+    assert _reason(opener, second) == "sequence"  # replayed in its session
+    # a restarted site has forgotten the session: refused, and the analyst starts over
     restarted = _opener(certs, tmp_path)
-    third, open_third = sealer.seal(b"r", 60)
-    assert _reason(restarted, third) == "certificate-unknown"
+    fourth, open_fourth = sealer.seal(b"r", 60)
+    assert _reason(restarted, fourth) == "session-unknown"
     from skfed.sites.envelope import refusal
 
     with pytest.raises(EnvelopeError) as info:
-        open_third(refusal("site 'hospital-a' refused the envelope (certificate-unknown)"))
-    assert info.value.reason == "certificate-unknown" and not sealer.certificate_known
-    fourth, _ = sealer.seal(b"r", 60)
-    assert restarted.open(fourth).analyst == "analyst"
-    # a digest is no way around the checks: another analyst's digest with this key
+        open_fourth(refusal("site 'hospital-a' refused the envelope (session-unknown)"))
+    assert info.value.reason == "session-unknown"
+    assert sealer.session is None and not sealer.certificate_known
+    fifth, _ = sealer.seal(b"r", 60)
+    assert fifth[:4] == b"SKE1" and restarted.open(fifth).analyst == "analyst"
+
+
+def test_a_digest_or_a_session_is_no_way_around_the_signature(certs, tmp_path):
+    sealer, opener = _sealer(certs), _opener(certs, tmp_path)
+    envelope, open_reply = sealer.seal(b"r", 60)
+    open_reply(opener.open(envelope).seal(b"ok"))
+    # analyst-b claims analyst's certificate by its digest, and signs with its own key
     other = _sealer(certs, who=certs.analysts["analyst-b"])
-    other.certificate_known = True
-    other._digest = sealer._digest  # claims to be "analyst", signs with analyst-b's key
-    assert _reason(restarted, other.seal(b"r", 60)[0]) == "signature"
+    other.certificate_known, other._digest = True, sealer._digest
+    assert _reason(opener, other.seal(b"r", 60)[0]) == "signature"
+    # analyst-b with analyst's session secret and connection (stolen): its signature fails
+    other.session, other.connection, other.seq = sealer.session, sealer.connection, 5
+    assert _reason(opener, other.seal(b"r", 60)[0]) == "signature"
+    # a digest the site never saw
+    unknown = _sealer(certs, who=certs.analysts["analyst-b"])
+    unknown.certificate_known = True
+    assert _reason(opener, unknown.seal(b"r", 60)[0]) == "certificate-unknown"

@@ -318,3 +318,70 @@ def test_a_site_behind_an_http_proxy_through_a_relay_process(tmp_path, federatio
     finally:
         stop_sites([p for p in (site, relay) if p is not None])
         proxy.close()
+
+
+def test_the_relay_checks_its_configuration_and_certificate(tmp_path, federation, capsys):
+    from skfed.cli.main import main
+    from skfed.sites.relay import RelayServer, load_relay_config
+
+    certs = federation["certs"]
+    path = relay_toml(tmp_path / "relay.toml", certs)
+    assert load_relay_config(path)["listen"] == "127.0.0.1:0"
+    with pytest.raises(ValueError, match="not 'relay'"):  # a site's certificate
+        RelayServer(listen="127.0.0.1:0", ca=certs.ca.cert, cert=certs.sites["hospital-a"].cert,
+                    key=certs.sites["hospital-a"].key)
+    path.write_text(path.read_text().replace("[relay]", "[relay]\nlisten_port = 1"))
+    with pytest.raises(ValueError, match="unknown key 'listen_port'"):
+        load_relay_config(path)
+    assert main(["relay", "serve", str(path)]) == 2
+    assert "unknown key 'listen_port'" in capsys.readouterr().err
+    # a site's stream from an analyst's certificate is refused by the relay
+    import grpc
+
+    from skfed.deploy.certificates import RELAY_HOST
+
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=certs.ca.cert.read_bytes(), private_key=certs.client.key.read_bytes(),
+        certificate_chain=certs.client.cert.read_bytes())
+    with grpc.secure_channel(federation["address"], credentials, options=[
+            ("grpc.ssl_target_name_override", RELAY_HOST)]) as channel:
+        stream = channel.stream_stream("/skfed.Relay/Connect")(iter([]), timeout=10)
+        with pytest.raises(grpc.RpcError) as info:
+            list(stream)
+        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "analyst" not in federation["relay"].connected()
+
+
+@pytest.mark.slow
+def test_a_restarted_site_refuses_what_it_answered_before(tmp_path, federation):
+    """The replay record outlives the site's process; the analyst's connection goes on
+    (the restarted site has the connection start over)."""
+    certs = federation["certs"]
+    relay = TestRelay(listen="127.0.0.1:0", ca=certs.ca.cert,
+                      cert=certs.relays["relay"].cert, key=certs.relays["relay"].key).start()
+    folder, site, conn = tmp_path / "hospital-a", None, None
+    try:
+        folder.mkdir()
+        federation["frames"][0].to_csv(folder / "visits.csv", index=False)
+        config = relay_site_config(folder, "hospital-a", f"127.0.0.1:{relay.port}",
+                                   certs=certs, datasets={"visits": ("visits.csv", None)},
+                                   policy=POLICY)
+        site = start_dialout_site(config)
+        conn = RelayConnection("hospital-a", f"127.0.0.1:{relay.port}", **_tls(certs))
+        n = conn.call("dataset.describe", dataset=REF)["n_samples"]
+        first = relay.recorded[0]
+        conn.call("dataset.describe", dataset=REF)
+        stop_sites([site])
+        site = start_dialout_site(config)
+        assert wait_until(lambda: relay.connected() == ["hospital-a"])
+        replayed = relay.forward("hospital-a", first, 30)
+        assert replayed.startswith(REFUSAL) and b"(sequence)" in replayed
+        assert conn.call("dataset.describe", dataset=REF)["n_samples"] == n
+    finally:
+        if conn is not None:
+            conn.close()
+        stop_sites([site] if site is not None else [])
+        relay.stop()
+    reasons = [line["reason"].split(":")[0] for line in read_audit(folder / "audit.jsonl")
+               if line.get("rule") == "envelope"]
+    assert reasons == ["sequence", "session-unknown"]

@@ -24,7 +24,16 @@ is therefore sealed by the analyst for one site:
 
 The reply is encrypted under a key derived from the same agreement (only the
 analyst who chose the ephemeral key can read it) and carries the same
-connection id and sequence number. Primitives from ``cryptography`` only.
+connection id and sequence number.
+
+The key agreement is a connection's first request's. Once the site has answered
+it, the connection's later requests are encrypted under keys derived (HKDF, per
+request header) from that agreement's secret, which only the analyst who signed
+the first request and the site hold, and each is still signed by the analyst: an
+ECDSA signature and its check per request instead of five elliptic-curve
+operations. A site that restarted has forgotten the secret and the certificate:
+it refuses with ``session-unknown`` and the analyst starts the connection over.
+Primitives from ``cryptography`` only.
 """
 
 import hashlib
@@ -36,7 +45,9 @@ import struct
 import threading
 import time
 
-REQUEST, REPLY, REFUSAL = b"SKE1", b"SKR1", b"SKX1"
+REQUEST, SESSION, REPLY, REFUSAL = b"SKE1", b"SKS1", b"SKR1", b"SKX1"
+#: the refusals after which the analyst starts its connection over (the site restarted)
+RESTART = ("session-unknown", "certificate-unknown")
 #: the furthest in the future a request's expiry may be (seconds): bounds the record
 MAX_AHEAD = 3600.0
 _CONTEXT = b"skfed envelope v1"
@@ -72,14 +83,16 @@ def _unpack(data, count):
     return fields
 
 
-def _keys(shared, ephemeral, header):
-    """The request's and the reply's AES-256 keys from one ECDH secret."""
+def _keys(shared, salt, header, session=False):
+    """The request's and the reply's AES-256 keys from one ECDH secret (and the
+    connection's session secret), or from a session secret (``session=True``)."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=ephemeral,
-               info=_CONTEXT + b"\0" + header).derive(shared)
-    return okm[:32], okm[32:]
+    info = _CONTEXT + (b"\0session\0" if session else b"\0") + header
+    okm = HKDF(algorithm=hashes.SHA256(), length=64 if session else 96, salt=salt,
+               info=info).derive(shared)
+    return okm[:32], okm[32:64], okm[64:]
 
 
 def _point(public_key):
@@ -141,43 +154,67 @@ class Sealer:
         self.seq = 0
         #: the certificate travels until the site has it (then its SHA-256 digest only)
         self.certificate_known = False
+        #: the connection's secret, once the site accepted its first request
+        self.session = None
         self._digest = hashlib.sha256(self.cert).digest()
         self._lock = threading.Lock()
 
     def seal(self, request, lifetime):
         """``(envelope, opener)``: ``request`` sealed to the site, expiring in ``lifetime``
         seconds; ``opener(reply_bytes)`` returns the reply's bytes."""
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
         with self._lock:
             self.seq += 1
             seq = self.seq
         header = _request_header(self.site, self.connection, seq, time.time() + float(lifetime))
-        ephemeral_key = ec.generate_private_key(ec.SECP256R1())
-        ephemeral = _point(ephemeral_key.public_key())
-        request_key, reply_key = _keys(ephemeral_key.exchange(ec.ECDH(), self._site_key),
-                                       ephemeral, header)
-        signature = self._key.sign(_signed(header, ephemeral, request),
-                                   ec.ECDSA(hashes.SHA256()))
-        nonce = secrets.token_bytes(12)
-        who = self._digest if self.certificate_known else self.cert
-        sealed = AESGCM(request_key).encrypt(nonce, _pack(who, signature, request),
-                                             header + ephemeral)
+        if self.session is not None:
+            envelope, reply_key, secret = self._seal_in_session(header, request)
+        else:
+            envelope, reply_key, secret = self._seal_first(header, request)
         expected = _reply_header(self.connection, seq)
 
         def opener(data):
             try:
                 reply = open_reply(data, reply_key, expected)
             except EnvelopeError as exc:
-                if exc.reason == "certificate-unknown":  # the site restarted: send it again
-                    self.certificate_known = False
+                if exc.reason in RESTART:  # the site restarted: start over
+                    self.session, self.certificate_known = None, False
                 raise
-            self.certificate_known = True
+            self.session, self.certificate_known = secret, True
             return reply
 
-        return REQUEST + _pack(header, ephemeral, nonce, sealed), opener
+        return envelope, opener
+
+    def _sign(self, header, bound, request):
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        return self._key.sign(_signed(header, bound, request), ec.ECDSA(hashes.SHA256()))
+
+    def _seal_first(self, header, request):
+        """A connection's first request: a key agreement with the site's certificate key."""
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        ephemeral_key = ec.generate_private_key(ec.SECP256R1())
+        ephemeral = _point(ephemeral_key.public_key())
+        request_key, reply_key, secret = _keys(
+            ephemeral_key.exchange(ec.ECDH(), self._site_key), ephemeral, header)
+        nonce = secrets.token_bytes(12)
+        who = self._digest if self.certificate_known else self.cert
+        sealed = AESGCM(request_key).encrypt(
+            nonce, _pack(who, self._sign(header, ephemeral, request), request),
+            header + ephemeral)
+        return REQUEST + _pack(header, ephemeral, nonce, sealed), reply_key, secret
+
+    def _seal_in_session(self, header, request):
+        """A later request: keys from the connection's secret, still signed."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        request_key, reply_key, _ = _keys(self.session, self.connection, header, session=True)
+        nonce = secrets.token_bytes(12)
+        sealed = AESGCM(request_key).encrypt(
+            nonce, _pack(self._sign(header, SESSION, request), request), header)
+        return SESSION + _pack(header, nonce, sealed), reply_key, self.session
 
 
 def open_reply(data, key, expected):
@@ -189,8 +226,8 @@ def open_reply(data, key, expected):
     data = bytes(data)
     if data[:4] == REFUSAL:
         text = data[4:4096].decode("utf-8", "replace")
-        raise EnvelopeError("certificate-unknown" if "(certificate-unknown)" in text
-                            else "refused", text)
+        reason = [r for r in RESTART if f"({r})" in text]
+        raise EnvelopeError(reason[0] if reason else "refused", text)
     if data[:4] != REPLY:
         raise EnvelopeError("malformed", "not a sealed reply")
     header, nonce, sealed = _unpack(data[4:], 3)
@@ -243,18 +280,48 @@ class Opener:
         from cryptography.hazmat.primitives import serialization
 
         self.site, self.record, self._known = site, record, {}
+        self._sessions, self._lock = {}, threading.Lock()
         self._key = serialization.load_pem_private_key(bytes(key), password=None)
         self._ca = x509.load_pem_x509_certificate(bytes(ca))
 
     def open(self, data, now=None):
         """An :class:`Opened` request, or :class:`EnvelopeError` naming why not."""
         now = time.time() if now is None else now
-        header, fields = self._header(data)
+        data = bytes(data)
+        if data[:4] == SESSION:
+            return self._open_in_session(data, now)
+        header, fields = self._header(data, 4)
         ephemeral, nonce, sealed = fields
-        request_key, reply_key = self._agree(ephemeral, header)
+        request_key, reply_key, secret = self._agree(ephemeral, header)
         cert, signature, request = self._decrypt(request_key, nonce, sealed,
-                                                 header + ephemeral)
-        analyst = self._verify(cert, signature, _signed(header, ephemeral, request), now)
+                                                 header + ephemeral, 3)
+        known = self._known_for(cert)
+        analyst = self._check_signature(known, signature,
+                                        _signed(header, ephemeral, request), now)
+        opened = self._admitted(analyst, header, request, reply_key, now)
+        with self._lock:
+            if len(self._sessions) > 10000:  # a bounded memory: analysts start over
+                self._sessions.clear()
+            self._sessions[_parse_header(header)[1]] = (known, secret)
+        return opened
+
+    def _open_in_session(self, data, now):
+        header, fields = self._header(data, 3)
+        nonce, sealed = fields
+        connection = _parse_header(header)[1]
+        with self._lock:
+            session = self._sessions.get(connection)
+        if session is None:
+            raise EnvelopeError("session-unknown", "a request on a connection this site does "
+                                                   "not know (start it over)")
+        known, secret = session
+        request_key, reply_key, _ = _keys(secret, connection, header, session=True)
+        signature, request = self._decrypt(request_key, nonce, sealed, header, 2)
+        analyst = self._check_signature(known, signature, _signed(header, SESSION, request),
+                                        now)
+        return self._admitted(analyst, header, request, reply_key, now)
+
+    def _admitted(self, analyst, header, request, reply_key, now):
         try:
             return self._admit(analyst, _parse_header(header), request, reply_key, now)
         except EnvelopeError as exc:
@@ -271,11 +338,10 @@ class Opener:
         self.record.accept(analyst, connection.hex(), seq, expires, now)
         return Opened(analyst, request, reply_key, _reply_header(connection, seq))
 
-    def _header(self, data):
-        data = bytes(data)
-        if data[:4] != REQUEST:
+    def _header(self, data, count):
+        if data[:4] not in (REQUEST, SESSION):
             raise EnvelopeError("malformed", "not a sealed request")
-        header, *fields = _unpack(data[4:], 4)
+        header, *fields = _unpack(data[4:], count)
         site = _parse_header(header)[0]
         if site != self.site:
             raise EnvelopeError("site", f"a request sealed for site {site[:64]!r}, not this "
@@ -293,7 +359,7 @@ class Opener:
         return _keys(self._key.exchange(ec.ECDH(), public), ephemeral, header)
 
     @staticmethod
-    def _decrypt(key, nonce, sealed, associated):
+    def _decrypt(key, nonce, sealed, associated, count):
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -302,23 +368,27 @@ class Opener:
         except (InvalidTag, ValueError):
             raise EnvelopeError("tampered", "a request that was altered in transit, or not "
                                             "sealed to this site's key") from None
-        return _unpack(plain, 3)
+        return _unpack(plain, count)
 
-    def _verify(self, cert, signature, payload, now):
-        """The analyst's name, if ``cert`` (or its digest: a certificate this site checked
-        before) is an analyst certificate of the CA, valid now, whose key signed
+    def _known_for(self, cert):
+        """``(name, public key, valid from, valid to)`` of ``cert``, or of the certificate
+        whose digest it is (one this site checked before)."""
+        if len(cert) != 32:
+            return self._check_certificate(cert)
+        known = self._known.get(cert)
+        if known is None:
+            raise EnvelopeError("certificate-unknown", "a certificate digest this site has "
+                                                       "not seen (send it)")
+        return known
+
+    @staticmethod
+    def _check_signature(known, signature, payload, now):
+        """The analyst's name, if its certificate is valid now and its key signed
         ``payload``."""
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec
 
-        if len(cert) == 32:
-            known = self._known.get(cert)
-            if known is None:
-                raise EnvelopeError("certificate-unknown", "a certificate digest this site "
-                                                           "has not seen (send it)")
-        else:
-            known = self._check_certificate(cert)
         name, public_key, begins, ends = known
         if not begins <= now <= ends:
             raise EnvelopeError("certificate", "a certificate outside its validity")

@@ -11,7 +11,7 @@ it accepted, so a request a relay holds back cannot be played later.
 """
 
 from ..deploy.certificates import RELAY_HOST, ROLE_SITE, certificate_identity
-from .envelope import EnvelopeError, Sealer, _pack
+from .envelope import RESTART, EnvelopeError, Sealer, _pack
 from .relay import SERVICE
 from .transport import _OPTIONS, DEFAULT_TIMEOUT, SiteConnection, _grpc, _read
 
@@ -79,13 +79,13 @@ class RelayConnection(SiteConnection):
     def _exchange(self, request):
         from . import SiteServiceError, SiteUnavailable
 
-        for attempt in range(2):  # twice: a restarted site asks for the certificate again
+        for attempt in range(2):  # twice: a restarted site has the connection start over
             try:
                 return self._sealed_exchange(request)
             except EnvelopeError as exc:
-                if exc.reason == "certificate-unknown" and attempt == 0:
+                if exc.reason in RESTART and attempt == 0:
                     continue
-                if exc.reason in ("refused", "certificate-unknown"):
+                if exc.reason in ("refused", *RESTART):
                     # the site's word, unauthenticated: an error only
                     raise SiteServiceError(self.site, str(exc)) from None
                 raise SiteUnavailable(self.site, f"the reply to request {self._sealer.seq} "
