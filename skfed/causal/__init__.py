@@ -8,5 +8,6 @@ scores stay at the sites). See ``docs/causal.md``.
 """
 
 from ._estimators import FedAIPW, FedIPW, effect_scales
+from ._survival import IPWSurvival, ipw_survival
 
-__all__ = ["FedIPW", "FedAIPW", "effect_scales"]
+__all__ = ["FedIPW", "FedAIPW", "IPWSurvival", "effect_scales", "ipw_survival"]
