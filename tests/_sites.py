@@ -160,3 +160,46 @@ def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", declare
     finally:
         for server in servers:
             server.stop()
+
+
+@contextmanager
+def policy_federations(root, frames, policies, *, dataset="rows"):
+    """One federation of three services (in this process, gRPC over mutual TLS) per
+    policy: ``frames`` ``{site name: DataFrame}`` served as ``dataset`` under each of
+    ``policies`` ``{policy name: policy TOML}``; yields ``({policy name: (addresses,
+    folders)}, certs)`` (the form :func:`policy_data` reads), the services stopped on
+    exit."""
+    from skfed.deploy import make_certificates
+    from skfed.sites.policy import load_config
+    from skfed.sites.transport import SiteServer
+
+    root = Path(root)
+    certs = make_certificates(root / "certs", list(frames))
+    servers, out = [], {}
+    try:
+        for policy, text in policies.items():
+            addresses, folders = {}, {}
+            for name, frame in frames.items():
+                folder = root / policy / name
+                folder.mkdir(parents=True)
+                frame.to_csv(folder / f"{dataset}.csv", index=False)
+                path = site_config(folder, name, certs=certs, policy=text,
+                                   datasets={dataset: (f"{dataset}.csv", None)})
+                servers.append(SiteServer(load_config(path)).start())
+                addresses[name] = f"127.0.0.1:{servers[-1].port}"
+                folders[name] = folder
+            out[policy] = (addresses, folders)
+        yield out, certs
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def policy_data(federations, policy, *, dataset="rows"):
+    """``FederatedDataset.from_sites`` of the services of ``policy`` (no target)."""
+    from skfed import FederatedDataset
+
+    found, certs = federations
+    return FederatedDataset.from_sites(found[policy][0], dataset=dataset, target=None,
+                                       ca_file=certs.ca.cert, cert_file=certs.client.cert,
+                                       key_file=certs.client.key)

@@ -17,16 +17,13 @@ pytest.importorskip("lifelines")
 pytest.importorskip("distributed")
 
 from skfed import FederatedDataset  # noqa: E402
-from skfed.deploy import make_certificates  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
 from skfed.sites import SiteRefusal  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
-from skfed.sites.policy import load_config  # noqa: E402
-from skfed.sites.transport import SiteServer  # noqa: E402
 from skfed.stats import FedAalenJohansen  # noqa: E402
 
 from ._homes import HOMES, homes  # noqa: E402
-from ._sites import SITES, site_config  # noqa: E402
+from ._sites import SITES, policy_data, policy_federations  # noqa: E402
 from .test_competing import check_lifelines, untied  # noqa: E402
 
 POLICIES = {
@@ -65,33 +62,8 @@ def test_the_same_numbers_in_every_home(tmp_path):
 @pytest.fixture(scope="module")
 def federations(tmp_path_factory):
     """``{policy: (addresses, folders)}`` and the certificates: three services each."""
-    root = tmp_path_factory.mktemp("aj")
-    certs = make_certificates(root / "certs", list(SITES))
-    servers, out = [], {}
-    try:
-        for policy, text in POLICIES.items():
-            addresses, folders = {}, {}
-            for name, frame in _frames().items():
-                folder = root / policy / name
-                folder.mkdir(parents=True)
-                frame.to_csv(folder / "rows.csv", index=False)
-                path = site_config(folder, name, certs=certs, policy=text,
-                                   datasets={"rows": ("rows.csv", None)})
-                servers.append(SiteServer(load_config(path)).start())
-                addresses[name] = f"127.0.0.1:{servers[-1].port}"
-                folders[name] = folder
-            out[policy] = (addresses, folders)
-        yield out, certs
-    finally:
-        for server in servers:
-            server.stop()
-
-
-def _data(federations, policy):
-    found, certs = federations
-    return FederatedDataset.from_sites(found[policy][0], dataset="rows", target=None,
-                                       ca_file=certs.ca.cert, cert_file=certs.client.cert,
-                                       key_file=certs.client.key)
+    with policy_federations(tmp_path_factory.mktemp("aj"), _frames(), POLICIES) as found:
+        yield found
 
 
 def _audited(federations, policy, operation):
@@ -102,7 +74,7 @@ def _audited(federations, policy, operation):
 
 def test_masked_counts_where_sites_require_secure_aggregation(federations):
     pooled = pd.concat(_frames().values(), ignore_index=True)
-    data = _data(federations, "protected")
+    data = policy_data(federations, "protected")
     try:
         with pytest.raises(SiteRefusal):  # the counts in the clear are refused
             _fit(data)
@@ -118,7 +90,7 @@ def test_masked_counts_where_sites_require_secure_aggregation(federations):
 
 def test_default_policy_refuses_event_times_and_answers_cut_points(federations):
     pooled = pd.concat(_frames().values(), ignore_index=True)
-    data = _data(federations, "default")
+    data = policy_data(federations, "default")
     try:
         with pytest.raises(SiteRefusal, match="pass time_grid= cut points") as info:
             _fit(data)

@@ -10,16 +10,12 @@ pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 pytest.importorskip("distributed")
 
-from skfed import FederatedDataset  # noqa: E402
-from skfed.deploy import make_certificates  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
 from skfed.sites import SiteRefusal  # noqa: E402
-from skfed.sites.policy import load_config  # noqa: E402
-from skfed.sites.transport import SiteServer  # noqa: E402
 from skfed.survival import FedFineGray  # noqa: E402
 
 from ._homes import HOMES, homes  # noqa: E402
-from ._sites import SITES, site_config  # noqa: E402
+from ._sites import SITES, policy_data, policy_federations  # noqa: E402
 from .test_finegray import R_FIT, check_r, frames  # noqa: E402
 
 #: extent_l left out: its few 0 rows per site make the robust meat's coordinate fail the
@@ -55,36 +51,13 @@ def test_r_numbers_in_every_home(tmp_path):
 
 @pytest.fixture(scope="module")
 def federations(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fg")
-    certs = make_certificates(root / "certs", list(SITES))
-    servers, out = [], {}
-    try:
-        for policy, text in POLICIES.items():
-            addresses = {}
-            for name, frame in _frames().items():
-                folder = root / policy / name
-                folder.mkdir(parents=True)
-                frame.to_csv(folder / "rows.csv", index=False)
-                path = site_config(folder, name, certs=certs, policy=text,
-                                   datasets={"rows": ("rows.csv", None)})
-                servers.append(SiteServer(load_config(path)).start())
-                addresses[name] = f"127.0.0.1:{servers[-1].port}"
-            out[policy] = addresses
-        yield out, certs
-    finally:
-        for server in servers:
-            server.stop()
-
-
-def _data(federations, policy):
-    found, certs = federations
-    return FederatedDataset.from_sites(found[policy], dataset="rows", target=None,
-                                       ca_file=certs.ca.cert, cert_file=certs.client.cert,
-                                       key_file=certs.client.key)
+    """``{policy: (addresses, folders)}`` and the certificates: three services each."""
+    with policy_federations(tmp_path_factory.mktemp("fg"), _frames(), POLICIES) as found:
+        yield found
 
 
 def test_masked_where_sites_require_secure_aggregation(federations):
-    data = _data(federations, "protected")
+    data = policy_data(federations, "protected")
     try:
         with pytest.raises(SiteRefusal):  # the per-time sums in the clear
             _fit(data)
@@ -95,7 +68,7 @@ def test_masked_where_sites_require_secure_aggregation(federations):
 
 
 def test_refused_with_the_reason_where_sites_keep_their_event_times(federations):
-    data = _data(federations, "default")
+    data = policy_data(federations, "default")
     try:
         with pytest.raises(SiteRefusal, match="no approximate form on cut points") as info:
             _fit(data)
@@ -107,7 +80,7 @@ def test_refused_with_the_reason_where_sites_keep_their_event_times(federations)
 def test_the_meat_of_a_rare_level_is_refused_by_the_dominance_rule(federations):
     """extent_l is 0 on 8 of cgvhd's 100 rows: a few rows per site make up its
     coordinate of the robust meat, which the sites' dominance rule refuses."""
-    data = _data(federations, "open")
+    data = policy_data(federations, "open")
     try:
         with pytest.raises(SiteRefusal, match="survival.finegray_meat") as info:
             FedFineGray().fit(data, duration_col="ftime", event_col="status",
@@ -118,7 +91,7 @@ def test_the_meat_of_a_rare_level_is_refused_by_the_dominance_rule(federations):
 
 
 def test_per_time_sums_need_finer_sums_or_masking(federations):
-    data = _data(federations, "event_times")
+    data = policy_data(federations, "event_times")
     try:
         with pytest.raises(SiteRefusal, match="privacy=SecureAggregation\\(\\) masks them") \
                 as info:

@@ -19,14 +19,12 @@ risk set between two grid times holds 0 or at least ``min_level_count`` rows.
 """
 
 import numpy as np
-import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
 from ..federation.operations import COUNTS, Arg, Refused, site_operation
-from ._survival_site import MAX_TIMES, _column, _increasing, _is_small, _rule_lifted
-
-_TIME, _EVENT = Arg("time", "name"), Arg("event", "name")
+from ._survival_site import (_EVENT, _TIME, MAX_TIMES, _increasing, _is_small, _rule_lifted,
+                             checked_times)
 
 
 def competing_rows(site, time, event):
@@ -39,18 +37,7 @@ def competing_rows(site, time, event):
     codes : ndarray of int64
         0 censored, a positive integer the cause of the event.
     """
-    if site.n_samples == 0:
-        raise SiteError(site.site, "no rows.")
-    t, e = _column(site, time, "time"), _column(site, event, "event")
-    if not pd.api.types.is_numeric_dtype(t.dtype) or pd.api.types.is_bool_dtype(t.dtype):
-        raise SiteError(site.site, f"time column {show(time)} is not numeric (dtype {t.dtype}).")
-    tv = t.to_numpy(dtype=np.float64, na_value=np.nan)
-    if np.isnan(tv).any():
-        raise SiteError(site.site, f"time column {show(time)} has missing values.")
-    if not np.isfinite(tv).all() or (tv < 0).any():
-        raise SiteError(site.site, f"time column {show(time)} has negative or infinite times.")
-    if e.isna().any():
-        raise SiteError(site.site, f"event column {show(event)} has missing values.")
+    tv, e = checked_times(site, time, event)
     try:
         ev = e.to_numpy(dtype=np.float64)
     except (TypeError, ValueError):

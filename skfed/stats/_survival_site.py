@@ -67,17 +67,9 @@ def _column(site, name, role):
     return X[name]
 
 
-def survival_rows(site, time, event, group):
-    """The site's times, 0/1 events and group values, checked.
-
-    Returns
-    -------
-    times : ndarray of float
-        Finite, non-negative.
-    events : ndarray of bool
-    groups : pandas.Series or None
-        The group column (no missing value), ``None`` without ``group``.
-    """
+def checked_times(site, time, event):
+    """The site's follow-up times (finite, non-negative) and its event column (no missing
+    value, its codes left to the caller): the checks every survival operation shares."""
     if site.n_samples == 0:
         raise SiteError(site.site, "no rows.")
     t, e = _column(site, time, "time"), _column(site, event, "event")
@@ -90,6 +82,21 @@ def survival_rows(site, time, event, group):
         raise SiteError(site.site, f"time column {show(time)} has negative or infinite times.")
     if e.isna().any():
         raise SiteError(site.site, f"event column {show(event)} has missing values.")
+    return tv, e
+
+
+def survival_rows(site, time, event, group):
+    """The site's times, 0/1 events and group values, checked.
+
+    Returns
+    -------
+    times : ndarray of float
+        Finite, non-negative.
+    events : ndarray of bool
+    groups : pandas.Series or None
+        The group column (no missing value), ``None`` without ``group``.
+    """
+    tv, e = checked_times(site, time, event)
     try:
         ev = e.to_numpy(dtype=np.float64)
     except (TypeError, ValueError):
