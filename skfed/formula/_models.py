@@ -9,6 +9,8 @@ the estimator fits no intercept of its own and its parameters carry the
 design's names.
 """
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -403,41 +405,85 @@ def _random_effects(re_formula, names):
     return intercept, slopes
 
 
-def mixedlm(formula, data, *, groups=None, re_formula=None, reml=True, clients=None,
-            min_level_count=5, min_group_size=2):
+#: lme4's random-intercept term: ``(1 | group)`` or ``(1 | group/level)``
+_BAR = re.compile(r"\+?\s*\(\s*1\s*\|\s*([^()|/\s]+)\s*(?:/\s*([^()|/\s]+)\s*)?\)")
+
+
+def _bar_terms(formula, groups, re_formula, vc_formula):
+    """``(fixed formula, groups, re_formula, vc_formula)``: lme4's ``(1 | hospital/clinic)`` as
+    statsmodels' ``groups="hospital"`` and ``vc_formula={"clinic": "0 + C(clinic)"}``."""
+    bars = _BAR.findall(formula)
+    if not bars:
+        if "|" in formula:
+            raise FormulaError(f"{formula!r}: a random-effects term is written (1 | group) or "
+                               "(1 | group/level) (random slopes: re_formula=).")
+        return formula, groups, re_formula, vc_formula
+    if len(bars) > 1:
+        raise FormulaError(f"{formula!r}: one (1 | group/level) term (crossed components "
+                           "within the group: vc_formula= with several entries).")
+    group, level = bars[0]
+    if groups is not None and groups != group:
+        raise FormulaError(f"groups={groups!r} and the formula's (1 | {group}...) disagree: "
+                           "give the group once.")
+    if re_formula not in (None, "1", "~1"):
+        raise FormulaError("re_formula= with a (1 | group) term: write the random slopes "
+                           "with re_formula and the group with groups=.")
+    fixed = _BAR.sub("", formula).strip()
+    if fixed.endswith("~"):
+        fixed += " 1"
+    if level:
+        if vc_formula and level in vc_formula:
+            raise FormulaError(f"{level!r} is in the formula's (1 | {group}/{level}) and in "
+                               "vc_formula=: give it once.")
+        vc_formula = dict(vc_formula or {}, **{level: f"0 + C({level})"})
+    return fixed, group, "1", vc_formula
+
+
+def mixedlm(formula, data, *, groups=None, re_formula=None, vc_formula=None, reml=True,
+            clients=None, min_level_count=5, min_group_size=2):
     """Fit a linear mixed model from a formula over the sites:
-    ``statsmodels.formula.api.mixedlm(formula, data, groups=..., re_formula=...)`` on
-    the pooled rows, exactly (:class:`~skfed.mixed.FedMixedLM`).
+    ``statsmodels.formula.api.mixedlm(formula, data, groups=..., re_formula=...,
+    vc_formula=...)`` on the pooled rows, exactly (:class:`~skfed.mixed.FedMixedLM`).
 
     Parameters
     ----------
     formula : str
-        The fixed effects, ``"weight ~ time + C(evit)"``.
+        The fixed effects, ``"weight ~ time + C(evit)"``; lme4's
+        ``"y ~ x + (1 | hospital/clinic)"`` is ``groups="hospital"`` with
+        ``vc_formula={"clinic": "0 + C(clinic)"}`` (and ``(1 | hospital)`` is
+        ``groups="hospital"``).
     data : pandas.DataFrame or FederatedDataset
     groups : str, default=None
         The column of the random effects' groups, nested in the sites (each group at
         one site); ``None``: the sites are the groups.
     re_formula : str, default=None
-        The random effects: ``None`` (a random intercept), ``"~time"`` (intercept
-        and a slope on ``time``), ``"0 + time"`` (the slope only). A slope is on a
-        column of the fixed design.
+        The random effects: ``None`` (a random intercept; none with ``vc_formula``,
+        as in statsmodels: give ``"1"``), ``"~time"`` (intercept and a slope on
+        ``time``), ``"0 + time"`` (the slope only). A slope is on a column of the
+        fixed design.
+    vc_formula : dict, default=None
+        Variance components within the groups, ``{"clinic": "0 + C(clinic)"}``
+        (:class:`~skfed.mixed.FedMixedLM`'s ``vc_formula``).
     reml : bool, default=True
     clients : str or array-like, default=None
         With a DataFrame: the column, or the labels, of each row's site.
     min_level_count : int, default=5
     min_group_size : int, default=2
-        The fewest rows a group may hold (a site service raises it to its
-        ``min_rows``).
+        The fewest rows a group (and a component's level within it) may hold (a
+        site service raises it to its ``min_rows``).
 
     Returns
     -------
     MixedLMResults
-        statsmodels' results (``fe_params``, ``bse_fe``, ``cov_re``, ``scale``,
-        ``llf``, ``summary()``...), with the fitted ``estimator`` and the
-        ``design`` as attributes.
+        statsmodels' results (``fe_params``, ``bse_fe``, ``cov_re``, ``vcomp``,
+        ``scale``, ``llf``, ``summary()``, ``variance_components()``...), with the
+        fitted ``estimator`` and the ``design`` as attributes.
     """
     from ..mixed import FedMixedLM
+    from ..mixed._linear import _variance_components
 
+    formula, groups, re_formula, vc_formula = _bar_terms(str(formula), groups, re_formula,
+                                                         vc_formula)
     parsed = parse_formula(formula)
     dataset, _, _, _ = formula_dataset(data, clients)
     kinds = _schema(dataset)
@@ -445,15 +491,18 @@ def mixedlm(formula, data, *, groups=None, re_formula=None, reml=True, clients=N
         raise FormulaError(f"a mixed model's formula has one response: {formula!r}.")
     if groups is not None and not isinstance(groups, str):
         raise FormulaError("groups names a column of the data (the groups stay at the sites).")
+    _, vc_columns = _variance_components(vc_formula, list(kinds))
     response = {"kind": "numeric", "expr": numeric_expression(parsed.lhs[0], parsed.lhs[0],
                                                                 kinds)}
+    keep = ([] if groups is None else [groups]) + [c for c in vc_columns if c != groups]
     design, rows, design_data, _ = _build(parsed, dataset, parsed.terms, response,
-                                          keep=[] if groups is None else [groups],
-                                          min_level_count=min_level_count)
+                                          keep=keep, min_level_count=min_level_count)
     names = [c["name"] for c in design["columns"]]
     intercept, slopes = _random_effects(re_formula, names)
+    if vc_formula and re_formula is None:
+        intercept = False  # statsmodels: with vc_formula, no group intercept unless asked
     estimator = FedMixedLM(re_columns=slopes, re_intercept=intercept, fit_intercept=False,
-                           reml=reml, min_group_size=min_group_size)
+                           reml=reml, min_group_size=min_group_size, vc_formula=vc_formula)
     estimator.fit(design_data, groups=groups)
     results = MixedFormulaResults.of(estimator.results_, formula=formula, estimator=estimator,
                                      design=design, rows_by_site=rows,

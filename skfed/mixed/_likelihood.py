@@ -14,7 +14,7 @@ the standard errors use the Hessian in ``(b, lower triangle of Psi)``, the
 parameterisation of statsmodels' ``MixedLM.hessian``. See docs/mixed-models.md.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
@@ -40,6 +40,12 @@ class GroupSums:
         ``Z_g'X_g``.
     c : ndarray of shape (G, q)
         ``Z_g'y_g``.
+    vc_slots : ndarray of shape (q - k_re,), default=empty
+        The variance component of each column after the first ``k_re`` (the
+        columns of a variance component share one variance, statsmodels'
+        ``vc_formula``; a group with fewer levels has zero columns there).
+    n_vc : int, default=0
+        The number of variance components.
     """
 
     C: np.ndarray
@@ -49,6 +55,8 @@ class GroupSums:
     A: np.ndarray
     B: np.ndarray
     c: np.ndarray
+    vc_slots: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    n_vc: int = 0
 
     @property
     def n_obs(self):
@@ -59,8 +67,19 @@ class GroupSums:
         return self.C.shape[0]
 
     @property
-    def k_re(self):
+    def q(self):
+        """Columns of ``Z``: the covariance block's, then the variance components'."""
         return self.A.shape[1]
+
+    @property
+    def k_re(self):
+        """Columns of the random effects with a full covariance matrix (``cov_re``)."""
+        return self.A.shape[1] - self.vc_slots.size
+
+    @property
+    def n_theta(self):
+        """Variance parameters: the lower triangle of ``cov_re``, then one per component."""
+        return self.k_re * (self.k_re + 1) // 2 + self.n_vc
 
 
 def factor_from_theta(theta, q):
@@ -78,6 +97,29 @@ def theta_from_cov(psi):
     except np.linalg.LinAlgError:
         L = np.diag(np.sqrt(np.clip(np.diag(psi), 0, None)))
     return L[np.tril_indices(psi.shape[0])]
+
+
+def factor(theta, sums):
+    """``L`` of ``Psi = L L'``: the packed Cholesky factor of the covariance block,
+    then each variance component's standard deviation on its columns' diagonal."""
+    k = sums.k_re
+    m = k * (k + 1) // 2
+    L = np.zeros((sums.q, sums.q))
+    L[:k, :k] = factor_from_theta(theta[:m], k)
+    slots = np.arange(k, sums.q)
+    L[slots, slots] = np.asarray(theta[m:])[sums.vc_slots]
+    return L
+
+
+def theta_of(psi, sums):
+    """``theta`` (packed ``L`` of the block, standard deviations of the components)
+    of a structured ``Psi``."""
+    k = sums.k_re
+    sd = np.zeros(sums.n_vc)
+    diagonal = np.diag(psi)[k:]
+    for j in range(sums.n_vc):
+        sd[j] = np.sqrt(max(diagonal[sums.vc_slots == j].max(initial=0.0), 0.0))
+    return np.concatenate([theta_from_cov(psi[:k, :k]) if k else np.zeros(0), sd])
 
 
 @dataclass
@@ -155,8 +197,7 @@ def psi_gradient(fit, sums, reml):
 
 def objective(theta, sums, reml):
     """``-loglik / N`` and its gradient in ``theta`` (what the server minimises)."""
-    q = sums.k_re
-    L = factor_from_theta(theta, q)
+    L = factor(theta, sums)
     try:
         fit = gls(L, sums)
     except np.linalg.LinAlgError:
@@ -165,16 +206,24 @@ def objective(theta, sums, reml):
         return np.inf, np.zeros_like(theta)
     gpsi = psi_gradient(fit, sums, reml)
     grad_L = 2.0 * gpsi @ L  # d tr(G L L') / dL for a symmetric G
+    k = sums.k_re
+    # a component's sd sits on the diagonal of each of its columns
+    grad_vc = np.bincount(sums.vc_slots, weights=np.diag(grad_L)[k:], minlength=sums.n_vc)
     n = sums.n_obs
-    return -loglike(fit, sums, reml) / n, -grad_L[np.tril_indices(q)] / n
+    grad = np.concatenate([grad_L[:k, :k][np.tril_indices(k)], grad_vc])
+    return -loglike(fit, sums, reml) / n, -grad / n
 
 
-def _unit_directions(q):
-    """``dPsi / dpsi_k`` for each packed lower-triangle entry ``psi_k`` of ``Psi``."""
-    rows, cols = np.tril_indices(q)
-    E = np.zeros((rows.size, q, q))
-    for k, (i, j) in enumerate(zip(rows, cols)):
-        E[k, i, j] = E[k, j, i] = 1.0
+def _unit_directions(sums):
+    """``dPsi / dpsi_k`` for each variance parameter: the packed lower-triangle
+    entries of the covariance block, then each component's variance."""
+    q, k = sums.q, sums.k_re
+    rows, cols = np.tril_indices(k)
+    E = np.zeros((sums.n_theta, q, q))
+    for m, (i, j) in enumerate(zip(rows, cols)):
+        E[m, i, j] = E[m, j, i] = 1.0
+    slots = np.arange(k, q)
+    E[rows.size + sums.vc_slots, slots, slots] = 1.0
     return E
 
 
@@ -185,7 +234,7 @@ def hessian(fit, sums, reml):
     fac = residual_df(sums, reml)
     r2 = fit.r2
     zsz, zsx, zsr = fit.z_products(sums)
-    E = _unit_directions(sums.k_re)
+    E = _unit_directions(sums)
     Er = np.einsum("kab,gb->gka", E, zsr)                    # E_k rho_g
     quad = np.einsum("gka,ga->k", Er, zsr)                   # sum_g rho' E_k rho
     cross = np.einsum("gka,gab,glb->kl", Er, zsz, Er)        # sum_g rho' E_k Gam E_l rho
@@ -226,11 +275,9 @@ def random_effects(fit, sums):
 
 
 def packed_psi_gradient(fit, sums, reml):
-    """``d loglik / d psi_k`` for the packed lower triangle of ``Psi`` (an
-    off-diagonal entry stands for both of its places)."""
-    G = psi_gradient(fit, sums, reml)
-    G = 2.0 * G - np.diag(np.diag(G))
-    return G[np.tril_indices(sums.k_re)]
+    """``d loglik / d psi_k`` for each variance parameter (an off-diagonal entry
+    stands for both of its places, a component for each of its columns)."""
+    return np.einsum("kab,ab->k", _unit_directions(sums), psi_gradient(fit, sums, reml))
 
 
 def profiled_hessian(fit, sums, reml):
@@ -241,10 +288,18 @@ def profiled_hessian(fit, sums, reml):
     return H[p:, p:] - H[p:, :p] @ np.linalg.solve(H[:p, :p], H[:p, p:])
 
 
-def _unpack_psi(psi_packed, q):
-    P = np.zeros((q, q))
-    P[np.tril_indices(q)] = psi_packed
-    return P + np.tril(P, -1).T
+def unpack_psi(psi_packed, sums):
+    """``Psi`` from its variance parameters (:func:`packed_psi`'s inverse)."""
+    return np.einsum("k,kab->ab", psi_packed, _unit_directions(sums))
+
+
+def packed_psi(psi, sums):
+    """The variance parameters of a structured ``Psi``: the covariance block's lower
+    triangle, then each component's variance."""
+    k = sums.k_re
+    vc = np.zeros(sums.n_vc)
+    np.maximum.at(vc, sums.vc_slots, np.diag(psi)[k:])
+    return np.concatenate([psi[:k, :k][np.tril_indices(k)], vc])
 
 
 @dataclass
@@ -269,7 +324,7 @@ def maximize(sums, reml, *, start_psi, tol, max_iter):
     likelihood is flat in the variances, so a loose stop leaves ~1e-4 relative
     error in them. ``converged`` means ``|grad(-loglik/N)|_inf <= tol``.
     """
-    theta0 = theta_from_cov(np.asarray(start_psi, dtype=float))
+    theta0 = theta_of(np.asarray(start_psi, dtype=float), sums)
     bfgs = minimize(objective, theta0, args=(sums, reml), jac=True, method="BFGS",
                     options={"gtol": tol, "maxiter": max_iter})
     theta, steps, evaluations = _newton_polish(bfgs.x, sums, reml,
@@ -278,18 +333,28 @@ def maximize(sums, reml, *, start_psi, tol, max_iter):
     norm = float(np.max(np.abs(grad))) if grad.size else 0.0
     converged = bool(np.isfinite(norm) and norm <= tol)
     message = bfgs.message if not converged else "converged"
-    fit = gls(factor_from_theta(theta, sums.k_re), sums)
+    fit = gls(factor(theta, sums), sums)
     return Optimum(fit, theta, converged, int(bfgs.nit) + steps,
                    int(bfgs.nfev) + evaluations + 1, norm, str(message))
+
+
+def _pd_theta(psi_packed, sums):
+    """``theta`` of a positive definite ``Psi`` (LinAlgError when it is not)."""
+    k, m = sums.k_re, sums.n_theta - sums.n_vc
+    vc = psi_packed[m:]
+    if np.any(vc <= 0):
+        raise np.linalg.LinAlgError("a variance component at or below zero")
+    P = unpack_psi(psi_packed, sums)[:k, :k]
+    block = np.linalg.cholesky(P)[np.tril_indices(k)] if k else np.zeros(0)
+    return np.concatenate([block, np.sqrt(vc)])
 
 
 def _newton_polish(theta, sums, reml, max_steps=20):
     """Newton steps in ``tril Psi`` (step-halved, kept positive definite) while the
     profiled Hessian is negative definite; ``(theta, steps, evaluations)``."""
-    q = sums.k_re
-    fit = gls(factor_from_theta(theta, q), sums)
+    fit = gls(factor(theta, sums), sums)
     value = loglike(fit, sums, reml)
-    psi = fit.psi[np.tril_indices(q)]
+    psi = packed_psi(fit.psi, sums)
     steps = evaluations = 0
     for _ in range(max_steps):
         H = profiled_hessian(fit, sums, reml)
@@ -298,8 +363,8 @@ def _newton_polish(theta, sums, reml, max_steps=20):
         step = -np.linalg.solve(H, packed_psi_gradient(fit, sums, reml))
         for t in (1.0, 0.5, 0.25, 0.125):
             try:
-                L = np.linalg.cholesky(_unpack_psi(psi + t * step, q))
-                trial = gls(L, sums)
+                trial_theta = _pd_theta(psi + t * step, sums)
+                trial = gls(factor(trial_theta, sums), sums)
             except np.linalg.LinAlgError:
                 continue
             evaluations += 1
@@ -308,7 +373,7 @@ def _newton_polish(theta, sums, reml, max_steps=20):
                 break
         else:
             break
-        fit, value, psi, theta = trial, trial_value, psi + t * step, L[np.tril_indices(q)]
+        fit, value, psi, theta = trial, trial_value, psi + t * step, trial_theta
         steps += 1
         if np.max(np.abs(t * step)) <= 1e-10 * (1.0 + np.max(np.abs(psi))):
             break

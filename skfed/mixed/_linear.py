@@ -8,6 +8,7 @@ number of optimiser steps, and equals statsmodels' ``MixedLM`` on the pooled
 rows (docs/mixed-models.md).
 """
 
+import re
 import warnings
 from numbers import Integral, Real
 
@@ -22,7 +23,7 @@ from .._messages import plain, show
 from ..base import restore_on_failure
 from ..federation.session import FederationSession
 from . import _likelihood as lik
-from ._data import (check_group_sites, mixed_dataset, warn_boundary,
+from ._data import (GROUP_COLUMN, check_group_sites, mixed_dataset, warn_boundary,
                     warn_few_groups)
 from ._results import MixedLMResults
 from ._site import site_group_blocks, site_totals
@@ -65,6 +66,15 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
     min_group_size : int, default=2
         The fewest rows a group may have: a group's sums with one row are
         that row. A site refuses to send a smaller group (naming it).
+    vc_formula : dict, default=None
+        Variance components within the groups, as statsmodels' ``MixedLM``
+        takes them: ``{"clinic": "0 + C(clinic)"}`` gives each level of the
+        column ``clinic`` within a group its own random intercept, with one
+        variance per component (clinics nested in hospitals: lme4's
+        ``(1 | hospital/clinic)`` with ``groups="hospital"``; two components
+        are crossed within the group). A level of a component within a group
+        also holds at least ``min_group_size`` rows. As in statsmodels, the
+        group's own random intercept is there only with ``re_intercept``.
 
     Attributes
     ----------
@@ -78,6 +88,8 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         The fixed intercept (0.0 when ``fit_intercept=False``).
     cov_re_ : pandas.DataFrame
         The random-effects covariance matrix.
+    vcomp_ : pandas.Series
+        The variance components' variances, by name (empty without ``vc_formula``).
     scale_ : float
         The residual variance.
     llf_ : float
@@ -127,12 +139,13 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "min_group_size": [Interval(Integral, 1, None, closed="left")],
+        "vc_formula": [dict, None],
     }
 
     __metadata_request__fit = {"clients": True, "groups": True}
 
     def __init__(self, re_columns=None, *, re_intercept=True, fit_intercept=True, reml=True,
-                 tol=1e-8, max_iter=200, min_group_size=2):
+                 tol=1e-8, max_iter=200, min_group_size=2, vc_formula=None):
         self.re_columns = re_columns
         self.re_intercept = re_intercept
         self.fit_intercept = fit_intercept
@@ -140,6 +153,7 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.min_group_size = min_group_size
+        self.vc_formula = vc_formula
 
     @restore_on_failure
     def fit(self, X, y=None, *, clients=None, groups=None):
@@ -166,22 +180,27 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         dataset, column, names, endog = mixed_dataset(X, y, clients, groups)
-        design = self._design(column, names)
+        vc_names, vc_columns = _variance_components(self.vc_formula, names)
+        names = [n for n in names if n not in vc_columns]
+        design = self._design(column, names, vc_columns)
         session = FederationSession.for_dataset(dataset)
         sums, labels, group_sites = _collect_sums(session, dataset, design)
         fe_names = (["Intercept"] if self.fit_intercept else []) + names
-        re_names = (["Group"] if self.re_intercept else []) + [
+        # with components, the group's intercept is named after its column (statsmodels)
+        named = vc_columns and column not in (None, GROUP_COLUMN)
+        re_names = ([column if named else "Group"] if self.re_intercept else []) + [
             names[j] for j in design["re_columns"]]
         _check_fixed_design(sums, fe_names)
         warn_few_groups(len(labels), column is None, "FedMixedLM")
-        optimum = lik.maximize(sums, self.reml, start_psi=np.eye(sums.k_re), tol=self.tol,
+        optimum = lik.maximize(sums, self.reml, start_psi=np.eye(sums.q), tol=self.tol,
                                max_iter=self.max_iter)
-        self.results_ = _results(optimum, sums, self.reml, fe_names, re_names, labels, endog)
+        self.results_ = _results(optimum, sums, self.reml, (fe_names, re_names, vc_names),
+                                 labels, endog)
         self._record(dataset, session, names, design, labels, group_sites, optimum)
-        self._warn(optimum, re_names)
+        self._warn(optimum, re_names, sums)
         return self
 
-    def _design(self, column, names):
+    def _design(self, column, names, vc_columns=()):
         """The design dict the sites build their matrices from."""
         positions = []
         for c in self.re_columns or []:
@@ -196,11 +215,18 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
             else:
                 raise ValueError(f"re_columns: {show(c)} is neither a feature name nor a "
                                  f"position in 0..{len(names) - 1}.")
-        if not self.re_intercept and not positions:
-            raise ValueError("re_intercept=False needs re_columns: the model would have no "
-                             "random effect.")
-        return {"groups": column, "re_columns": positions, "fit_intercept": self.fit_intercept,
-                "re_intercept": self.re_intercept, "min_group_rows": self.min_group_size}
+        if not self.re_intercept and not positions and not vc_columns:
+            raise ValueError("re_intercept=False needs re_columns or vc_formula: the model "
+                             "would have no random effect.")
+        design = {"groups": column, "re_columns": positions,
+                  "fit_intercept": self.fit_intercept, "re_intercept": self.re_intercept,
+                  "min_group_rows": self.min_group_size}
+        if vc_columns:
+            if column is None:
+                raise ValueError("vc_formula needs groups=: its levels are nested in the "
+                                 "groups (with the sites as groups, name a site column).")
+            design["vc_columns"] = list(vc_columns)
+        return design
 
     def _record(self, dataset, session, names, design, labels, group_sites, optimum):
         results = self.results_
@@ -209,6 +235,7 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         self.intercept_ = float(values[0]) if self.fit_intercept else 0.0
         self.coef_ = values[1:] if self.fit_intercept else values
         self.cov_re_ = results.cov_re
+        self.vcomp_ = results.vcomp
         self.scale_ = results.scale
         self.llf_ = results.llf
         self.random_effects_ = results.random_effects_frame
@@ -221,7 +248,7 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         self.group_column_ = design["groups"]
         self._re_positions = design["re_columns"]
 
-    def _warn(self, optimum, re_names):
+    def _warn(self, optimum, re_names, sums):
         if not optimum.converged:
             warnings.warn(
                 f"FedMixedLM did not converge: the server's optimiser stopped after "
@@ -229,8 +256,12 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
                 f"> tol={self.tol} ({optimum.message}). The estimates may be off; raise "
                 "max_iter, rescale the features, or simplify the random effects.",
                 ConvergenceWarning, stacklevel=4)
-        relative = lik.factor_from_theta(optimum.theta, len(re_names))
-        warn_boundary(relative, re_names, "FedMixedLM")
+        diagonal = np.diag(lik.factor(optimum.theta, sums))
+        k = sums.k_re
+        # each component's relative sd sits on its columns' diagonal: its first column's
+        firsts = [k + int(np.flatnonzero(sums.vc_slots == j)[0]) for j in range(sums.n_vc)]
+        warn_boundary(np.diag(np.concatenate([diagonal[:k], diagonal[firsts]])),
+                      re_names + list(self.vcomp_.index), "FedMixedLM")
         if np.linalg.eigvalsh(self.results_.cov_params().to_numpy())[0] <= 0:
             warnings.warn("FedMixedLM: the Hessian at the estimate is not negative definite: "
                           "the standard errors are not reliable.", ConvergenceWarning,
@@ -292,13 +323,40 @@ def _collect_sums(session, dataset, design):
     totals = session.sum(site_totals, design, phase="setup")
     blocks = session.per_site(site_group_blocks, design, phase="setup")
     labels, group_sites = check_group_sites(blocks, dataset.sites)
+    n_vc = len(design.get("vc_columns", []))
+    widths = np.array([b.get("vc_widths", np.zeros(n_vc)) for b in blocks], dtype=int)
+    widths = widths.reshape(len(blocks), n_vc)
+    width = widths.max(axis=0) if len(blocks) else np.zeros(n_vc, dtype=int)
+    k = blocks[0]["ztz"].shape[1] - int(widths[0].sum())
+    places = [_places(k, w, width) for w in widths]
+    q = k + int(width.sum())
     sums = lik.GroupSums(
         C=totals["xtx"], d=totals["xty"], s=float(totals["yty"]),
         n=np.concatenate([b["n"] for b in blocks]),
-        A=np.concatenate([b["ztz"] for b in blocks]),
-        B=np.concatenate([b["ztx"] for b in blocks]),
-        c=np.concatenate([b["zty"] for b in blocks]))
+        A=np.concatenate([_pad(b["ztz"], i, q, (1, 2)) for b, i in zip(blocks, places)]),
+        B=np.concatenate([_pad(b["ztx"], i, q, (1,)) for b, i in zip(blocks, places)]),
+        c=np.concatenate([_pad(b["zty"], i, q, (1,)) for b, i in zip(blocks, places)]),
+        vc_slots=np.repeat(np.arange(n_vc), width), n_vc=n_vc)
     return sums, labels, group_sites
+
+
+def _places(k, site_widths, widths):
+    """Where a site's columns go among all of them: the covariance block's first,
+    then each component's (a site's groups may hold fewer levels than another's)."""
+    starts = k + np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(int)
+    return np.concatenate([np.arange(k)] + [s + np.arange(w) for s, w in
+                                            zip(starts, site_widths)]).astype(int)
+
+
+def _pad(blocks, places, q, axes):
+    """A site's group blocks with zero columns where its groups have no level."""
+    shape = list(blocks.shape)
+    for a in axes:
+        shape[a] = q
+    out = np.zeros(shape)
+    out[np.ix_(*[places if a in axes else np.arange(n) for a, n in
+                 enumerate(blocks.shape)])] = blocks
+    return out
 
 
 def _index(labels):
@@ -325,26 +383,56 @@ def _check_fixed_design(sums, names):
                              f"{names[:j]}; drop it or one of those.")
 
 
-def _results(optimum, sums, reml, fe_names, re_names, labels, endog):
-    """The results object from the optimum (scale, covariances, Hessian, BLUPs)."""
+def _results(optimum, sums, reml, names, labels, endog):
+    """The results object from the optimum (scale, covariances, Hessian, BLUPs);
+    ``names`` are the fixed effects', the covariance block's and the components'."""
+    fe_names, re_names, vc_names = names
     fit = optimum.fit
     scale = fit.r2 / lik.residual_df(sums, reml)
     k = len(re_names)
     cov_names = [f"{re_names[i]} Var" if i == j else f"{re_names[j]} x {re_names[i]} Cov"
                  for i, j in zip(*np.tril_indices(k))]
-    names = fe_names + cov_names
+    names = fe_names + cov_names + [f"{v} Var" for v in vc_names]
     H = lik.hessian(fit, sums, reml)
     try:
         cov = np.linalg.inv(-H)
     except np.linalg.LinAlgError:
         cov = np.linalg.pinv(-H)
     blups, cond = lik.random_effects(fit, sums)
+    vcomp = lik.packed_psi(fit.psi, sums)[k * (k + 1) // 2:]
     return MixedLMResults(
         fe_params=pd.Series(fit.fe_params, index=fe_names),
         cov_params=pd.DataFrame(cov, index=names, columns=names), scale=scale,
-        cov_re=pd.DataFrame(scale * fit.psi, index=re_names, columns=re_names),
+        cov_re=pd.DataFrame(scale * fit.psi[:k, :k], index=re_names, columns=re_names),
+        vcomp=pd.Series(scale * vcomp, index=list(vc_names), dtype=float),
         llf=lik.loglike(fit, sums, reml), reml=reml, converged=optimum.converged,
         group_sizes=sums.n.astype(int),
-        random_effects=pd.DataFrame(blups, index=_index(labels), columns=re_names),
-        random_effects_cov=scale * cond,
+        random_effects=pd.DataFrame(blups[:, :k], index=_index(labels), columns=re_names),
+        random_effects_cov=scale * cond[:, :k, :k],
         endog_name=endog, n_iter=optimum.n_iter, message=optimum.message)
+
+
+#: statsmodels' form of a variance component: a column's levels as indicators
+_VC_FORM = re.compile(r"^\s*0\s*\+\s*C\(\s*([^()\s]+)\s*\)\s*$")
+
+
+def _variance_components(vc_formula, names):
+    """``(component names, their columns)`` of ``vc_formula`` in statsmodels' order
+    (sorted by name)."""
+    if not vc_formula:
+        return [], []
+    components, columns = [], []
+    for name in sorted(vc_formula):
+        form = vc_formula[name]
+        match = _VC_FORM.match(form) if isinstance(form, str) else None
+        if match is None:
+            raise ValueError(f"vc_formula[{show(name)}] = {show(form)}: a variance component "
+                             "is written '0 + C(column)' (each level of the column within a "
+                             "group gets a random intercept); other forms are not supported.")
+        column = match.group(1)
+        if column not in names:
+            raise ValueError(f"vc_formula[{show(name)}]: {show(column)} is not a column of X "
+                             f"{names}.")
+        components.append(str(name))
+        columns.append(column)
+    return components, columns

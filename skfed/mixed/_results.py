@@ -46,6 +46,8 @@ class MixedLMResults(_FixedEffectsResults):
         The (RE)ML log-likelihood at the estimate.
     reml : bool
     converged : bool
+    vcomp : pandas.Series, default=None
+        The variance components' variances (statsmodels' ``vcomp``), by name.
     group_sizes : ndarray of shape (n_groups,)
     random_effects : pandas.DataFrame
         The predicted random effects (BLUPs): one row per group, one column
@@ -68,7 +70,7 @@ class MixedLMResults(_FixedEffectsResults):
 
     def __init__(self, *, fe_params, cov_params, scale, cov_re, llf, reml, converged,
                  group_sizes, random_effects, random_effects_cov, endog_name="y",
-                 n_iter=0, message=""):
+                 n_iter=0, message="", vcomp=None):
         self.fe_params = fe_params
         self._cov_params = cov_params
         self.scale = float(scale)
@@ -84,10 +86,13 @@ class MixedLMResults(_FixedEffectsResults):
         self.endog_name = endog_name
         self.n_iter = int(n_iter)
         self.message = message
+        self.vcomp = pd.Series(dtype=float) if vcomp is None else vcomp
         k = cov_re.shape[0]
         names = list(cov_params.index)
         packed = self.cov_re_unscaled.to_numpy()[np.tril_indices(k)]
-        self.params = pd.Series(np.concatenate([fe_params.to_numpy(), packed]), index=names)
+        self.params = pd.Series(np.concatenate([fe_params.to_numpy(), packed,
+                                                self.vcomp.to_numpy() / self.scale]),
+                                index=names)
         variances = np.diag(cov_params.to_numpy())
         # a Hessian that is not negative definite (a boundary fit) has no standard errors
         self.bse = pd.Series(np.sqrt(np.where(variances > 0, variances, np.nan)), index=names)
@@ -178,22 +183,61 @@ class MixedLMResults(_FixedEffectsResults):
         fixed = super().summary_frame(alpha, use_t, exponentiate)
         k = self.cov_re.shape[0]
         variances = np.full((self.params.size - self.k_fe, fixed.shape[1]), np.nan)
-        variances[:, 0] = self.cov_re.to_numpy()[np.tril_indices(k)]
+        variances[:, 0] = np.concatenate([self.cov_re.to_numpy()[np.tril_indices(k)],
+                                          self.vcomp.to_numpy()])
         variances[:, 1] = self.bse_re
         return pd.DataFrame(np.vstack([fixed.to_numpy(), variances]), index=self.params.index,
                             columns=fixed.columns)
+
+    # -- variance components ------------------------------------------------
+    def variance_components(self):
+        """The random intercepts' variances, standard deviations and ICCs, one row per
+        level, then the residual (lme4's ``VarCorr`` with the ICC beside).
+
+        The ICC of a level is the correlation of two rows sharing it: the group's
+        variance over the total for the group, the group's plus the component's
+        for a component (Snijders and Bosker's ICC of nested levels; for crossed
+        components, two rows sharing the group and that level only). With random
+        slopes the ICC depends on the covariates and is left out (NaN).
+
+        Returns
+        -------
+        table : pandas.DataFrame
+            Columns ``Variance``, ``Std.Dev.`` and ``ICC``.
+        """
+        k = self.cov_re.shape[0]
+        names = [str(n) for n in self.cov_re.index] + [str(n) for n in self.vcomp.index]
+        variances = np.concatenate([np.diag(self.cov_re.to_numpy()), self.vcomp.to_numpy(),
+                                    [self.scale]])
+        icc = np.full(variances.size, np.nan)
+        if k <= 1:  # random intercepts only: the ICC is defined
+            total = variances.sum()
+            group = variances[0] if k else 0.0
+            icc[:k] = group / total
+            icc[k:-1] = (group + variances[k:-1]) / total
+        return pd.DataFrame({"Variance": variances, "Std.Dev.": np.sqrt(variances),
+                             "ICC": icc}, index=names + ["Residual"])
+
+    def icc(self):
+        """The intraclass correlation of each level (:meth:`variance_components`'
+        ``ICC`` column without the residual)."""
+        return self.variance_components()["ICC"].iloc[:-1]
 
     _summary_title = "Mixed Linear Model Regression Results"
 
     def _summary_info(self):
         sizes = self.group_sizes
-        return {"Model:": "MixedLM", "No. Observations:": str(self.nobs),
+        info = {"Model:": "MixedLM", "No. Observations:": str(self.nobs),
                 "No. Groups:": str(self.n_groups), "Min. group size:": f"{sizes.min():.0f}",
                 "Max. group size:": f"{sizes.max():.0f}",
                 "Mean group size:": f"{sizes.mean():.1f}",
                 "Dependent Variable:": self.endog_name, "Method:": self.method,
                 "Scale:": f"{self.scale:.4f}", "Log-Likelihood:": f"{self.llf:.4f}",
                 "Converged:": "Yes" if self.converged else "No"}
+        if self.vcomp.size:  # nested levels: the ICC of each
+            info.update({f"ICC {name}:": f"{value:.4f}"
+                         for name, value in self.icc().dropna().items()})
+        return info
 
     def __repr__(self):
         return (f"MixedLMResults({self.method}, {self.nobs} rows, {self.n_groups} groups, "

@@ -28,7 +28,7 @@ from ..federation.operations import SUMS, Arg, Refused, site_operation
 #: the keys of a mixed model's design and their types
 DESIGN_KEYS = {"groups": (str, type(None)), "re_columns": (list,), "fit_intercept": (bool,),
                "re_intercept": (bool,), "min_group_rows": (int,), "trials": (str, type(None)),
-               "family": (str,)}
+               "family": (str,), "vc_columns": (list,)}
 
 
 def design_problem(design):
@@ -40,6 +40,9 @@ def design_problem(design):
     if len(columns) > 256 or not all(isinstance(c, int) and not isinstance(c, bool) and
                                      c >= 0 for c in columns):
         return "a malformed mixed-model design"
+    vc = design.get("vc_columns", [])
+    if len(vc) > 16 or not all(isinstance(c, str) for c in vc):
+        return "a malformed mixed-model design"
     return None
 
 
@@ -49,8 +52,9 @@ def design_rules(site, values, rules):
     analyst built (whose values would be its labels)."""
     design = values["design"]
     raw = site.meta.get("raw_columns")
-    for key in ("groups", "trials"):
-        column = design.get(key)
+    named = [(k, design.get(k)) for k in ("groups", "trials")]
+    for key, column in named + [("variance component", c) for c in design.get("vc_columns",
+                                                                                [])]:
         if column is not None and raw is not None and column not in raw:
             raise Refused("columns", f"the {key} column {column!r} is not one of the "
                                      "dataset's own columns", columns=[column])
@@ -62,6 +66,12 @@ def design_rules(site, values, rules):
             raise Refused("min_rows", f"a group of column {design['groups']!r} holds fewer "
                           f"than {floor} rows here (a group's sums would disclose its rows)",
                           columns=[design["groups"]], public=True)
+        for column in design.get("vc_columns", []):
+            if column in site.X.columns and np.any(
+                    _vc_levels(site, column, codes)[1] < floor):
+                raise Refused("min_rows", f"a level of the variance component {column!r} "
+                              f"holds fewer than {floor} rows of its group here (its sums "
+                              "would disclose its rows)", columns=[column], public=True)
 
 
 _DESIGN = Arg("design", "value", check=design_problem)
@@ -86,6 +96,38 @@ def _group_labels(site, column):
     return codes.ravel(), [v.item() if isinstance(v, np.generic) else v for v in labels]
 
 
+def _vc_levels(site, column, codes):
+    """``(slot, sizes)``: each row's level of ``column`` numbered within its group
+    (0, 1, ... in sorted order), and the rows of each (group, level) cell."""
+    level_codes, _ = _group_labels(site, column)
+    cells, cell_of_row = np.unique(np.column_stack([codes, level_codes]), axis=0,
+                                   return_inverse=True)
+    cell_of_row = cell_of_row.ravel()
+    first = np.concatenate([[0], np.flatnonzero(np.diff(cells[:, 0])) + 1])
+    rank = np.arange(cells.shape[0]) - np.repeat(first, np.diff(np.append(first,
+                                                                         cells.shape[0])))
+    return rank[cell_of_row], np.bincount(cell_of_row)
+
+
+def vc_design(site, design, codes, labels):
+    """The variance components' indicator columns of a site's rows (each level's
+    column numbered within its group, so groups share columns) and the number of
+    columns per component (the most levels one group holds)."""
+    blocks, widths = [], []
+    for column in design.get("vc_columns", []):
+        slot, sizes = _vc_levels(site, column, codes)
+        small = np.flatnonzero(sizes < design["min_group_rows"])
+        if small.size:
+            raise SiteError(site.site, f"a level of the variance component {show(column)} "
+                                       f"holds {int(sizes[small[0]])} row(s) of its group, "
+                                       f"fewer than {design['min_group_rows']}: its sums "
+                                       "would disclose its rows. Merge or drop it.")
+        width = int(slot.max()) + 1
+        blocks.append(np.eye(width)[slot])
+        widths.append(width)
+    return (np.hstack(blocks) if blocks else np.zeros((codes.size, 0))), widths
+
+
 def site_design(site, design):
     """``(X, Z, y, codes, labels)`` of a site's rows, checked at the site.
 
@@ -105,7 +147,8 @@ def site_design(site, design):
         raise SiteError(site.site, "no target (y).")
     column = design["groups"]
     codes, labels = _group_labels(site, column)
-    features = site.X if column is None else site.X.drop(columns=[column])
+    dropped = ([] if column is None else [column]) + list(design.get("vc_columns", []))
+    features = site.X.drop(columns=dropped) if dropped else site.X
     F = numeric_matrix(site.replace(X=features))
     y = np.asarray(site.y)
     if y.ndim != 1 or y.shape[0] != F.shape[0]:
@@ -121,7 +164,8 @@ def site_design(site, design):
     slopes = F[:, list(design["re_columns"])]
     Z = np.hstack([ones, slopes]) if design["re_intercept"] else slopes
     _check_group_sizes(site, codes, labels, design["min_group_rows"])
-    return X, Z, y, codes, labels
+    V, _ = vc_design(site, design, codes, labels)
+    return X, np.hstack([Z, V]), y, codes, labels
 
 
 def _check_group_sizes(site, codes, labels, min_rows):
@@ -176,8 +220,9 @@ def site_group_blocks(site, design):
     def group_sums(rows):  # sums of per-row products over each group's rows
         return np.add.reduceat(rows, starts, axis=0)
 
+    _, widths = vc_design(site, design, codes, labels)
     return {"labels": np.asarray(labels, dtype=object),
-            "n": sizes.astype(np.float64),
+            "n": sizes.astype(np.float64), "vc_widths": np.asarray(widths, dtype=np.float64),
             "ztz": group_sums(np.einsum("ia,ib->iab", Zs, Zs)),
             "ztx": group_sums(np.einsum("ia,ib->iab", Zs, Xs)),
             "zty": group_sums(Zs * ys[:, None])}
