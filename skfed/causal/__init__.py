@@ -9,5 +9,7 @@ scores stay at the sites). See ``docs/causal.md``.
 
 from ._estimators import FedAIPW, FedIPW, effect_scales
 from ._survival import IPWSurvival, ipw_survival
+from ._two_stage import CausalTwoStage, compare_two_stage
 
-__all__ = ["FedIPW", "FedAIPW", "IPWSurvival", "effect_scales", "ipw_survival"]
+__all__ = ["FedIPW", "FedAIPW", "CausalTwoStage", "IPWSurvival", "compare_two_stage",
+           "effect_scales", "ipw_survival"]
