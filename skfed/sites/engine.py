@@ -19,11 +19,13 @@ of all the rows in one process would.
 
 A fit session keeps its client objective per partition, on the workers; the
 site's session holds an :class:`EngineObjective` whose evaluations (loss,
-gradient, Hessian, normal equations) are sums of the partitions'.
+gradient, Hessian, normal equations, curvature products, smoothness constants)
+are sums of the partitions'.
 
-An operation not declared to combine is refused with the reason; so are row
-steps and held-out parts (a global row index is kept, ``meta["row_ids"]``, for
-the row-order steps still to come).
+Rows have a stable global index (partition offset + row, partitions in file
+order, ``meta["row_ids"]``): a held-out part is drawn over it as an in-memory
+site draws it. An operation not declared to combine is refused with the reason
+(:data:`NEEDS_ALL_ROWS`), and so are row steps.
 """
 
 import glob
@@ -61,7 +63,9 @@ NEEDS_ALL_ROWS = (
     ("mixed.", "a group's rows may span partitions (a shuffle by group)"),
     ("glmm.", "a group's rows may span partitions (a shuffle by group)"),
     ("gee.", "a cluster's rows may span partitions (a shuffle by cluster)"),
-    ("boost.", "boosting's bin edges and fit state are not yet kept per partition"),
+    ("boosting.", "boosting's bin edges and fit state are not yet kept per partition"),
+    ("evaluate.concordance", "concordance compares pairs of rows across partitions "
+                             "(a sort)"),
 )
 
 
@@ -79,15 +83,23 @@ def refusal(operation):
 # --- on the workers -----------------------------------------------------------------
 def read_part(path, columns, domains, population):
     """One partition's rows, as :meth:`skfed.sites.rows.SiteRows.table` reads a table."""
-    from .rows import _within_domains
-
     table = pd.read_parquet(path).rename(columns=str)
     if columns is not None:
         table = table[[c for c in table.columns if c in columns]]
-    table = _within_domains(table, domains)
+    table = within_domains(table, domains)
     if population == "complete":
         table = table[~table.isna().any(axis=1)]
     return table.reset_index(drop=True)
+
+
+def within_domains(table, domains):
+    """A value outside its column's declared range reads as missing (a transform judged
+    finite on the declared domain is then finite on every value it sees)."""
+    for column, (low, high) in domains.items():
+        if column in table.columns:
+            values = pd.to_numeric(table[column], errors="coerce")
+            table[column] = table[column].where((values >= low) & (values <= high))
+    return table
 
 
 def part_rows(frame, offset, site, reference, keep=None):

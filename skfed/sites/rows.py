@@ -26,12 +26,12 @@ import secrets
 import threading
 
 import numpy as np
-import pandas as pd
 
 from ..data.site import SiteError, SitePartitions, holdout_rows
 from ..data.sources import read_table, split_table
 from ..federation.operations import Refused, row_steps
 from .codec import encode
+from .engine import DaskEngine, within_domains
 from .rowsets import RowSetRecord, record_path
 
 _LOG = logging.getLogger("skfed.site")
@@ -78,8 +78,6 @@ class SiteRows:
 
     def engine(self, conf):
         """The engine of a dataset declared ``engine = "dask"`` (started on first use)."""
-        from .engine import DaskEngine
-
         with self._lock:
             if conf.name not in self._engines:
                 self._engines[conf.name] = DaskEngine(self.name, conf)
@@ -122,7 +120,7 @@ class SiteRows:
                 table = table.rename(columns=str)
                 if conf.columns is not None:  # the site's allow-list of columns
                     table = table[[c for c in table.columns if c in conf.columns]]
-                table = _within_domains(table, conf.domains)
+                table = within_domains(table, conf.domains)
                 if conf.population == "complete":  # one row set for every analysis
                     table = table[~table.isna().any(axis=1)].reset_index(drop=True)
                 self._tables[conf.name] = table
@@ -276,16 +274,6 @@ class SiteRows:
             while len(self._kept) > KEPT_REFERENCES:
                 self._kept.popitem(last=False)
         return value
-
-
-def _within_domains(table, domains):
-    """A value outside its column's declared range reads as missing (a transform judged
-    finite on the declared domain is then finite on every value it sees)."""
-    for column, (low, high) in domains.items():
-        if column in table.columns:
-            values = pd.to_numeric(table[column], errors="coerce")
-            table[column] = table[column].where((values >= low) & (values <= high))
-    return table
 
 
 def _mask(row_ids, n):
