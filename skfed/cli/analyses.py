@@ -24,7 +24,8 @@ from .json_values import json_value
 #: the commands of this module, by name: (module, its parser adder, its runner)
 COMMANDS = {"km": ("km", "add_km_parser", "run_km"),
             "mixed": ("mixed", "add_mixed_parser", "run_mixed"),
-            "meta": ("meta", "add_meta_parser", "run_meta")}
+            "meta": ("meta", "add_meta_parser", "run_meta"),
+            "causal": ("causal", "add_causal_parser", "run_causal")}
 
 
 def _command(name, attribute):

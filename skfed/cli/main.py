@@ -1,4 +1,4 @@
-"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|site|relay|support-matrix``
+"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|causal|site|relay|support-matrix``
 (also installed as ``skfed``)."""
 
 import argparse
