@@ -1,5 +1,5 @@
-"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|causal|site|relay|support-matrix``
-(also installed as ``skfed``)."""
+"""Command line: ``python -m skfed demo|fit|describe|km|mixed|meta|causal|site|relay|
+support-matrix`` (also installed as ``skfed``)."""
 
 import argparse
 import sys
