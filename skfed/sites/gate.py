@@ -39,6 +39,8 @@ RULE_TEXTS = {
                "allowed in that role",
     "message": "the request does not have the form this operation takes",
     "sessions": "no such session for this analyst",
+    "engine": "this is not served on a dataset the site keeps on an engine (it needs all "
+              "the rows at once: a sort or a shuffle)",
     "require": "this site requires {require}: this request would release numbers "
                "computed from this site's rows alone (only masked sums of a protected "
                "analysis leave it)",
