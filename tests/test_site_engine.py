@@ -580,3 +580,16 @@ def test_row_sets_recorded_as_in_memory(services, certs):
     recorded = [{bytes(m) for m in servers[name].host.rows.record(
         servers[name].host.config.datasets["rows"]).sets} for name in ("twin", "ragged")]
     assert recorded[0] == recorded[1] and len(recorded[0]) >= 1  # b's support
+
+
+def test_logistic_regression_through_an_engine_site(services, certs):
+    """A classifier: the classes from data.summary's union over the partitions, the
+    binary target encoded per partition, Newton's sums added; its accuracy score."""
+    from skfed.linear_model import FedLogisticRegression
+
+    memory, engine = _fit_both(services, certs, lambda: FedLogisticRegression(C=10.0),
+                               "b", ["c", "y", "w"])
+    np.testing.assert_array_equal(engine.classes_, memory.classes_)
+    assert engine.n_iter_ == memory.n_iter_
+    np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10)
+    np.testing.assert_allclose(engine.intercept_, memory.intercept_, rtol=1e-10)
