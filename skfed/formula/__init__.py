@@ -22,11 +22,12 @@ from ._causal import aipw, ipw
 from ._errors import DesignError, FormulaError
 from ._discrete import MNLogitResults, OrdinalResults, mnlogit, ordinal
 from ._gee import GEEFormulaResults, gee
-from ._models import coxph, design, glm, mixedlm
+from ._models import coxph, design, glm, mixedglm, mixedlm
 from ._results import CoxResults, FormulaResults, GLMResults
 from ._two_stage import TwoStageResults, two_stage
 
-__all__ = ["glm", "coxph", "mixedlm", "two_stage", "ordinal", "mnlogit", "OrdinalResults",
+__all__ = ["glm", "coxph", "mixedlm", "mixedglm", "two_stage", "ordinal", "mnlogit",
+           "OrdinalResults",
            "MNLogitResults", "gee", "GEEFormulaResults", "design", "FormulaError",
            "DesignError", "FormulaResults", "GLMResults", "CoxResults", "TwoStageResults",
            "ipw", "aipw"]

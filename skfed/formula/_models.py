@@ -509,3 +509,79 @@ def mixedlm(formula, data, *, groups=None, re_formula=None, vc_formula=None, rem
                                      training_data=design_data)
     results.endog_name = str(parsed.lhs[0])  # the response's name in the summary
     return results
+
+
+def _glmm_bar(formula, groups):
+    """``(fixed formula, groups)`` of a GLMM's formula: one ``(1 | group)`` term (a
+    random intercept: what :class:`~skfed.mixed.FedMixedGLM` fits)."""
+    slope = re.search(r"\(\s*(?!1\s*\|)[^()|]*\|", formula)
+    if slope:
+        raise FormulaError(f"{formula!r}: a GLMM here has a random intercept per group, "
+                           "(1 | group); random slopes in a GLMM are not supported yet.")
+    bars = _BAR.findall(formula)
+    if any(level for _, level in bars) or len(bars) > 1:
+        raise FormulaError(f"{formula!r}: a GLMM here has one random intercept, "
+                           "(1 | group); nested components are the linear model's (mixedlm).")
+    if not bars:
+        if "|" in formula:
+            raise FormulaError(f"{formula!r}: a random intercept is written (1 | group).")
+        return formula, groups
+    if groups is not None and groups != bars[0][0]:
+        raise FormulaError(f"groups={groups!r} and the formula's (1 | {bars[0][0]}) "
+                           "disagree: give the group once.")
+    return _BAR.sub("", formula).strip(), bars[0][0]
+
+
+def mixedglm(formula, data, *, family="binomial", groups=None, trials=None, n_nodes=1,
+             clients=None, min_level_count=5, min_group_size=2):
+    """Fit a binomial or Poisson GLMM with a random intercept per group from a formula:
+    lme4's ``glmer(y ~ x + (1 | herd), family, nAGQ=n_nodes)`` on the pooled rows
+    (:class:`~skfed.mixed.FedMixedGLM`).
+
+    Parameters
+    ----------
+    formula : str
+        ``"cases ~ x + C(period) + (1 | herd)"``; the ``(1 | group)`` term may be
+        left out for ``groups=`` (``None`` for both: the sites are the groups).
+    data : pandas.DataFrame or FederatedDataset
+    family : {"binomial", "poisson"}, default="binomial"
+    groups : str, default=None
+        The random intercept's groups (a column, each group at one site).
+    trials : str, default=None
+        Binomial: the column of each row's trials; the response counts successes
+        (lme4's ``cbind(cases, size - cases)``). ``None``: a 0/1 response.
+    n_nodes : int, default=1
+        1: the Laplace approximation (glmer's default); more: adaptive
+        Gauss-Hermite quadrature with that many nodes (glmer's ``nAGQ``).
+    clients : str or array-like, default=None
+        With a DataFrame: the column, or the labels, of each row's site.
+    min_level_count : int, default=5
+    min_group_size : int, default=2
+
+    Returns
+    -------
+    GLMMResults
+        With ``formula``, ``design`` and the fitted ``estimator`` as attributes,
+        and the response's name in the summary.
+    """
+    from ..mixed import FedMixedGLM
+
+    formula, groups = _glmm_bar(str(formula), groups)
+    parsed = parse_formula(formula)
+    dataset, _, _, _ = formula_dataset(data, clients)
+    kinds = _schema(dataset)
+    if len(parsed.lhs) != 1:
+        raise FormulaError(f"a GLMM's formula has one response: {formula!r}.")
+    response = {"kind": "numeric", "expr": numeric_expression(parsed.lhs[0], parsed.lhs[0],
+                                                                kinds)}
+    keep = [c for c in (groups, trials) if c is not None]
+    design, rows, design_data, _ = _build(parsed, dataset, parsed.terms, response,
+                                          keep=keep, min_level_count=min_level_count)
+    estimator = FedMixedGLM(family, trials=trials, n_nodes=n_nodes, fit_intercept=False,
+                            min_group_size=min_group_size)
+    estimator.fit(design_data, groups=groups)
+    results = estimator.results_
+    results.formula, results.estimator, results.design = formula, estimator, design
+    results.rows_by_site = rows
+    results.endog_name = str(parsed.lhs[0])  # the response's name in the summary
+    return results
