@@ -52,7 +52,9 @@ def _api(frame, estimator):
 @pytest.mark.parametrize("extra, estimator", [
     ([], FedIPW()), (["--estimand", "ATT", "--trim", "0.05,0.95"],
                      FedIPW("ATT", trim=(0.05, 0.95))),
-    (["--method", "aipw"], FedAIPW())], ids=["ipw", "att-trim", "aipw"])
+    (["--method", "aipw"], FedAIPW()),
+    (["--method", "aipw", "--estimand", "ATT"], FedAIPW("ATT"))],
+    ids=["ipw", "att-trim", "aipw", "aipw-att"])
 def test_the_numbers_are_the_apis(frame, csv, tmp_path, capsys, extra, estimator):
     out_json = tmp_path / "causal.json"
     code, out, err = _run(capsys, csv, "--clients", "hospital", *OPTIONS, *extra,
@@ -86,8 +88,8 @@ def test_report_has_the_tables_and_both_figures(csv, tmp_path, capsys):
      "--treatment 'arm': no such column"),
     (["{csv}", "--clients", "hospital", *OPTIONS, "--trim", "0.9,0.1"],
      "--trim takes two increasing scores"),
-    (["{csv}", "--clients", "hospital", *OPTIONS, "--method", "aipw", "--estimand", "ATT"],
-     "--method aipw estimates the ATE"),
+    (["{csv}", "--clients", "hospital", *OPTIONS, "--method", "aipw", "--estimand", "ATO"],
+     "--method aipw estimates the ATE, ATT or ATC"),
     (["{csv}", "--clients", "hospital", "--treatment", "age", "--outcome", "gain",
       "--covariates", "bmi"], "holds values other than 0 and 1"),
 ])

@@ -49,7 +49,7 @@ def balance_tables(session, spec, theta, names, *, n_bins, extreme_weight, min_l
                    model=None):
     """``(balance, effective sample size, overlap)`` of a fitted analysis."""
     sums = session.sum(site_balance_sums, spec, theta, model, phase="analysis")
-    estimand = "ATE" if spec["method"] == "aipw" else spec["estimand"]
+    estimand = spec["estimand"]  # AIPW: the weights of its residual correction
     table = smd_table(sums, estimand, names)
     ess = {label: float(sums[f"sw{arm}"]) ** 2 / float(sums[f"sww{arm}"])
            for arm, label in ARMS}

@@ -13,13 +13,18 @@ The parameters, in order (:func:`parameter_names`):
 - ``pi`` (stabilised weights only): the share of treated rows;
 - ``beta``: the propensity model's logistic coefficients (intercept first);
 - ``gamma1, gamma0`` (AIPW only): the outcome model's coefficients in each arm
-  (a GLM with the family's canonical link, intercept first).
+  (a GLM with the family's canonical link, intercept first);
+- ``nu`` (AIPW for the ATT or ATC): the other arm's normalised weighted residual.
 
 Hajek weighting: ``psi_mu_a = s_a w_a(e) (Y - mu_a)`` with the estimand's
 weights (ATE ``A/e``, ``(1-A)/(1-e)``; ATT ``A``, ``(1-A) e/(1-e)``; ATC
 ``A(1-e)/e``, ``1-A``; ATO ``A(1-e)``, ``(1-A)e``), ``s_a`` the arm's share
 when stabilised. AIPW (ATE): ``psi_mu1 = m1 + A (Y - m1)/e - mu1``,
-``psi_mu0 = m0 + (1-A)(Y - m0)/(1-e) - mu0`` (delicatessen's ``ee_aipw``).
+``psi_mu0 = m0 + (1-A)(Y - m0)/(1-e) - mu0`` (delicatessen's ``ee_aipw``). AIPW
+(ATT): ``psi_mu1 = A (Y - mu1)``, ``psi_nu = (1-A) e/(1-e) (Y - m0 - nu)``,
+``psi_mu0 = A (m0 + nu - mu0)``: the treated rows' mean of the controls' outcome model
+plus the controls' normalised weighted residual, doubly robust (the ATC likewise, the
+arms swapped, weights ``(1-e)/e``).
 Truncation clips the score into ``[lo, hi]`` (delicatessen's ``truncate``:
 its derivative is zero where clipped); trimming gives rows whose score is
 outside ``[lo, hi]`` no weight in the means (the propensity model keeps them).
@@ -41,6 +46,8 @@ def parameter_names(spec, covariates):
     names += [f"ps[{c}]" for c in design]
     if spec["method"] == "aipw":
         names += [f"y1[{c}]" for c in design] + [f"y0[{c}]" for c in design]
+        if spec["estimand"] != "ATE":
+            names.append("resid[Y(0)]" if spec["estimand"] == "ATT" else "resid[Y(1)]")
     return names
 
 
@@ -55,6 +62,8 @@ def blocks(spec, q):
     if spec["method"] == "aipw":
         out["gamma1"] = slice(at + q, at + 2 * q)
         out["gamma0"] = slice(at + 2 * q, at + 3 * q)
+        if spec["estimand"] != "ATE":  # the normalised weighted residual of the other arm
+            out["nu"] = slice(at + 3 * q, at + 3 * q + 1)
     return out
 
 
@@ -64,7 +73,9 @@ def n_parameters(spec, q):
     has no coefficients in the stack."""
     if spec["scores"] == "model":
         return 2 + int(spec["stabilized"])
-    return 2 + int(spec["stabilized"]) + q * (3 if spec["method"] == "aipw" else 1)
+    if spec["method"] == "aipw":
+        return 2 + int(spec["stabilized"]) + 3 * q + int(spec["estimand"] != "ATE")
+    return 2 + int(spec["stabilized"]) + q
 
 
 def arm_weights(e, A, estimand):
@@ -168,6 +179,9 @@ def _aipw_rows(Z, A, Y, theta, spec, at, score, psi, D):
     psi[:, g0] = Z * (A0 * (Y - m0))[:, None]
     D[g1, g1] = -(Z * (A * v1)[:, None]).T @ Z
     D[g0, g0] = -(Z * (A0 * v0)[:, None]).T @ Z
+    if spec["estimand"] != "ATE":
+        _aipw_treated_rows(Z, A, Y, theta, spec, at, (e, slope, m1, v1, m0, v0), psi, D)
+        return
     psi[:, 0] = m1 + A * (Y - m1) / e - theta[0]
     psi[:, 1] = m0 + A0 * (Y - m0) / (1 - e) - theta[1]
     D[0, 0] = D[1, 1] = -float(A.size)
@@ -176,3 +190,28 @@ def _aipw_rows(Z, A, Y, theta, spec, at, score, psi, D):
     D[1, at["beta"]] = Z.T @ (A0 * (Y - m0) / (1 - e) ** 2 * slope)
     D[0, g1] = Z.T @ ((1 - A / e) * v1)
     D[1, g0] = Z.T @ ((1 - A0 / (1 - e)) * v0)
+
+
+def _aipw_treated_rows(Z, A, Y, theta, spec, at, fitted, psi, D):
+    """AIPW for the ATT (the ATC with the arms' roles swapped): the treated arm's mean
+    ``mu1`` (``sum A (Y - mu1) = 0``), the controls' normalised weighted residual ``nu``
+    (``sum (1-A) e/(1-e) (Y - m0 - nu) = 0``) and ``mu0`` the treated rows' mean of
+    ``m0 + nu`` (``sum A (m0 + nu - mu0) = 0``)."""
+    e, slope, m1, v1, m0, v0 = fitted
+    nu = at["nu"].start
+    if spec["estimand"] == "ATT":
+        own, other, m, v, g, i, j = A, 1.0 - A, m0, v0, at["gamma0"], 0, 1
+        w, dw = e / (1 - e), 1 / (1 - e) ** 2
+    else:
+        own, other, m, v, g, i, j = 1.0 - A, A, m1, v1, at["gamma1"], 1, 0
+        w, dw = (1 - e) / e, -1 / e ** 2
+    r = Y - m - theta[nu]
+    psi[:, i] = own * (Y - theta[i])
+    psi[:, nu] = other * w * r
+    psi[:, j] = own * (m + theta[nu] - theta[j])
+    D[i, i] = D[j, j] = -own.sum()
+    D[j, nu] = own.sum()
+    D[j, g] = Z.T @ (own * v)
+    D[nu, nu] = -np.sum(other * w)
+    D[nu, g] = -Z.T @ (other * w * v)
+    D[nu, at["beta"]] = Z.T @ (other * dw * r * slope)

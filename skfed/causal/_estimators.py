@@ -445,8 +445,18 @@ class FedAIPW(_FedWeighting):
     ``ee_aipw`` with a fully interacted outcome model (per-arm models) on the
     pooled rows.
 
+    For the ATT the treated arm's mean is its outcomes' mean, and the controls'
+    potential-outcome mean is the treated rows' mean of the controls' outcome model
+    plus the controls' normalised weighted residual (weights ``e / (1 - e)``): doubly
+    robust, consistent if either the propensity model or the controls' outcome model
+    is right. The ATC likewise with the arms swapped (weights ``(1 - e) / e``). Their
+    stacked equations (``skfed/causal/_equations.py``) are solved by delicatessen's
+    ``MEstimator`` in the tests.
+
     Parameters
     ----------
+    estimand : {"ATE", "ATT", "ATC"}, default="ATE"
+        The average effect in everyone, the treated or the controls.
     outcome_family : {"gaussian", "binomial", "poisson"}, default="gaussian"
         The outcome models' family (identity, logit or log link).
     truncate : (float, float), default=None
@@ -461,7 +471,7 @@ class FedAIPW(_FedWeighting):
     effect_, std_err_, potential_outcomes_, effects_, params_, cov_params_, param_names_
         As :class:`FedIPW` (the parameters also hold the outcome models').
     balance_, effective_sample_size_, overlap_, n_iter_
-        As :class:`FedIPW` (balance under the ATE's weights).
+        As :class:`FedIPW` (balance under the estimand's weights).
 
     Examples
     --------
@@ -477,11 +487,13 @@ class FedAIPW(_FedWeighting):
     """
 
     _method = "aipw"
-    _parameter_constraints = {"outcome_family": [StrOptions(set(FAMILIES))], **_COMMON}
+    _parameter_constraints = {"estimand": [StrOptions({"ATE", "ATT", "ATC"})],
+                              "outcome_family": [StrOptions(set(FAMILIES))], **_COMMON}
 
-    def __init__(self, *, outcome_family="gaussian", truncate=None, truncate_by="score",
-                 tol=1e-10, max_iter=100, balance=True, n_bins=20, extreme_weight=20.0,
-                 min_level_count=5, privacy=None):
+    def __init__(self, estimand="ATE", *, outcome_family="gaussian", truncate=None,
+                 truncate_by="score", tol=1e-10, max_iter=100, balance=True, n_bins=20,
+                 extreme_weight=20.0, min_level_count=5, privacy=None):
+        self.estimand = estimand
         self.outcome_family = outcome_family
         self.truncate = truncate
         self.truncate_by = truncate_by
@@ -494,7 +506,7 @@ class FedAIPW(_FedWeighting):
         self.privacy = privacy
 
     def _estimand(self):
-        return "ATE"
+        return self.estimand
 
     def _stabilized(self):
         return False

@@ -190,7 +190,7 @@ def ipw_weights(Z, A, theta, spec, e_model=None):
     as the spec says) and its fitted propensity score."""
     at = blocks(spec, Z.shape[1])
     e, used, _, keep = scores(Z, theta[at["beta"]], spec, e_model)
-    estimand = "ATE" if spec["method"] == "aipw" else spec["estimand"]
+    estimand = spec["estimand"]  # AIPW: the weights of its residual correction
     w1, w0, _, _ = arm_weights(used, A, estimand)
     if spec["stabilized"]:
         pi = theta[at["pi"]][0]

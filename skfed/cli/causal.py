@@ -41,9 +41,10 @@ def add_causal_parser(sub):
                         "other numeric column)")
     c.add_argument("--estimand", choices=ESTIMANDS, default="ATE",
                    help="the population: everyone, the treated, the controls, or the overlap "
-                        "population (IPW only; default ATE)")
+                        "population (ATO: IPW only; default ATE)")
     c.add_argument("--method", choices=("ipw", "aipw"), default="ipw",
-                   help="Hajek IPW, or augmented IPW (doubly robust, ATE; default ipw)")
+                   help="Hajek IPW, or augmented IPW (doubly robust: ATE, ATT or ATC; "
+                        "default ipw)")
     c.add_argument("--outcome-family", choices=("gaussian", "binomial", "poisson"),
                    default="gaussian", help="AIPW's outcome models (default gaussian)")
     c.add_argument("--truncate", metavar="LO,HI",
@@ -81,11 +82,11 @@ def _estimator(args):
         privacy = SecureAggregation()
     truncate = _bounds(args.truncate, "--truncate")
     if args.method == "aipw":
-        if args.estimand != "ATE" or args.trim is not None:
-            raise CLIError("--method aipw estimates the ATE and does not trim: drop "
-                           "--estimand and --trim, or use --method ipw.")
-        return FedAIPW(outcome_family=args.outcome_family, truncate=truncate,
-                       privacy=privacy)
+        if args.estimand == "ATO" or args.trim is not None:
+            raise CLIError("--method aipw estimates the ATE, ATT or ATC and does not trim: "
+                           "use --estimand ATO or --trim with --method ipw.")
+        return FedAIPW(args.estimand, outcome_family=args.outcome_family,
+                       truncate=truncate, privacy=privacy)
     return FedIPW(args.estimand, truncate=truncate, trim=_bounds(args.trim, "--trim"),
                   privacy=privacy)
 
