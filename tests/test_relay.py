@@ -40,6 +40,8 @@ from ._relay import (ConnectProxy, TestRelay, relay_site_config, relay_toml,  # 
 from ._sites import SITES, site_config, split_frames, stop_sites  # noqa: E402
 
 POLICY = "min_rows = 10\nallow_exact_quantiles = true"
+#: analyst-b may only describe: the gate must read who asks from the envelope
+ACCESS = '[access.analyst-b]\noperations = ["dataset.describe"]'
 REF = {"name": "visits", "target": "target", "drop": [], "sample_weight": None,
        "offset": None}
 
@@ -92,7 +94,7 @@ def federation(tmp_path_factory):
             folder.mkdir()
             part.to_csv(folder / "visits.csv", index=False)
             options = dict(certs=certs, datasets={"visits": ("visits.csv", None)},
-                           policy=POLICY)
+                           policy=POLICY, extra=ACCESS)
             # the same folder (rows, partition secrets) served directly, for comparison
             direct_toml = site_config(folder, name, **options).rename(folder / "direct.toml")
             servers.append(SiteServer(load_config(direct_toml)).start())
@@ -249,6 +251,9 @@ def test_a_tampering_relay_is_refused_at_the_site_and_logged(federation):
 
 
 def test_the_analyst_at_the_site_is_the_envelopes_signer(federation):
+    from skfed.sites import SiteRefusal
+    from skfed.stats import describe
+
     certs = federation["certs"]
     conn = RelayConnection("hospital-b", federation["address"],
                            **_tls(certs, certs.analysts["analyst-b"]))
@@ -259,6 +264,17 @@ def test_the_analyst_at_the_site_is_the_envelopes_signer(federation):
     last = [line for line in read_audit(federation["folders"]["hospital-b"] / "audit.jsonl")
             if line.get("operation") == "dataset.describe"][-1]
     assert last["analyst"] == "analyst-b" and last["outcome"] == "ok"
+    # the site's [access.analyst-b] rule applies to analyst-b's envelopes, not the relay's
+    data = FederatedDataset.from_sites(list(SITES), relay=federation["address"],
+                                       dataset="visits", target=None,
+                                       **_tls(certs, certs.analysts["analyst-b"]))
+    with pytest.raises(SiteRefusal) as info:
+        describe(data, columns=["age", "bmi"])
+    assert info.value.rule == "access"
+    data.close()
+    data = _data(federation, "relay", target=None)  # the analyst may
+    assert describe(data, columns=["age", "bmi"]).table.shape[0] > 0
+    data.close()
 
 
 def test_a_fit_goes_on_across_a_reconnect(federation):
