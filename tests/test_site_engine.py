@@ -164,6 +164,29 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
     assert "ok" in ask(hosts["memory"], op, dataset={"name": "rows"}, **args)
 
 
+@pytest.mark.parametrize("name,why", [
+    ("fit.risk_sets", "sorted by time"), ("survival.event_times", "sorted by time"),
+    ("stats.survival_counts", "Kaplan-Meier"), ("stats.count_below", "exact quantiles"),
+    ("mixed.totals", "shuffle by group"), ("gee.terms", "shuffle by cluster"),
+    ("boosting.histograms", "not yet kept per partition"),
+    ("causal.ee_sums", "not declared to combine")])
+def test_every_refusal_names_its_reason(name, why):
+    """Each declared operation an engine does not serve is refused with its reason."""
+    import skfed.causal  # noqa: F401  (declares its operations)
+    import skfed.ensemble  # noqa: F401
+    import skfed.gee  # noqa: F401
+    import skfed.mixed  # noqa: F401
+    import skfed.stats  # noqa: F401
+    import skfed.survival  # noqa: F401
+    from skfed.federation.operations import operations
+    from skfed.sites.engine import refusal
+
+    operation = operations()[name]
+    assert operation.combine is None
+    refused = refusal(operation)
+    assert refused.rule == "engine" and why in refused.detail and refused.public
+
+
 def test_engine_refuses_row_steps(hosts):
     reference = {"name": "rows", "target": "y",
                  "steps": [{"step": "data.complete_cases", "args": {}}]}
