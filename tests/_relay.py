@@ -87,9 +87,9 @@ class TestRelay(RelayServer):
             envelope = bytearray(envelope)
             envelope[len(envelope) // 2] ^= 0x01
             envelope = bytes(envelope)
-        if mode == "hold":  # the analyst waits to its deadline: a drop
+        if mode == "hold":  # the analyst waits past its deadline: a drop
             self.held = (site, envelope)
-            time.sleep(timeout)
+            time.sleep(timeout + 1.0)
             return None
         reply = super().forward(site, envelope, timeout)
         if mode == "replay":
