@@ -172,13 +172,12 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
     ("causal.ee_sums", "not declared to combine")])
 def test_every_refusal_names_its_reason(name, why):
     """Each declared operation an engine does not serve is refused with its reason."""
-    import skfed.causal  # noqa: F401  (declares its operations)
-    import skfed.ensemble  # noqa: F401
-    import skfed.gee  # noqa: F401
-    import skfed.mixed  # noqa: F401
-    import skfed.stats  # noqa: F401
-    import skfed.survival  # noqa: F401
+    import importlib
+
     from skfed.federation.operations import operations
+
+    for package in ("causal", "ensemble", "gee", "mixed", "stats", "survival"):
+        importlib.import_module(f"skfed.{package}")  # each declares its operations
     from skfed.sites.engine import refusal
 
     operation = operations()[name]
