@@ -85,3 +85,56 @@ def test_aipw_rejects_the_overlap_estimand():
     X, a, y, site = _data()
     with pytest.raises(ValueError, match="estimand"):
         FedAIPW("ATO").fit(X, a, y, clients=site)
+
+
+@pytest.mark.parametrize("estimand", ["ATE", "ATT"])
+def test_aipw_with_its_own_outcome_covariates(estimand):
+    """outcome_covariates: the outcome models on x0 and x1 only, the propensity model on
+    all three; equal to the stacked equations with two designs."""
+    import pandas as pd
+    from delicatessen.estimating_equations import ee_regression
+    from delicatessen.utilities import inverse_logit
+
+    X, a, y, site = _data("hetero")
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
+    est = FedAIPW(estimand, outcome_covariates=["x0", "x1"]).fit(frame, a, y, clients=site)
+    W, V = np.column_stack([np.ones(len(a)), X]), np.column_stack([np.ones(len(a)), X[:, :2]])
+    q, r = W.shape[1], V.shape[1]
+
+    def psi(theta):
+        beta, g1, g0 = theta[2:2 + q], theta[2 + q:2 + q + r], theta[2 + q + r:2 + q + 2 * r]
+        e = inverse_logit(W @ beta)
+        m1, m0 = V @ g1, V @ g0
+        if estimand == "ATE":
+            means = [m1 + a * (y - m1) / e - theta[0], m0 + (1 - a) * (y - m0) / (1 - e)
+                     - theta[1]]
+        else:
+            nu = theta[-1]
+            means = [a * (y - theta[0]), a * (m0 + nu - theta[1])]
+        rows = [*means, ee_regression(beta, W, a, "logistic"),
+                ee_regression(g1, V, y, "linear") * a, ee_regression(g0, V, y, "linear") * (1 - a)]
+        if estimand == "ATT":
+            rows.append((1 - a) * e / (1 - e) * (y - m0 - theta[-1]))
+        return np.vstack(rows)
+    _check(est, *_solve(psi, 2 + q + 2 * r + (estimand == "ATT")))
+    assert est.param_names_[2 + q:2 + q + r] == ["y1[Intercept]", "y1[x0]", "y1[x1]"]
+    with pytest.raises(ValueError, match="outcome_covariates: no column 'bmi'"):
+        FedAIPW(outcome_covariates=["bmi"]).fit(frame, a, y, clients=site)
+
+
+@pytest.mark.slow
+def test_aipw_att_with_outcome_covariates_through_site_services(tmp_path):
+    import pandas as pd
+
+    pytest.importorskip("grpc")
+    from ._sites import services_of
+
+    X, a, y, site = _data("iid", n=1500)
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"]).assign(treated=a, y=y)
+    est = FedAIPW("ATT", outcome_covariates=["x0", "x1"], balance=False)
+    local = est.fit(frame[["x0", "x1", "x2"]], a, y, clients=site)
+    local_params = local.params_.copy()
+    frames = [frame[site == k].reset_index(drop=True) for k in range(3)]
+    with services_of(tmp_path, frames, target="y") as data:
+        remote = est.fit(data, treatment="treated", covariates=["x0", "x1", "x2"])
+    np.testing.assert_allclose(remote.params_, local_params, rtol=1e-10, atol=1e-12)

@@ -53,8 +53,10 @@ def _api(frame, estimator):
     ([], FedIPW()), (["--estimand", "ATT", "--trim", "0.05,0.95"],
                      FedIPW("ATT", trim=(0.05, 0.95))),
     (["--method", "aipw"], FedAIPW()),
-    (["--method", "aipw", "--estimand", "ATT"], FedAIPW("ATT"))],
-    ids=["ipw", "att-trim", "aipw", "aipw-att"])
+    (["--method", "aipw", "--estimand", "ATT"], FedAIPW("ATT")),
+    (["--method", "aipw", "--outcome-covariates", "age,male"],
+     FedAIPW(outcome_covariates=["age", "male"]))],
+    ids=["ipw", "att-trim", "aipw", "aipw-att", "aipw-outcome-covariates"])
 def test_the_numbers_are_the_apis(frame, csv, tmp_path, capsys, extra, estimator):
     out_json = tmp_path / "causal.json"
     code, out, err = _run(capsys, csv, "--clients", "hospital", *OPTIONS, *extra,
@@ -90,6 +92,8 @@ def test_report_has_the_tables_and_both_figures(csv, tmp_path, capsys):
      "--trim takes two increasing scores"),
     (["{csv}", "--clients", "hospital", *OPTIONS, "--method", "aipw", "--estimand", "ATO"],
      "--method aipw estimates the ATE, ATT or ATC"),
+    (["{csv}", "--clients", "hospital", *OPTIONS, "--outcome-covariates", "age"],
+     "add --method aipw"),
     (["{csv}", "--clients", "hospital", "--treatment", "age", "--outcome", "gain",
       "--covariates", "bmi"], "holds values other than 0 and 1"),
 ])

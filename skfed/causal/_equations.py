@@ -37,15 +37,24 @@ ESTIMANDS = ("ATE", "ATT", "ATC", "ATO")
 FAMILIES = ("gaussian", "binomial", "poisson")
 
 
+def outcome_width(spec, q):
+    """The outcome models' design width: ``1 + len(outcome_covariates)``, else ``q``
+    (the propensity model's covariates)."""
+    names = spec.get("outcome_covariates")
+    return q if names is None else 1 + len(names)
+
+
 def parameter_names(spec, covariates):
     """The stacked parameters' names, in the order of ``theta``."""
     design = ["Intercept"] + list(covariates)
+    outcome = design if spec.get("outcome_covariates") is None else ["Intercept"] + list(
+        spec["outcome_covariates"])
     names = ["E[Y(1)]", "E[Y(0)]"] + (["P(A=1)"] if spec["stabilized"] else [])
     if spec["scores"] == "model":
         return names
     names += [f"ps[{c}]" for c in design]
     if spec["method"] == "aipw":
-        names += [f"y1[{c}]" for c in design] + [f"y0[{c}]" for c in design]
+        names += [f"y1[{c}]" for c in outcome] + [f"y0[{c}]" for c in outcome]
         if spec["estimand"] != "ATE":
             names.append("resid[Y(0)]" if spec["estimand"] == "ATT" else "resid[Y(1)]")
     return names
@@ -60,10 +69,11 @@ def blocks(spec, q):
     if spec["stabilized"]:
         out["pi"] = slice(2, 3)
     if spec["method"] == "aipw":
-        out["gamma1"] = slice(at + q, at + 2 * q)
-        out["gamma0"] = slice(at + 2 * q, at + 3 * q)
+        r, at = outcome_width(spec, q), at + q
+        out["gamma1"] = slice(at, at + r)
+        out["gamma0"] = slice(at + r, at + 2 * r)
         if spec["estimand"] != "ATE":  # the normalised weighted residual of the other arm
-            out["nu"] = slice(at + 3 * q, at + 3 * q + 1)
+            out["nu"] = slice(at + 2 * r, at + 2 * r + 1)
     return out
 
 
@@ -74,7 +84,8 @@ def n_parameters(spec, q):
     if spec["scores"] == "model":
         return 2 + int(spec["stabilized"])
     if spec["method"] == "aipw":
-        return 2 + int(spec["stabilized"]) + 3 * q + int(spec["estimand"] != "ATE")
+        return (2 + int(spec["stabilized"]) + q + 2 * outcome_width(spec, q)
+                + int(spec["estimand"] != "ATE"))
     return 2 + int(spec["stabilized"]) + q
 
 
@@ -124,10 +135,11 @@ def glm_mean(eta, family):
     return mu, mu
 
 
-def stacked(Z, A, Y, theta, spec, e_model=None):
+def stacked(Z, A, Y, theta, spec, e_model=None, V=None):
     """``(psi, D)``: the rows' contributions ``(n, k)`` and their summed derivative
     ``(k, k)`` at ``theta`` (see the module); ``e_model``: a model's scores, which
-    the stack holds fixed (no propensity equations)."""
+    the stack holds fixed (no propensity equations); ``V``: the outcome models'
+    design (``None``: ``Z``)."""
     n, q = Z.shape
     k = theta.size
     at = blocks(spec, q)
@@ -141,7 +153,8 @@ def stacked(Z, A, Y, theta, spec, e_model=None):
     # a score of 0 or 1 (separation) gives infinities: Newton's check reports it
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if spec["method"] == "aipw":
-            _aipw_rows(Z, A, Y, theta, spec, at, (used, slope), psi, D)
+            _aipw_rows(Z, A, Y, theta, spec, at, (used, slope), psi, D,
+                       Z if V is None else V)
         else:
             _ipw_rows(Z, A, Y, theta, spec, at, (used, slope, keep), psi, D)
     return psi, D
@@ -168,19 +181,20 @@ def _ipw_rows(Z, A, Y, theta, spec, at, score, psi, D):
         D[1, at["beta"]] = Z.T @ (s0 * r0 * dw0 * slope)
 
 
-def _aipw_rows(Z, A, Y, theta, spec, at, score, psi, D):
+def _aipw_rows(Z, A, Y, theta, spec, at, score, psi, D, V):
     e, slope = score
     family = spec["family"]
     g1, g0 = at["gamma1"], at["gamma0"]
-    m1, v1 = glm_mean(Z @ theta[g1], family)
-    m0, v0 = glm_mean(Z @ theta[g0], family)
+    m1, v1 = glm_mean(V @ theta[g1], family)
+    m0, v0 = glm_mean(V @ theta[g0], family)
     A0 = 1.0 - A
-    psi[:, g1] = Z * (A * (Y - m1))[:, None]
-    psi[:, g0] = Z * (A0 * (Y - m0))[:, None]
-    D[g1, g1] = -(Z * (A * v1)[:, None]).T @ Z
-    D[g0, g0] = -(Z * (A0 * v0)[:, None]).T @ Z
+    psi[:, g1] = V * (A * (Y - m1))[:, None]
+    psi[:, g0] = V * (A0 * (Y - m0))[:, None]
+    D[g1, g1] = -(V * (A * v1)[:, None]).T @ V
+    D[g0, g0] = -(V * (A0 * v0)[:, None]).T @ V
     if spec["estimand"] != "ATE":
-        _aipw_treated_rows(Z, A, Y, theta, spec, at, (e, slope, m1, v1, m0, v0), psi, D)
+        _aipw_treated_rows((Z, V), A, Y, theta, spec, at, (e, slope, m1, v1, m0, v0), psi,
+                           D)
         return
     psi[:, 0] = m1 + A * (Y - m1) / e - theta[0]
     psi[:, 1] = m0 + A0 * (Y - m0) / (1 - e) - theta[1]
@@ -188,16 +202,16 @@ def _aipw_rows(Z, A, Y, theta, spec, at, score, psi, D):
     # d e / d eta = slope (zero where truncated)
     D[0, at["beta"]] = Z.T @ (-A * (Y - m1) / e ** 2 * slope)
     D[1, at["beta"]] = Z.T @ (A0 * (Y - m0) / (1 - e) ** 2 * slope)
-    D[0, g1] = Z.T @ ((1 - A / e) * v1)
-    D[1, g0] = Z.T @ ((1 - A0 / (1 - e)) * v0)
+    D[0, g1] = V.T @ ((1 - A / e) * v1)
+    D[1, g0] = V.T @ ((1 - A0 / (1 - e)) * v0)
 
 
-def _aipw_treated_rows(Z, A, Y, theta, spec, at, fitted, psi, D):
+def _aipw_treated_rows(designs, A, Y, theta, spec, at, fitted, psi, D):
     """AIPW for the ATT (the ATC with the arms' roles swapped): the treated arm's mean
     ``mu1`` (``sum A (Y - mu1) = 0``), the controls' normalised weighted residual ``nu``
     (``sum (1-A) e/(1-e) (Y - m0 - nu) = 0``) and ``mu0`` the treated rows' mean of
     ``m0 + nu`` (``sum A (m0 + nu - mu0) = 0``)."""
-    e, slope, m1, v1, m0, v0 = fitted
+    (Z, V), (e, slope, m1, v1, m0, v0) = designs, fitted
     nu = at["nu"].start
     if spec["estimand"] == "ATT":
         own, other, m, v, g, i, j = A, 1.0 - A, m0, v0, at["gamma0"], 0, 1
@@ -211,7 +225,7 @@ def _aipw_treated_rows(Z, A, Y, theta, spec, at, fitted, psi, D):
     psi[:, j] = own * (m + theta[nu] - theta[j])
     D[i, i] = D[j, j] = -own.sum()
     D[j, nu] = own.sum()
-    D[j, g] = Z.T @ (own * v)
+    D[j, g] = V.T @ (own * v)
     D[nu, nu] = -np.sum(other * w)
-    D[nu, g] = -Z.T @ (other * w * v)
+    D[nu, g] = -V.T @ (other * w * v)
     D[nu, at["beta"]] = Z.T @ (other * dw * r * slope)

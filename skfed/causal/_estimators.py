@@ -90,6 +90,10 @@ class _FedWeighting(BaseEstimator):
         dataset, a_name, y_name, names = as_dataset(X, treatment, y, clients, outcome,
                                                     covariates)
         spec = self._spec(a_name, y_name, names)
+        missing = [c for c in spec.get("outcome_covariates", ()) if c not in dataset.columns]
+        if missing:
+            raise ValueError(f"outcome_covariates: no column {missing[0]!r} in the data "
+                             f"(columns: {list(dataset.columns)[:20]}).")
         privacy = _check_privacy(self.privacy, dataset)
         if privacy is not None and self.truncate_by == "percentile" and \
                 self.truncate is not None:
@@ -115,7 +119,11 @@ class _FedWeighting(BaseEstimator):
                 "trim": _bounds(getattr(self, "trim", None), "trim"),
                 "method": self._method, "family": getattr(self, "outcome_family",
                                                           "gaussian"),
-                "scores": "logistic" if getattr(self, "propensity", None) is None else "model"}
+                "scores": "logistic" if getattr(self, "propensity", None) is None else "model",
+                **self._outcome_covariates()}
+
+    def _outcome_covariates(self):
+        return {}
 
     def _score_bounds(self):
         """``truncate`` as score bounds; with ``truncate_by="percentile"`` the percentiles
@@ -459,6 +467,9 @@ class FedAIPW(_FedWeighting):
         The average effect in everyone, the treated or the controls.
     outcome_family : {"gaussian", "binomial", "poisson"}, default="gaussian"
         The outcome models' family (identity, logit or log link).
+    outcome_covariates : list of str, default=None
+        The outcome models' own covariates (columns of the data; an intercept is
+        added); ``None``: the propensity model's.
     truncate : (float, float), default=None
         Clip the propensity score into ``[lo, hi]``.
     truncate_by : {"score", "percentile"}, default="score"
@@ -488,13 +499,15 @@ class FedAIPW(_FedWeighting):
 
     _method = "aipw"
     _parameter_constraints = {"estimand": [StrOptions({"ATE", "ATT", "ATC"})],
-                              "outcome_family": [StrOptions(set(FAMILIES))], **_COMMON}
+                              "outcome_family": [StrOptions(set(FAMILIES))],
+                              "outcome_covariates": [list, tuple, None], **_COMMON}
 
-    def __init__(self, estimand="ATE", *, outcome_family="gaussian", truncate=None,
-                 truncate_by="score", tol=1e-10, max_iter=100, balance=True, n_bins=20,
-                 extreme_weight=20.0, min_level_count=5, privacy=None):
+    def __init__(self, estimand="ATE", *, outcome_family="gaussian", outcome_covariates=None,
+                 truncate=None, truncate_by="score", tol=1e-10, max_iter=100, balance=True,
+                 n_bins=20, extreme_weight=20.0, min_level_count=5, privacy=None):
         self.estimand = estimand
         self.outcome_family = outcome_family
+        self.outcome_covariates = outcome_covariates
         self.truncate = truncate
         self.truncate_by = truncate_by
         self.tol = tol
@@ -510,3 +523,12 @@ class FedAIPW(_FedWeighting):
 
     def _stabilized(self):
         return False
+
+    def _outcome_covariates(self):
+        names = self.outcome_covariates
+        if names is None:
+            return {}
+        if isinstance(names, str) or not names or not all(isinstance(c, str) for c in names):
+            raise ValueError("outcome_covariates must be a non-empty list of column names; "
+                             f"got {names!r}.")
+        return {"outcome_covariates": [str(c) for c in names]}

@@ -29,17 +29,20 @@ MAX_COVARIATES = 512
 _KEYS = {"treatment": str, "outcome": (str, type(None)), "covariates": list,
          "estimand": str, "stabilized": bool, "truncate": (list, type(None)),
          "trim": (list, type(None)), "method": str, "family": str, "scores": str}
+#: keys a spec may hold besides: the outcome models' own covariates (AIPW)
+_OPTIONAL = {"outcome_covariates": (list, type(None))}
 
 
 def spec_problem(spec):
     """The form of a causal analysis's ``spec`` (a plain dict of :data:`_KEYS`)."""
-    if not isinstance(spec, dict) or set(spec) != set(_KEYS) or any(
-            not isinstance(spec[k], t) for k, t in _KEYS.items()):
+    if not isinstance(spec, dict) or not set(_KEYS) <= set(spec) <= set(_KEYS) | set(
+            _OPTIONAL) or any(not isinstance(spec[k], t) for k, t in
+                              {**_KEYS, **_OPTIONAL}.items() if k in spec):
         return "a malformed causal analysis"
-    names = spec["covariates"]
-    if len(names) > MAX_COVARIATES or not all(isinstance(c, str) and 0 < len(c) <= 256
-                                              for c in names):
-        return f"covariates are at most {MAX_COVARIATES} column names"
+    for names in (spec["covariates"], spec.get("outcome_covariates") or []):
+        if len(names) > MAX_COVARIATES or not all(isinstance(c, str) and 0 < len(c) <= 256
+                                                  for c in names):
+            return f"covariates are at most {MAX_COVARIATES} column names"
     if spec["estimand"] not in ESTIMANDS or spec["method"] not in ("ipw", "aipw") or \
             spec["family"] not in FAMILIES or spec["scores"] not in ("logistic", "model"):
         return "an unknown estimand, method, family or propensity model"
@@ -75,6 +78,17 @@ def model_scores(site, spec, model):
         raise SiteError(site.site, "the propensity model gives some rows here a score of 0 "
                                    "or 1 (no overlap): truncate the scores (truncate=).")
     return e
+
+
+def outcome_design(site, spec, Z):
+    """The outcome models' design ``[1, V]`` (``Z`` without ``outcome_covariates``)."""
+    names = spec.get("outcome_covariates")
+    if names is None or spec["method"] != "aipw":
+        return Z
+    V = np.ones((site.n_samples, 1 + len(names)))
+    for j, name in enumerate(names):
+        V[:, 1 + j] = _numeric(site, site.X, name, "outcome covariate")
+    return V
 
 
 def site_arrays(site, spec):
@@ -173,7 +187,8 @@ def site_ee_sums(site, spec, theta, model=None):
     Z, A, Y = site_arrays(site, spec)
     theta = np.asarray(theta, dtype=np.float64)
     _check_theta(site, theta, spec, Z.shape[1])
-    psi, D = stacked(Z, A, Y, theta, spec, model_scores(site, spec, model))
+    psi, D = stacked(Z, A, Y, theta, spec, model_scores(site, spec, model),
+                     V=outcome_design(site, spec, Z))
     if dominance.active() is not None:
         dominance.check_rows(psi, "an estimating equation's sum")
         dominance.check_products(psi, psi, what="a sandwich's meat")

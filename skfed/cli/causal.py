@@ -45,6 +45,9 @@ def add_causal_parser(sub):
     c.add_argument("--method", choices=("ipw", "aipw"), default="ipw",
                    help="Hajek IPW, or augmented IPW (doubly robust: ATE, ATT or ATC; "
                         "default ipw)")
+    c.add_argument("--outcome-covariates", metavar="C1,C2,...",
+                   help="AIPW's outcome models' own covariates (default: the propensity "
+                        "model's)")
     c.add_argument("--outcome-family", choices=("gaussian", "binomial", "poisson"),
                    default="gaussian", help="AIPW's outcome models (default gaussian)")
     c.add_argument("--truncate", metavar="LO,HI",
@@ -85,8 +88,12 @@ def _estimator(args):
         if args.estimand == "ATO" or args.trim is not None:
             raise CLIError("--method aipw estimates the ATE, ATT or ATC and does not trim: "
                            "use --estimand ATO or --trim with --method ipw.")
+        outcome = None if not args.outcome_covariates else [
+            c.strip() for c in args.outcome_covariates.split(",") if c.strip()]
         return FedAIPW(args.estimand, outcome_family=args.outcome_family,
-                       truncate=truncate, privacy=privacy)
+                       outcome_covariates=outcome, truncate=truncate, privacy=privacy)
+    if args.outcome_covariates:
+        raise CLIError("--outcome-covariates are AIPW's outcome models': add --method aipw.")
     return FedIPW(args.estimand, truncate=truncate, trim=_bounds(args.trim, "--trim"),
                   privacy=privacy)
 
