@@ -75,3 +75,22 @@ def test_refusals_name_the_reason():
         compare_two_stage(FedIPW(privacy=SecureAggregation()), X, a, y, clients=site)
     with pytest.raises(ValueError, match="takes a FedIPW or FedAIPW"):
         compare_two_stage(object(), X, a, y, clients=site)
+
+
+@pytest.mark.slow
+def test_through_site_services(tmp_path):
+    """Each site service answers its own analysis (plain sums, under its rules): the same
+    per-site effects, meta-analysis and one-stage answer as in this process."""
+    pytest.importorskip("grpc")
+    from ._sites import services_of
+
+    X, a, y, site = _data(n=1800)
+    X, a, y, site = X[site < 3], a[site < 3], y[site < 3], site[site < 3]
+    local = compare_two_stage(FedIPW(), X, a, y, clients=site)
+    frame = X.assign(treated=a, y=y)
+    frames = [frame[site == k].reset_index(drop=True) for k in range(3)]
+    with services_of(tmp_path, frames, target="y") as data:
+        remote = compare_two_stage(FedIPW(), data, "treated", covariates=["age", "bmi"])
+    np.testing.assert_allclose(remote.per_site.to_numpy(dtype=float),
+                               local.per_site.to_numpy(dtype=float), rtol=1e-10)
+    pd.testing.assert_frame_equal(remote.table, local.table, rtol=1e-10)
