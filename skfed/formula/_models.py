@@ -511,25 +511,34 @@ def mixedlm(formula, data, *, groups=None, re_formula=None, vc_formula=None, rem
     return results
 
 
+#: lme4's random-effects term of a GLMM: ``(1 | herd)`` or ``(1 + x | herd)``
+_GLMM_BAR = re.compile(r"\+?\s*\(([^()|]*)\|\s*([^()|/\s]+)\s*\)")
+
+
 def _glmm_bar(formula, groups):
-    """``(fixed formula, groups)`` of a GLMM's formula: one ``(1 | group)`` term (a
-    random intercept: what :class:`~skfed.mixed.FedMixedGLM` fits)."""
-    slope = re.search(r"\(\s*(?!1\s*\|)[^()|]*\|", formula)
-    if slope:
-        raise FormulaError(f"{formula!r}: a GLMM here has a random intercept per group, "
-                           "(1 | group); random slopes in a GLMM are not supported yet.")
-    bars = _BAR.findall(formula)
-    if any(level for _, level in bars) or len(bars) > 1:
-        raise FormulaError(f"{formula!r}: a GLMM here has one random intercept, "
-                           "(1 | group); nested components are the linear model's (mixedlm).")
+    """``(fixed formula, groups, slopes)`` of a GLMM's formula: one ``(1 | group)``
+    or ``(1 + x | group)`` term (a random intercept, and random slopes on design
+    columns)."""
+    if re.search(r"\|\s*[^()|]*/", formula):
+        raise FormulaError(f"{formula!r}: a GLMM here has one grouping, (1 | group) or "
+                           "(1 + x | group); nested components are the linear model's "
+                           "(mixedlm).")
+    bars = _GLMM_BAR.findall(formula)
+    if len(bars) > 1:
+        raise FormulaError(f"{formula!r}: one (1 + x | group) term (one grouping).")
     if not bars:
         if "|" in formula:
             raise FormulaError(f"{formula!r}: a random intercept is written (1 | group).")
-        return formula, groups
-    if groups is not None and groups != bars[0][0]:
-        raise FormulaError(f"groups={groups!r} and the formula's (1 | {bars[0][0]}) "
-                           "disagree: give the group once.")
-    return _BAR.sub("", formula).strip(), bars[0][0]
+        return formula, groups, []
+    terms, group = bars[0]
+    terms = [t.strip() for t in terms.split("+") if t.strip()]
+    if any(t in ("0", "-1") for t in terms):
+        raise FormulaError(f"{formula!r}: a GLMM's random effects include the intercept "
+                           "here: (1 + x | group), not (0 + x | group).")
+    if groups is not None and groups != group:
+        raise FormulaError(f"groups={groups!r} and the formula's (... | {group}) disagree: "
+                           "give the group once.")
+    return _GLMM_BAR.sub("", formula).strip(), group, [t for t in terms if t != "1"]
 
 
 def mixedglm(formula, data, *, family="binomial", groups=None, trials=None, n_nodes=1,
@@ -541,8 +550,10 @@ def mixedglm(formula, data, *, family="binomial", groups=None, trials=None, n_no
     Parameters
     ----------
     formula : str
-        ``"cases ~ x + C(period) + (1 | herd)"``; the ``(1 | group)`` term may be
-        left out for ``groups=`` (``None`` for both: the sites are the groups).
+        ``"cases ~ x + C(period) + (1 | herd)"``, or ``(1 + x | herd)`` for a
+        random slope of ``x`` (Laplace only, as lme4); the ``(1 | group)`` term
+        may be left out for ``groups=`` (``None`` for both: the sites are the
+        groups).
     data : pandas.DataFrame or FederatedDataset
     family : {"binomial", "poisson"}, default="binomial"
     groups : str, default=None
@@ -566,7 +577,7 @@ def mixedglm(formula, data, *, family="binomial", groups=None, trials=None, n_no
     """
     from ..mixed import FedMixedGLM
 
-    formula, groups = _glmm_bar(str(formula), groups)
+    formula, groups, slopes = _glmm_bar(str(formula), groups)
     parsed = parse_formula(formula)
     dataset, _, _, _ = formula_dataset(data, clients)
     kinds = _schema(dataset)
@@ -577,8 +588,13 @@ def mixedglm(formula, data, *, family="binomial", groups=None, trials=None, n_no
     keep = [c for c in (groups, trials) if c is not None]
     design, rows, design_data, _ = _build(parsed, dataset, parsed.terms, response,
                                           keep=keep, min_level_count=min_level_count)
+    names = [c["name"] for c in design["columns"]]
+    unknown = [t for t in slopes if t not in names]
+    if unknown:
+        raise FormulaError(f"random slope {unknown[0]!r} is not a column of the fixed design "
+                           f"{names} (write it as the design names it).")
     estimator = FedMixedGLM(family, trials=trials, n_nodes=n_nodes, fit_intercept=False,
-                            min_group_size=min_group_size)
+                            min_group_size=min_group_size, re_columns=slopes or None)
     estimator.fit(design_data, groups=groups)
     results = estimator.results_
     results.formula, results.estimator, results.design = formula, estimator, design

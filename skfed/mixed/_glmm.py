@@ -57,6 +57,11 @@ class FedMixedGLM(BaseEstimator):
         Rounds at the most (a round: parameters out, sums back).
     min_group_size : int, default=2
         The fewest rows a group may have (a site refuses smaller groups).
+    re_columns : list of str, default=None
+        Feature columns with a random slope beside the random intercept
+        (lme4's ``(1 + x | g)``), fitted by the Laplace approximation
+        (``n_nodes=1``: lme4 has adaptive quadrature for one scalar random
+        effect only). ``None``: a random intercept.
 
     Attributes
     ----------
@@ -90,12 +95,13 @@ class FedMixedGLM(BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_rounds": [Interval(Integral, 1, None, closed="left")],
         "min_group_size": [Interval(Integral, 1, None, closed="left")],
+        "re_columns": [list, tuple, None],
     }
 
     __metadata_request__fit = {"clients": True, "groups": True}
 
     def __init__(self, family="binomial", *, trials=None, n_nodes=1, fit_intercept=True,
-                 tol=1e-12, max_rounds=50, min_group_size=2):
+                 tol=1e-12, max_rounds=50, min_group_size=2, re_columns=None):
         self.family = family
         self.trials = trials
         self.n_nodes = n_nodes
@@ -103,6 +109,7 @@ class FedMixedGLM(BaseEstimator):
         self.tol = tol
         self.max_rounds = max_rounds
         self.min_group_size = min_group_size
+        self.re_columns = re_columns
 
     @restore_on_failure
     def fit(self, X, y=None, *, clients=None, groups=None):
@@ -133,17 +140,33 @@ class FedMixedGLM(BaseEstimator):
         names = [c for c in names if c != self.trials]
         design = {"groups": column, "trials": self.trials, "family": self.family,
                   "fit_intercept": self.fit_intercept, "min_group_rows": self.min_group_size}
+        re_names = self._slopes(names, design)
         session = FederationSession.for_dataset(dataset)
         replies = session.per_site(site_glmm_groups, design, phase="setup")
         labels, group_sites = check_group_sites(replies, dataset.sites)
         warn_few_groups(len(labels), column is None, "FedMixedGLM")
         fe_names = (["Intercept"] if self.fit_intercept else []) + names
         newton = _newton(session, design, len(fe_names), self.n_nodes, self.tol,
-                         self.max_rounds)
+                         self.max_rounds, q=len(re_names))
         modes = session.per_site(site_glmm_modes, design, newton["theta"], phase="inference")
-        self.results_ = _results(newton, fe_names, replies, modes, self, endog)
+        self.results_ = _results(newton, fe_names, replies, modes, self, endog, re_names)
         self._record(dataset, session, names, column, labels, group_sites, newton)
         return self
+
+    def _slopes(self, names, design):
+        """The random effects' names; the slopes' positions go into ``design``."""
+        if not self.re_columns:
+            return ["Group"]
+        if self.n_nodes != 1:
+            raise ValueError("random slopes are fitted by the Laplace approximation "
+                             "(n_nodes=1): adaptive quadrature is for one scalar random "
+                             "effect (as lme4's nAGQ).")
+        unknown = [c for c in self.re_columns if c not in names]
+        if unknown:
+            raise ValueError(f"re_columns: {show(unknown[0])} is not a feature column; the "
+                             f"features are {names}.")
+        design["re_columns"] = [names.index(c) for c in self.re_columns]
+        return ["Group"] + [str(c) for c in self.re_columns]
 
     def _record(self, dataset, session, names, column, labels, group_sites, newton):
         results = self.results_
@@ -167,7 +190,12 @@ class FedMixedGLM(BaseEstimator):
                 f"({newton['reason']}). Raise max_rounds, rescale the features, or check "
                 "for separation (a group or level with all outcomes equal).",
                 ConvergenceWarning, stacklevel=4)
-        warn_boundary(np.array([[self.sigma_]]), ["Group"], "FedMixedGLM")
+        cov_re = self.results_.cov_re
+        if cov_re is None:
+            warn_boundary(np.array([[self.sigma_]]), ["Group"], "FedMixedGLM")
+        else:
+            warn_boundary(_factor(newton["theta"], cov_re.shape[0]), list(cov_re.index),
+                          "FedMixedGLM")
 
     def summary(self, alpha=0.05):
         """The regression table.
@@ -206,19 +234,25 @@ class FedMixedGLM(BaseEstimator):
         if groups is not None:
             # groups unseen in the fit: the typical group's mean (an effect of 0)
             effects = self.random_effects_.reindex(np.asarray(groups, dtype=object))
-            eta = eta + effects.fillna(0.0).to_numpy()
+            effects = effects.fillna(0.0).to_numpy()
+            if effects.ndim == 2:  # random slopes: Z u with Z = (1, the slopes' columns)
+                positions = [list(self.feature_names_in_).index(c) for c in self.re_columns]
+                Z = np.column_stack([np.ones(F.shape[0]), F[:, positions]])
+                effects = np.einsum("ij,ij->i", Z, effects)
+            eta = eta + effects
         return inverse_link("logit" if self.family == "binomial" else "log", eta)
 
 
-def _newton(session, design, n_fixed, n_nodes, tol, max_rounds):
+def _newton(session, design, n_fixed, n_nodes, tol, max_rounds, q=1):
     """Newton's method on ``(b, sigma)`` with step halving; one round per evaluation.
 
     Starts at ``sigma = 1`` (lme4's starting ``theta``) and the slopes at 0, the
     intercept at the link of the pooled mean (from one summed exchange). A
     Hessian that is not negative definite is shifted until it is.
     """
-    theta = np.zeros(n_fixed + 1)
-    theta[-1] = 1.0
+    k = q * (q + 1) // 2  # lme4's theta: the packed relative Cholesky factor, from I
+    theta = np.zeros(n_fixed + k)
+    theta[n_fixed:] = np.eye(q)[np.tril_indices(q)]
     if design["fit_intercept"]:
         totals = session.sum(site_glmm_totals, design, phase="setup")
         mean = totals["y"] / totals["trials"]
@@ -268,8 +302,17 @@ def _ascent_direction(hess, grad):
     raise FloatingPointError("the Hessian could not be made negative definite.")
 
 
-def _results(newton, fe_names, replies, modes, est, endog):
+def _factor(theta, q):
+    """lme4's relative Cholesky factor from the packed end of ``theta``."""
+    L = np.zeros((q, q))
+    L[np.tril_indices(q)] = theta[len(theta) - q * (q + 1) // 2:]
+    return L
+
+
+def _results(newton, fe_names, replies, modes, est, endog, re_names):
     theta, hess = newton["theta"], newton["terms"]["hess"]
+    if len(re_names) > 1:
+        return _slope_results(newton, fe_names, replies, modes, est, endog, re_names)
     names = fe_names + ["sigma"]
     try:
         cov = np.linalg.inv(-hess)
@@ -286,3 +329,28 @@ def _results(newton, fe_names, replies, modes, est, endog):
         group_sizes=np.concatenate([r["n"] for r in replies]).astype(int),
         random_effects=effects, random_effects_sd=sds, endog_name=endog,
         n_rounds=newton["rounds"])
+
+
+def _slope_results(newton, fe_names, replies, modes, est, endog, re_names):
+    """The results of a GLMM with random slopes (``theta``: lme4's packed factor)."""
+    theta, hess = newton["theta"], newton["terms"]["hess"]
+    q, p = len(re_names), len(fe_names)
+    L = _factor(theta, q)
+    names = fe_names + [f"theta{i + 1}" for i in range(theta.size - p)]
+    try:
+        cov = np.linalg.inv(-hess)
+    except np.linalg.LinAlgError:
+        cov = np.linalg.pinv(-hess)
+    labels = pd.Index(np.concatenate([r["labels"] for r in modes]), dtype=object)
+    cov_re = pd.DataFrame(L @ L.T, index=re_names, columns=re_names)
+    return GLMMResults(
+        fe_params=pd.Series(theta[:p], index=fe_names), sigma=np.sqrt(cov_re.iloc[0, 0]),
+        cov_params=pd.DataFrame(cov, index=names, columns=names),
+        llf=float(newton["terms"]["loglike"]), family=est.family, n_nodes=est.n_nodes,
+        converged=newton["converged"],
+        group_sizes=np.concatenate([r["n"] for r in replies]).astype(int),
+        random_effects=pd.DataFrame(np.concatenate([r["mode"] for r in modes]),
+                                    index=labels, columns=re_names),
+        random_effects_sd=pd.DataFrame(np.concatenate([r["sd"] for r in modes]),
+                                       index=labels, columns=re_names),
+        endog_name=endog, n_rounds=newton["rounds"], cov_re=cov_re)

@@ -20,6 +20,7 @@ from .._messages import show
 from ..data.site import SiteError, numeric_matrix
 from ..federation import dominance
 from ..federation.operations import COUNTS, SUMS, Arg, check_deadline, site_operation
+from ._glmm_slopes import SlopeGroups, unpack
 from ._site import _DESIGN, _check_group_sizes, _group_labels, design_rules
 
 #: the most quadrature nodes a request may ask for (bounds the site's work)
@@ -47,6 +48,19 @@ def _audit_rows(groups, b, sigma, v):
     dominance.check_rows(logp[:, 0], "a GLMM's log-likelihood")
     dominance.check_products(groups.X, d1, what="a GLMM's gradient")
     dominance.check_products(groups.X, groups.X, w[:, 0], what="a GLMM's Hessian")
+
+
+def _audit_slope_rows(slopes, params, V):
+    """The dominance rule on the rows' conditional terms at the modes (random slopes)."""
+    if dominance.active() is None:
+        return
+    k = slopes.q * (slopes.q + 1) // 2
+    logp, d1, w = slopes._terms(params[:-k], unpack(params[-k:], slopes.q), V)
+    X = slopes.groups.X
+    dominance.check_rows(logp, "a GLMM's log-likelihood")
+    dominance.check_products(X, d1[:, None], what="a GLMM's gradient")
+    dominance.check_products(X, X, w, what="a GLMM's Hessian")
+
 
 FAMILIES = ("binomial", "poisson")
 
@@ -211,6 +225,19 @@ def _site_groups(site, design):
     return _Groups(X, y, trials, codes, design["family"]), labels
 
 
+def _slope_groups(groups, design):
+    """The groups with their random slopes' columns (``None``: an intercept only)."""
+    positions = list(design.get("re_columns", []))
+    if not positions:
+        return None
+    offset = 1 if design["fit_intercept"] else 0
+    X = groups.X
+    Z = np.column_stack([np.ones(X.shape[0]), X[:, [offset + p for p in positions]]])
+    return SlopeGroups(groups, Z, lambda eta: tuple(
+        t[:, 0] for t in _row_terms(groups.family, eta[:, None], groups.y[:, None],
+                                    groups.trials[:, None], groups.constant)[:3]))
+
+
 @site_operation(
     "mixed.glmm_groups", releases=COUNTS,
     describes="per group of the site (each of >= min_rows rows): its label and row count",
@@ -248,8 +275,13 @@ def site_glmm_terms(site, design, params, n_nodes):
     log-likelihood (``n_nodes`` nodes; 1: Laplace), its gradient, and its Hessian
     by central differences of the gradient (computed here: no extra round)."""
     groups, _ = _site_groups(site, design)
-    nodes, weights = np.polynomial.hermite.hermgauss(int(n_nodes))
     params = np.asarray(params, dtype=np.float64)
+    slopes = _slope_groups(groups, design)
+    if slopes is not None:  # random slopes: the Laplace value, differenced here
+        value, grad, hess, V = slopes.terms(params)
+        _audit_slope_rows(slopes, params, V)
+        return {"loglike": value, "grad": grad, "hess": 0.5 * (hess + hess.T)}
+    nodes, weights = np.polynomial.hermite.hermgauss(int(n_nodes))
     value, grad, modes = _value_and_gradient(groups, params[:-1], params[-1], nodes, weights)
     _audit_rows(groups, params[:-1], params[-1], modes)
     hess = np.empty((params.size, params.size))
@@ -277,6 +309,15 @@ def site_glmm_modes(site, design, params):
     (``sigma / sqrt(D)``)."""
     groups, labels = _site_groups(site, design)
     params = np.asarray(params, dtype=np.float64)
+    slopes = _slope_groups(groups, design)
+    if slopes is not None:  # the modes of L v and their conditional sds
+        k = slopes.q * (slopes.q + 1) // 2
+        L = unpack(params[-k:], slopes.q)
+        V, D = slopes.modes(params[:-k], L)
+        _audit_slope_rows(slopes, params, V)
+        cond = L @ np.linalg.inv(D) @ L.T
+        return {"labels": np.asarray(labels, dtype=object), "mode": V @ L.T,
+                "sd": np.sqrt(np.diagonal(cond, axis1=1, axis2=2))}
     v, D = groups.modes(params[:-1], params[-1])
     _audit_rows(groups, params[:-1], params[-1], v)
     sigma = abs(params[-1])

@@ -272,9 +272,14 @@ class GLMMResults(_FixedEffectsResults):
     random_effects : pandas.Series
         Each group's conditional mode of its intercept (lme4's ``ranef``).
     random_effects_sd : pandas.Series
-        Their conditional standard deviations.
+        Their conditional standard deviations (DataFrames with random slopes:
+        one column per random effect).
     endog_name : str, default="y"
     n_rounds : int, default=0
+    cov_re : pandas.DataFrame, default=None
+        With random slopes: the random effects' covariance matrix (``sigma`` is
+        then the intercept's standard deviation, and ``cov_params`` is over the
+        fixed effects and lme4's ``theta``, the packed relative Cholesky factor).
 
     Attributes
     ----------
@@ -285,7 +290,8 @@ class GLMMResults(_FixedEffectsResults):
     """
 
     def __init__(self, *, fe_params, sigma, cov_params, llf, family, n_nodes, converged,
-                 group_sizes, random_effects, random_effects_sd, endog_name="y", n_rounds=0):
+                 group_sizes, random_effects, random_effects_sd, endog_name="y", n_rounds=0,
+                 cov_re=None):
         self.fe_params, self.sigma = fe_params, float(sigma)
         self._cov_params = cov_params
         self.llf, self.family, self.n_nodes = float(llf), family, int(n_nodes)
@@ -294,8 +300,11 @@ class GLMMResults(_FixedEffectsResults):
         self.endog_name, self.n_rounds = endog_name, int(n_rounds)
         variances = np.diag(cov_params.to_numpy())
         bse = np.sqrt(np.where(variances > 0, variances, np.nan))
-        self.bse_fe = pd.Series(bse[:-1], index=fe_params.index)
-        self.bse_sigma = float(bse[-1])
+        k = fe_params.size
+        self.bse_fe = pd.Series(bse[:k], index=fe_params.index)
+        # random slopes: cov_params is over (b, theta); the variances have no SE here
+        self.cov_re = cov_re
+        self.bse_sigma = float(bse[-1]) if cov_re is None else np.nan
 
     @property
     def method(self):
@@ -341,6 +350,16 @@ class GLMMResults(_FixedEffectsResults):
         table : pandas.DataFrame
         """
         fixed = super().summary_frame(alpha, use_t, exponentiate)
+        if self.cov_re is not None:  # random slopes: the covariance entries, no SE
+            names = [str(n) for n in self.cov_re.index]
+            rows, cols = np.tril_indices(len(names))
+            index = [f"{names[i]} Var" if i == j else f"{names[j]} x {names[i]} Cov"
+                     for i, j in zip(rows, cols)]
+            values = np.full((rows.size, fixed.shape[1]), np.nan)
+            values[:, 0] = self.cov_re.to_numpy()[rows, cols]
+            return pd.DataFrame(np.vstack([fixed.to_numpy(), values]),
+                                index=list(self.fe_params.index) + index,
+                                columns=fixed.columns)
         variance = [self.sigma ** 2, 2.0 * self.sigma * self.bse_sigma] + [np.nan] * 4
         return pd.DataFrame(np.vstack([fixed.to_numpy(), variance]),
                             index=list(self.fe_params.index) + ["Group Var"],

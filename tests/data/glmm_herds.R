@@ -4,7 +4,7 @@
 # (default_rng(2024)): 30 herds in three sites, binomial cases of size trials, a count.
 # bobyqa run to rhoend = 1e-12 and PIRLS to 1e-12: glmer's default stops ~3e-5 short
 # of the optimum here (its log-likelihood 5e-5 lower on the binomial Laplace fit).
-# Run: Rscript glmm_herds.R glmm_herds.csv > glmm_herds_lme4.txt
+# Run: Rscript glmm_herds.R glmm_herds.csv glmm_slopes.csv > glmm_herds_lme4.txt
 library(lme4)
 d <- read.csv(commandArgs(trailingOnly = TRUE)[1])
 ctl <- glmerControl(optimizer = "bobyqa", optCtrl = list(maxfun = 1e5, rhoend = 1e-12),
@@ -28,3 +28,19 @@ show("poisson/laplace", glmer(count ~ x + treated + (1 | herd), family = poisson
                               control = ctl))
 show("poisson/agq10", glmer(count ~ x + treated + (1 | herd), family = poisson, data = d,
                             nAGQ = 10, control = ctl))
+# random slopes (Laplace) on glmm_slopes.csv (generated once by numpy, default_rng(7):
+# 40 herds with a random intercept and slope of x); run with its path as a second argument
+slopes <- read.csv(commandArgs(trailingOnly = TRUE)[2])
+show_slopes <- function(label, fit) {
+  b <- fixef(fit)
+  se <- sqrt(diag(as.matrix(vcov(fit))))
+  for (i in seq_along(b))
+    cat(sprintf("%s %s %.12g %.12g\n", label, names(b)[i], b[i], se[i]))
+  th <- getME(fit, "theta")
+  for (i in seq_along(th)) cat(sprintf("%s theta%d %.12g NA\n", label, i, th[i]))
+  cat(sprintf("%s logLik %.12g NA\n", label, as.numeric(logLik(fit))))
+}
+show_slopes("binomial/slopes", glmer(cbind(cases, size - cases) ~ x + treated + (1 + x | herd),
+                                     family = binomial, data = slopes, control = ctl))
+show_slopes("poisson/slopes", glmer(count ~ x + treated + (1 + x | herd), family = poisson,
+                                    data = slopes, control = ctl))
