@@ -91,7 +91,7 @@ def _curves_exact(sums, times):
     frames = {}
     for j, arm in enumerate((1, 0)):
         n, d = sums["w_at_risk"][j], sums["w_events"][j]
-        keep = (sums["events"][j] > 0) | (times == 0)
+        keep = (d > 0) | (times == 0)  # a trimmed row's event (weight 0) is no step
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(d > 0, 1.0 - d / n, 1.0)
         frames[arm] = pd.DataFrame({
