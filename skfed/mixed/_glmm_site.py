@@ -300,8 +300,8 @@ def site_glmm_terms(site, design, params, n_nodes):
 @site_operation(
     "mixed.glmm_modes", releases=SUMS, reads_design=True,
     describes="per group of the site (each of >= min_rows rows): the conditional mode and "
-              "standard deviation of its random intercept (the rows' conditional terms at "
-              "the modes under the dominance rule)",
+              "standard deviation of its random intercept, and slopes if any (the rows' "
+              "conditional terms at the modes under the dominance rule)",
     arguments=(_DESIGN, _PARAMS), checks=(design_rules,))
 def site_glmm_modes(site, design, params):
     """Each of the site's groups' conditional mode of its random intercept

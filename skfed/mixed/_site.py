@@ -201,7 +201,9 @@ def site_totals(site, design):
 @site_operation(
     "mixed.group_blocks", releases=SUMS, reads_design=True,
     describes="per group of the site (each of >= min_rows rows): its label, row count, "
-              "Z'Z, Z'X and Z'y, each group's sums under the dominance rule",
+              "Z'Z, Z'X and Z'y, each group's sums under the dominance rule (variance "
+              "components: an indicator column per level within the group, each level of "
+              ">= min_rows rows)",
     arguments=(_DESIGN,), checks=(design_rules,))
 def site_group_blocks(site, design):
     """Per group of the site: its label, ``n_g``, ``Z_g'Z_g``, ``Z_g'X_g`` and ``Z_g'y_g``."""
