@@ -128,6 +128,7 @@ def test_random_slopes_equal_glmer_laplace(family):
     assert res.llf >= ref[label, "logLik"][0] - 1e-8  # never a lower likelihood
     assert res.llf == pytest.approx(ref[label, "logLik"][0], abs=1e-6)
     assert list(res.cov_re.index) == ["Group", "x"]
+    assert res.aic == pytest.approx(-2 * ref[label, "logLik"][0] + 2 * 6, abs=1e-5)  # lme4's
     assert "Group x x Cov" in res.summary_frame().index
     # the predicted mean uses each herd's intercept and slope
     est = res.estimator

@@ -323,14 +323,20 @@ class GLMMResults(_FixedEffectsResults):
         return self._cov_params.copy()
 
     @property
+    def _k(self):
+        """Parameters: fixed effects and the random effects' (co)variances."""
+        q = 1 if self.cov_re is None else self.cov_re.shape[0]
+        return self.fe_params.size + q * (q + 1) // 2
+
+    @property
     def aic(self):
-        """``-2 llf + 2 k`` (k: fixed effects and sigma)."""
-        return float(-2.0 * self.llf + 2.0 * (self.fe_params.size + 1))
+        """``-2 llf + 2 k`` (k: fixed effects and the random effects' (co)variances)."""
+        return float(-2.0 * self.llf + 2.0 * self._k)
 
     @property
     def bic(self):
         """``-2 llf + log(n) k``."""
-        return float(-2.0 * self.llf + np.log(self.nobs) * (self.fe_params.size + 1))
+        return float(-2.0 * self.llf + np.log(self.nobs) * self._k)
 
     def summary_frame(self, alpha=0.05, use_t=False, exponentiate=False):
         """Fixed effects (estimate, standard error, z, p, interval), then the
