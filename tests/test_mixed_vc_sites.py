@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import skfed.formula as sf
 from skfed.mixed import FedMixedLM
 
 from ._homes import HOMES, homes
@@ -53,6 +54,13 @@ def test_the_three_homes_give_statsmodels_numbers(tmp_path):
     with homes(tmp_path, frames, target="score") as data:
         for home in HOMES:
             fits[home] = FedMixedLM(vc_formula=CLINIC).fit(data[home], groups="hospital")
+    # the formula at the services: lme4's (1 | hospital/clinic), the same fit
+    with services_of(tmp_path / "formula", list(frames.values())) as remote:
+        through = sf.mixedlm("score ~ x + (1 | hospital/clinic)", remote)
+    np.testing.assert_allclose(through.params, ref.params, rtol=1e-6)
+    np.testing.assert_allclose(through.params, fits["in-process"].results_.params,
+                               rtol=1e-10)
+    assert through.llf >= ref.llf - 1e-9
     for home, est in fits.items():
         res = est.results_
         assert list(res.params.index) == list(ref.params.index)
