@@ -78,7 +78,7 @@ def test_ordered_model_equals_statsmodels(distr, split):
     np.testing.assert_allclose(model.conf_int(), ref.conf_int().to_numpy(), atol=2e-6)
     np.testing.assert_allclose(model.aic_, ref.aic, atol=1e-7)
     np.testing.assert_allclose(model.bic_, ref.bic, atol=1e-7)
-    np.testing.assert_allclose(model.predict_proba(X.to_numpy()[:20]),
+    np.testing.assert_allclose(model.predict_proba(X.iloc[:20]),
                                ref.predict(X.iloc[:20]), atol=1e-7)
 
 
@@ -94,7 +94,7 @@ def test_mnlogit_equals_statsmodels(split):
                   ref.bse.to_numpy().ravel(order="F"), ref.llf)
     np.testing.assert_allclose(model.cov_params_, ref.cov_params().to_numpy(), rtol=1e-6,
                                atol=1e-12)
-    np.testing.assert_allclose(model.predict_proba(X.to_numpy()[:20]),
+    np.testing.assert_allclose(model.predict_proba(X.iloc[:20]),
                                ref.predict(sm.add_constant(X).iloc[:20]), atol=1e-8)
     # the table per outcome level, statsmodels' layout and names
     table = model.summary()
@@ -285,3 +285,22 @@ def test_robust_covariances(cov_type):
     np.testing.assert_allclose(model.bse_, expected, rtol=1e-6)
     np.testing.assert_allclose(model.params_, params, atol=1e-6)
     assert model.summary().info["Covariance:"] == cov_type
+
+
+def test_scikit_learn_attributes_count_the_columns_of_x():
+    """n_features_in_ and feature_names_in_ are X's (the added constant is not a column of
+    X); exog_names_ the design's; predict checks new rows against them."""
+    X, y, rng = _rows()
+    site = rng.integers(0, 3, N)
+    mn = FedMNLogit().fit(X, y, clients=site)
+    assert mn.n_features_in_ == X.shape[1]
+    assert list(mn.feature_names_in_) == list(X.columns)
+    assert mn.exog_names_ == ["const"] + list(X.columns)
+    one_site = FedMNLogit().fit(X, y)  # no clients: one site, the same pooled rows
+    np.testing.assert_allclose(one_site.params_, mn.params_, rtol=1e-10)
+    assert not hasattr(FedOrderedModel().fit(X.to_numpy(), y), "feature_names_in_")
+    with pytest.raises(ValueError, match="feature names should match"):
+        mn.predict(X.iloc[:, :2])
+    with pytest.raises(ValueError, match="expecting 3 features"), \
+            pytest.warns(UserWarning, match="does not have valid feature names"):
+        mn.predict(X.to_numpy()[:, :2])

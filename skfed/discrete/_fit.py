@@ -23,7 +23,7 @@ from scipy import stats
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._messages import show
 from ..base import restore_on_failure
@@ -31,6 +31,7 @@ from ..data import FederatedDataset, as_dataset
 from ..data.site import site_summary
 from ..federation.session import FederationSession, payload_nbytes
 from ..linear_model._inference import _symmetric_inverse
+from ..mixed._glmm import _ascent_direction
 from ..privacy.dp_rounds import DifferentialPrivacy
 from ..privacy.secure_rounds import SecureAggregation
 from ..stats._levels import sorted_levels
@@ -68,18 +69,6 @@ def _declared_order(y):
     return None
 
 
-def ascent_direction(hess, grad):
-    """``(-H)^{-1} g``, with ``-H`` shifted up to positive definite where it is not."""
-    neg, shift = -np.asarray(hess), 0.0
-    for _ in range(60):
-        try:
-            factor = np.linalg.cholesky(neg + shift * np.eye(len(grad)))
-            return np.linalg.solve(factor.T, np.linalg.solve(factor, grad))
-        except np.linalg.LinAlgError:
-            shift = max(2.0 * shift, 1e-8 * max(1.0, np.abs(neg).max()))
-    raise FloatingPointError("the Hessian could not be made negative definite.")
-
-
 def newton(evaluate, start, feasible, tol, max_rounds, free=None):
     """Newton's method with step halving on a concave log-likelihood; one round (one
     exchange with the sites) per evaluation. ``feasible(z)`` keeps a trial inside the
@@ -91,7 +80,7 @@ def newton(evaluate, start, feasible, tol, max_rounds, free=None):
     while rounds < max_rounds:
         grad = current["grad"][free]
         step = np.zeros_like(z)
-        step[free] = ascent_direction(current["hess"][np.ix_(free, free)], grad)
+        step[free] = _ascent_direction(current["hess"][np.ix_(free, free)], grad)
         decrement = 0.5 * float(grad @ step[free])
         if decrement <= tol:
             break
@@ -161,6 +150,8 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
             if values.isna().any():
                 raise ValueError(f"y has {int(values.isna().sum())} missing value(s) (NaN); "
                                  "drop those rows first.")
+        if not isinstance(X, FederatedDataset):
+            X = _validated(self, X)
         dataset = as_dataset(X, y, clients)
         columns = dataset.columns
         names = (list(map(str, columns)) if columns is not None
@@ -171,12 +162,19 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                     else [plain(v) for v in self.levels])
         levels = pooled_levels([r["classes"] for r in replies], declared)
         endog = str(getattr(y, "name", None) or "y")
-        return self.fit_sites(dataset, None, levels, names, endog=endog)
+        if isinstance(X, FederatedDataset):
+            self.__dict__.pop("feature_names_in_", None)
+        return self._fit_sites(dataset, None, levels, names, endog)
 
     def fit_sites(self, dataset, response, levels, names, *, endog="y"):
         """Fit on a dataset whose outcome is its target (``response=None``) or the column
         ``response`` of its sites' tables, with the pooled ``levels`` in order (the
-        formula routes' entry)."""
+        formula routes' entry; the model then predicts from design matrices: no
+        ``feature_names_in_``)."""
+        self.__dict__.pop("feature_names_in_", None)
+        return self._fit_sites(dataset, response, levels, names, endog)
+
+    def _fit_sites(self, dataset, response, levels, names, endog):
         self._validate_params()
         self._check_privacy()
         levels = [plain(v) for v in levels]
@@ -251,6 +249,9 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
                 "sites' sums masked, the same fit).")
 
     def _check_levels(self, levels):
+        if len(levels) == 1:
+            raise ValueError(f"the outcome has 1 level ({show(levels[0])}: one class) only; "
+                             f"{type(self).__name__} needs at least {self._min_levels}.")
         if len(levels) < self._min_levels:
             raise ValueError(f"the outcome has {len(levels)} level(s) {show(levels)}; "
                              f"{type(self).__name__} needs at least {self._min_levels}.")
@@ -276,8 +277,9 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         self.params_, self.cov_params_ = params, cov
         self.param_names_ = param_names
         self.endog_name_ = endog
-        self.feature_names_in_ = np.asarray(names, dtype=object)
-        self.n_features_in_ = len(names)
+        self.exog_names_ = list(names)
+        # scikit-learn's count: the columns of X (an added constant is not one)
+        self.n_features_in_ = len(names) - self._added_columns()
         self.nobs_ = float(terms["n"])
         self.llf_ = float(terms["loglike"])
         self.aic_ = -2.0 * self.llf_ + 2.0 * len(params)
@@ -324,16 +326,24 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
 
     def _covariates(self, X):
         check_is_fitted(self)
-        F = np.asarray(X, dtype=np.float64)
-        if F.ndim != 2 or F.shape[1] != self.n_features_in_ - self._added_columns():
-            raise ValueError(f"X has shape {F.shape}; the model was fitted on "
-                             f"{self.n_features_in_ - self._added_columns()} covariates.")
-        if not np.all(np.isfinite(F)):
-            raise ValueError("X contains NaN or infinity.")
-        return F
+        return validate_data(self, X, dtype=np.float64, reset=False)
 
     def _added_columns(self):
         return 0
+
+    def predict_proba(self, X):
+        """Each level's probability for new rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_levels)
+        """
+        F = self._covariates(X)
+        return self._proba(F)
 
     def predict(self, X):
         """The most probable level of each row.
@@ -346,7 +356,19 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         -------
         levels : ndarray of shape (n_samples,)
         """
-        return self.levels_[np.argmax(self.predict_proba(X), axis=1)]
+        check_is_fitted(self)
+        # the labels' own dtype (levels_ holds them as objects)
+        return np.asarray(self.levels_[np.argmax(self.predict_proba(X), axis=1)].tolist())
+
+
+def _validated(estimator, X):
+    """``X`` checked as scikit-learn checks it (2-d, numbers, finite, not sparse), its
+    ``n_features_in_`` and string column names recorded; a DataFrame stays one (its
+    column names are the parameters' names)."""
+    values = validate_data(estimator, X, dtype=np.float64)
+    if isinstance(X, pd.DataFrame):
+        return pd.DataFrame(values, index=X.index, columns=X.columns)
+    return values
 
 
 def _masked(dataset, privacy):

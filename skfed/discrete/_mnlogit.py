@@ -32,7 +32,7 @@ class LevelSummary(Summary):
 def level_frame(model, frame):
     """``frame`` (one row per parameter, in the model's order) indexed by (outcome level,
     parameter)."""
-    names = list(model.feature_names_in_)
+    names = list(model.exog_names_)
     keys = [(f"{model.endog_name_}={level}", name) for level in model.levels_[1:]
             for name in names]
     frame = frame.copy()
@@ -48,10 +48,10 @@ def level_results(model, level, alpha=0.05):
     if str(level) not in levels[1:]:
         raise ValueError(f"level {level!r} is not a modelled level; the levels are "
                          f"{levels[1:]} (against the reference {levels[0]!r}).")
-    k, p = levels.index(str(level)) - 1, model.n_features_in_
+    k, p = levels.index(str(level)) - 1, len(model.exog_names_)
     rows = slice(k * p, (k + 1) * p)
     return FixedResults(model.params_[rows], model.cov_params_[rows, rows],
-                        list(model.feature_names_in_), measure="odds ratio",
+                        list(model.exog_names_), measure="odds ratio",
                         title=f"{model.endog_name_}={level} against "
                               f"{model.endog_name_}={levels[0]}",
                         info=model._summary_info())
@@ -104,7 +104,11 @@ class FedMNLogit(DiscreteModel):
     llf_, aic_, bic_, nobs_, df_resid_ : float
     converged_ : bool
     n_iter_ : int
-    clients_, n_clients_, ledger_, feature_names_in_, n_features_in_, endog_name_
+    clients_, n_clients_, ledger_, n_features_in_, endog_name_
+    exog_names_ : list of str
+        The design's columns (``"const"`` first with ``fit_intercept``).
+    feature_names_in_ : ndarray of str
+        X's column names, where they are strings.
 
     Examples
     --------
@@ -214,17 +218,6 @@ class FedMNLogit(DiscreteModel):
         """
         return level_results(self, level, alpha)
 
-    def predict_proba(self, X):
-        """Each level's probability for new rows.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_levels)
-        """
-        F = self._covariates(X)
+    def _proba(self, F):
         eta = np.column_stack([np.zeros(len(F)), F @ self.coef_.T + self.intercept_])
         return special.softmax(eta, axis=1)

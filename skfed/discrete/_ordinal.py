@@ -72,7 +72,11 @@ class FedOrderedModel(DiscreteModel):
     converged_ : bool
     n_iter_ : int
         Newton rounds.
-    clients_, n_clients_, ledger_, feature_names_in_, n_features_in_, endog_name_
+    clients_, n_clients_, ledger_, n_features_in_, endog_name_
+    exog_names_ : list of str
+        The design's columns (the parameters' names before the thresholds').
+    feature_names_in_ : ndarray of str
+        X's column names, where they are strings.
 
     Examples
     --------
@@ -208,26 +212,15 @@ class FedOrderedModel(DiscreteModel):
             raise ValueError("Brant's test is for the logit link (the binary logits it "
                              "compares), as car::poTest; this model's is the probit.")
         dataset = as_dataset(X, y, clients)
-        if dataset.n_features != self.n_features_in_:
+        if dataset.n_features != len(self.exog_names_):
             raise ValueError(f"X has {dataset.n_features} columns; the model was fitted on "
-                             f"{self.n_features_in_}.")
+                             f"{len(self.exog_names_)}.")
         with self._session(dataset) as session:
             return brant_test(session, None, list(self.levels_),
-                              list(self.feature_names_in_), tol=self.tol,
+                              list(self.exog_names_), tol=self.tol,
                               max_rounds=self.max_rounds)
 
-    def predict_proba(self, X):
-        """Each level's probability for new rows.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_levels)
-        """
-        F = self._covariates(X)
+    def _proba(self, F):
         cdf = special.expit if self.distr == "logit" else stats.norm.cdf
         upper = cdf(self.thresholds_[None, :] - (F @ self.coef_)[:, None])
         cumulative = np.column_stack([np.zeros(len(F)), upper, np.ones(len(F))])

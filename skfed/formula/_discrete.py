@@ -148,7 +148,7 @@ class OrdinalResults(DiscreteResults):
             raise ValueError("Brant's test is for the logit link, as car::poTest.")
         with model._session(self.training_data) as session:
             return brant_test(session, model.endog_name_, list(model.levels_),
-                              list(model.feature_names_in_), tol=model.tol,
+                              list(model.exog_names_), tol=model.tol,
                               max_rounds=model.max_rounds)
 
 
