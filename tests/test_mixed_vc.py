@@ -172,3 +172,24 @@ def test_bad_components_are_refused_naming_the_problem(hospitals):
     with pytest.raises(Exception, match="one \\(1 \\| group/level\\) term"):
         sf.mixedlm("score ~ x + (1 | hospital/clinic) + (1 | hospital/ward)", hospitals,
                    clients="site")
+
+
+def test_random_slope_with_nested_components(hospitals):
+    """``re_formula="1 + x"`` beside the clinics: the hospital's intercept and slope
+    (correlated), the clinics' intercepts; statsmodels on the pooled rows."""
+    rng = np.random.default_rng(3)
+    slope = {h: rng.normal(0, 0.5) for h in hospitals["hospital"].unique()}
+    data = hospitals.assign(score=hospitals["score"]
+                            + hospitals["hospital"].map(slope) * hospitals["x"])
+    tight, gradient = _statsmodels(data, CLINIC, "1 + x", True, method="cg", gtol=1e-9)
+    default, _ = _statsmodels(data, CLINIC, "1 + x", True)
+    est = FedMixedLM(["x"], vc_formula=CLINIC).fit(
+        data[["x", "hospital", "clinic"]], data["score"], clients=data["site"],
+        groups="hospital")
+    res = est.results_
+    assert est.converged_
+    assert list(res.params.index) == list(tight.params.index)
+    assert res.llf >= max(tight.llf, default.llf) - 1e-9
+    np.testing.assert_allclose(res.bse, _bse_at(tight.model, res), rtol=1e-9)
+    if gradient < 1e-5:
+        np.testing.assert_allclose(res.params, tight.params, rtol=1e-6)
