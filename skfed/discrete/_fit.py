@@ -40,6 +40,39 @@ from ..stats._results import EstimatorWald
 from ._site import plain, site_meat
 
 
+#: the parameters both models take, in their docstrings' "Parameters" ("{reference}":
+#: what the first level is besides the lowest)
+SHARED_PARAMS_DOC = """levels : array-like, default=None
+        The outcome's levels in order (the first the lowest{reference}), as the
+        sites hold them: needed where the sites cannot say it (text read from
+        their files); every level must be held by some site. ``None``: an
+        ordered pandas categorical's order, else sorted.
+    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
+        The standard errors: the inverse of the pooled observed information;
+        the sandwich of the rows' scores (statsmodels' ``HC0``); or with the sites
+        as the clusters (statsmodels' ``cluster`` with its factor
+        ``G/(G-1) (n-1)/(n-k)``; ``use_t=True`` gives Student's t with ``G - 1``
+        degrees of freedom).
+    tol : float, default=1e-16
+        Stop when the Newton decrement (the predicted gain in log-likelihood)
+        is at most ``tol``.
+    max_rounds : int, default=100
+        Newton rounds at the most (each one exchange with the sites).
+    privacy : SecureAggregation or None, default=None
+        ``SecureAggregation()``: every sum masked at the sites, the server
+        decoding the pooled sums only (the same fit, exactly). Differential
+        privacy is refused (the sums would leave without noise).
+"""
+
+
+def with_shared_params(cls, reference=""):
+    """``cls`` with its docstring's ``{shared}`` the shared parameters' text."""
+    text = SHARED_PARAMS_DOC.replace("{reference}", reference).rstrip("\n")
+    if cls.__doc__:  # None under python -OO
+        cls.__doc__ = cls.__doc__.replace("{shared}", text.lstrip())
+    return cls
+
+
 def pooled_levels(replies, declared=None):
     """The pooled levels of the sites' held levels (``replies``: one list per site):
     sorted, or in ``declared`` order (``levels=``, or an ordered categorical's); a

@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..stats._results import FixedResults, Summary
 from ..stats._summary_text import summary_text
-from ._fit import DiscreteModel, newton
+from ._fit import DiscreteModel, newton, with_shared_params
 from ._site import site_mnlogit_terms
 
 
@@ -73,23 +73,7 @@ class FedMNLogit(DiscreteModel):
     fit_intercept : bool, default=True
         A constant column (``const``, as statsmodels' ``add_constant``) before
         the covariates.
-    levels : array-like, default=None
-        The outcome's levels in order (the first the lowest, the reference), as the sites hold
-        them: needed where the sites cannot say it (text read from their files);
-        every level must be held by some site. ``None``: an ordered pandas
-        categorical's order, else sorted.
-    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
-        The standard errors: the inverse of the pooled observed information;
-        the sandwich of the rows' scores (statsmodels' ``HC0``); or with the sites
-        as the clusters (statsmodels' ``cluster`` with its factor
-        ``G/(G-1) (n-1)/(n-k)``; ``use_t=True`` gives Student's t with ``G - 1``
-        degrees of freedom).
-    tol : float, default=1e-16
-        Stop when the Newton decrement is at most ``tol``.
-    max_rounds : int, default=100
-    privacy : SecureAggregation or None, default=None
-        ``SecureAggregation()``: every sum masked at the sites (the same fit,
-        exactly). Differential privacy is refused.
+    {shared}
 
     Attributes
     ----------
@@ -221,3 +205,6 @@ class FedMNLogit(DiscreteModel):
     def _proba(self, F):
         eta = np.column_stack([np.zeros(len(F)), F @ self.coef_.T + self.intercept_])
         return special.softmax(eta, axis=1)
+
+
+with_shared_params(FedMNLogit, ", the reference")

@@ -5,7 +5,7 @@ import numpy as np
 from scipy import special, stats
 from sklearn.utils._param_validation import StrOptions
 
-from ._fit import DiscreteModel, newton
+from ._fit import DiscreteModel, newton, with_shared_params
 from ._site import DISTRIBUTIONS, site_ordinal_terms
 
 
@@ -34,26 +34,7 @@ class FedOrderedModel(DiscreteModel):
     distr : {"logit", "probit"}, default="logit"
         The latent variable's distribution (the link). statsmodels' default is
         ``"probit"``; R's ``polr`` and most analyses use the logit.
-    levels : array-like, default=None
-        The outcome's levels in order (the first the lowest), as the sites hold
-        them: needed where the sites cannot say it (text read from their files);
-        every level must be held by some site. ``None``: an ordered pandas
-        categorical's order, else sorted.
-    cov_type : {"nonrobust", "HC0", "cluster"}, default="nonrobust"
-        The standard errors: the inverse of the pooled observed information;
-        the sandwich of the rows' scores (statsmodels' ``HC0``); or with the sites
-        as the clusters (statsmodels' ``cluster`` with its factor
-        ``G/(G-1) (n-1)/(n-k)``; ``use_t=True`` gives Student's t with ``G - 1``
-        degrees of freedom).
-    tol : float, default=1e-16
-        Stop when the Newton decrement (the predicted gain in log-likelihood)
-        is at most ``tol``.
-    max_rounds : int, default=100
-        Newton rounds at the most (each one exchange with the sites).
-    privacy : SecureAggregation or None, default=None
-        ``SecureAggregation()``: every sum masked at the sites, the server
-        decoding the pooled sums only (the same fit, exactly). Differential
-        privacy is refused (the sums would leave without noise).
+    {shared}
 
     Attributes
     ----------
@@ -225,3 +206,6 @@ class FedOrderedModel(DiscreteModel):
         upper = cdf(self.thresholds_[None, :] - (F @ self.coef_)[:, None])
         cumulative = np.column_stack([np.zeros(len(F)), upper, np.ones(len(F))])
         return np.diff(cumulative, axis=1)
+
+
+with_shared_params(FedOrderedModel)
