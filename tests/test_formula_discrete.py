@@ -12,20 +12,9 @@ from statsmodels.miscmodels.ordinal_model import OrderedModel
 
 from skfed.formula import FormulaError, mnlogit, ordinal
 
+from .test_discrete import _ordinal_bse
+
 GRADES = ["low", "mid", "high", "top"]
-
-
-def _ordinal_bse(ref):
-    """statsmodels' standard errors of an OrderedModel fit, from its own log-likelihood's
-    numerical Hessian (``approx_hess3``, its method) at two steps combined by Richardson's
-    extrapolation: its default step leaves errors up to 5e-6 relative in ``ref.bse``
-    (a categorical's dummies, an uncentred covariate), which the analytic Hessian does
-    not have (checked against central differences of the exact gradient to 2e-10)."""
-    from statsmodels.tools.numdiff import approx_hess3
-
-    params, loglike = ref.params.to_numpy(), ref.model.loglike
-    coarse, fine = (approx_hess3(params, loglike, epsilon=h) for h in (1e-3, 5e-4))
-    return np.sqrt(np.diag(np.linalg.inv(-(4.0 * fine - coarse) / 3.0)))
 
 
 @pytest.fixture(scope="module")
