@@ -1,7 +1,6 @@
 """``skfed fit --formula ... --model ordinal|multinomial``: skfed.formula.ordinal and
 mnlogit from the command line, the Python API's numbers (and statsmodels')."""
 
-import argparse
 import io
 import json
 
@@ -11,16 +10,12 @@ import pytest
 import statsmodels.formula.api as smf
 
 from skfed.cli.fit import CLIError
-from skfed.cli.main import _fit_parser, run_fit
+from skfed.cli.main import run_fit
 from skfed.formula import mnlogit, ordinal
 
+from .test_cli_formula import _args
+
 FORMULA = "grade ~ age + C(sex)"
-
-
-def _args(*argv):
-    parser = argparse.ArgumentParser()
-    _fit_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["fit", *argv])
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """``skfed fit --formula ... --model gee --groups COLUMN``: skfed.formula.gee from the
 command line, the Python API's numbers (and statsmodels')."""
 
-import argparse
 import io
 import json
 
@@ -9,18 +8,13 @@ import pandas as pd
 import pytest
 
 from skfed.cli.fit import CLIError
-from skfed.cli.main import _fit_parser, run_fit
+from skfed.cli.main import run_fit
 from skfed.formula import gee
 
+from .test_cli_formula import _args
 from .test_gee import sites_of, visits
 
 FORMULA = "poisson ~ age + dose"
-
-
-def _args(*argv):
-    parser = argparse.ArgumentParser()
-    _fit_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["fit", *argv])
 
 
 @pytest.fixture(scope="module")
