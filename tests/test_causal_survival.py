@@ -174,8 +174,10 @@ def _site_frames(frame, site):
 @pytest.mark.slow
 def test_the_three_homes_and_the_event_time_rule(tmp_path):
     """The same numbers in this process, on Dask and at site services that allow event
-    times; where a site does not, the exact curves are refused naming the way out
-    (time_grid=), and cut points give the approximate table."""
+    times, where every weighted number passes the dominance rule: an exact curve's
+    weighted events at a time of few events is a few rows' weights (their propensity
+    scores) and is refused, the table on cut points is not; where a site does not allow
+    event times, the exact curves are refused naming the way out (time_grid=)."""
     pytest.importorskip("grpc")
     from skfed.sites import SiteRefusal
 
@@ -185,18 +187,28 @@ def test_the_three_homes_and_the_event_time_rule(tmp_path):
     frame, site = _frame(n=1500)
     frames = _site_frames(frame, site)
     policy = "min_rows = 10\nallow_event_times = true"
-    results = {}
+    results, grids = {}, {}
     with homes(tmp_path / "open", frames, target="y", policy=policy) as data:
         for home, dataset in data.items():
-            results[home] = ipw_survival(_fit(dataset), dataset, time="t", event="e")
+            ipw = _fit(dataset)
+            grids[home] = ipw_survival(ipw, dataset, time="t", event="e",
+                                       time_grid=[0.25, 0.5, 1.0])
+            if home == "site-service":
+                with pytest.raises(SiteRefusal, match="dominated") as info:
+                    ipw_survival(ipw, dataset, time="t", event="e")
+                assert info.value.rule == "dominance"
+                continue
+            results[home] = ipw_survival(ipw, dataset, time="t", event="e")
+    pd.testing.assert_frame_equal(results["dask"].curves, results["in-process"].curves,
+                                  rtol=1e-12)
     for home in ("dask", "site-service"):
-        pd.testing.assert_frame_equal(results[home].curves, results["in-process"].curves,
+        pd.testing.assert_frame_equal(grids[home].curves, grids["in-process"].curves,
                                       rtol=1e-12)
-        assert results[home].hazard_ratio == pytest.approx(
-            results["in-process"].hazard_ratio, rel=1e-10)
-        assert results[home].std_err == pytest.approx(results["in-process"].std_err,
-                                                      rel=1e-10)
-    _assert_equal_lifelines(results["site-service"], pd.concat(
+        assert grids[home].hazard_ratio == pytest.approx(
+            grids["in-process"].hazard_ratio, rel=1e-10)
+        assert grids[home].std_err == pytest.approx(grids["in-process"].std_err,
+                                                    rel=1e-10)
+    _assert_equal_lifelines(results["dask"], pd.concat(
         frames.values(), ignore_index=True), _weights(pd.concat(frames.values(),
                                                                 ignore_index=True)))
     with services_of(tmp_path / "closed", list(frames.values()), target="y") as data:
@@ -204,13 +216,13 @@ def test_the_three_homes_and_the_event_time_rule(tmp_path):
         with pytest.raises(SiteRefusal, match="time_grid=") as info:
             ipw_survival(ipw, data, time="t", event="e")
         assert info.value.rule == "allow_event_times"
-        table = ipw_survival(ipw, data, time="t", event="e", time_grid=[0.5, 1.0, 2.0])
+        table = ipw_survival(ipw, data, time="t", event="e", time_grid=[0.25, 0.5, 1.0])
     pooled = pd.concat(frames.values(), ignore_index=True)
     local_data = FederatedDataset.from_arrays(pooled.drop(columns=["y"]),
                                               pooled["y"].to_numpy(), np.repeat(
                                                   list(frames), [len(f) for f in frames.values()]))
     local = ipw_survival(_fit(local_data), local_data, time="t", event="e",
-                         time_grid=[0.5, 1.0, 2.0])
+                         time_grid=[0.25, 0.5, 1.0])
     assert table.approximate
     pd.testing.assert_frame_equal(table.curves, local.curves, rtol=1e-12)
 

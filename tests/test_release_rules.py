@@ -87,6 +87,31 @@ def test_the_rows_quick_bound_never_misses_a_dominated_sum(seed):
     assert _refused(dominance.check_rows, C) == _exactly_dominated(C, 9, 0.95)
 
 
+@pytest.mark.parametrize("at_or_after", [False, True])
+def test_the_grouped_check_is_the_rule_on_its_contributions(at_or_after):
+    """``check_groups`` (one value a row, summed per group, or over the groups at or
+    after each: a number at risk) refuses exactly when the brute-force rule on the
+    ``n x groups`` contributions does, over many random cases of both outcomes."""
+    outcomes = []
+    for seed in range(150):
+        rng = np.random.default_rng(seed)
+        n, n_groups = int(rng.integers(1, 60)), int(rng.integers(1, 7))
+        values = rng.lognormal(sigma=rng.uniform(0, 3), size=n)
+        groups = rng.integers(0, n_groups, n)
+        C = np.zeros((n, n_groups))
+        for i, g in enumerate(groups):
+            if at_or_after:
+                C[i, :g + 1] = values[i]
+            else:
+                C[i, g] = values[i]
+        expected = _exactly_dominated(C, 9, 0.95)
+        refused = _refused(dominance.check_groups, values, groups, n_groups, "a sum",
+                           at_or_after)
+        assert refused == expected, seed
+        outcomes.append(refused)
+    assert 0 < sum(outcomes) < len(outcomes)
+
+
 def test_outside_an_audit_and_when_suspended_nothing_is_checked():
     spike = np.zeros(20)
     spike[3] = 1.0

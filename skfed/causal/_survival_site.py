@@ -87,7 +87,8 @@ def _audit(A, w, ev):
     "causal.weighted_survival_counts", releases=SUMS, maskable=True,
     describes="per arm and time of a public grid, at a broadcast propensity model: the "
               "IPW-weighted and unweighted numbers at risk (time >= t) and of events at t; "
-              "the arms' weighted totals and events under the dominance rule; without "
+              "every weighted number (each time's, and the arms' totals) under the "
+              "dominance rule; without "
               "allow_event_times only where each time's events and the rows between two "
               "grid times number 0 or >= min_level_count per arm",
     arguments=(_SPEC, _THETA, _TIME, _EVENT,
@@ -112,6 +113,11 @@ def site_weighted_survival_counts(site, spec, theta, time, event, times):
         rows = A == arm
         last = np.searchsorted(times, tv[rows], side="right") - 1  # the last grid t <= time
         on = (last >= 0) & (times[np.maximum(last, 0)] == tv[rows]) & ev[rows]
+        # each time's weighted events and at risk: one row's weight (its propensity
+        # score) must not make up a released number
+        dominance.check_groups(w[rows][on], last[on], times.size, "an arm's weighted events")
+        dominance.check_groups(w[rows][last >= 0], last[last >= 0], times.size,
+                               "an arm's weighted number at risk", at_or_after=True)
         for weight, at_key, ev_key in ((w[rows], "w_at_risk", "w_events"),
                                        (np.ones(int(rows.sum())), "at_risk", "events")):
             # at risk at t_j: the rows whose last grid time at or before their time is >= j
@@ -135,7 +141,8 @@ def _cut_points(value):
     "causal.weighted_life_table", releases=SUMS, maskable=True,
     describes="per arm and interval of public cut points, at a broadcast propensity "
               "model: the IPW-weighted events and rows leaving (events and censorings); "
-              "the arms' weighted totals and events under the dominance rule; without "
+              "every weighted number (each interval's, and the arms' totals) under the "
+              "dominance rule; without "
               "allow_event_times only where every interval holds 0 or >= min_level_count "
               "events and rows per arm",
     arguments=(_SPEC, _THETA, _TIME, _EVENT,
@@ -153,6 +160,9 @@ def site_weighted_life_table(site, spec, theta, time, event, cuts):
     for j, arm in enumerate((1, 0)):
         rows = A == arm
         k = np.searchsorted(cuts, tv[rows], side="left")
+        dominance.check_groups(w[rows], k, cuts.size + 1, "an interval's weighted removals")
+        dominance.check_groups(w[rows][ev[rows]], k[ev[rows]], cuts.size + 1,
+                               "an interval's weighted events")
         removed[j] = np.bincount(k, weights=w[rows], minlength=cuts.size + 1)
         events[j] = np.bincount(k[ev[rows]], weights=w[rows][ev[rows]],
                                 minlength=cuts.size + 1)

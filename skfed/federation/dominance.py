@@ -179,6 +179,40 @@ def check_rows(contributions, what="a sum"):
             current.refuse(what)
 
 
+def check_groups(values, groups, n_groups, what="a sum per group", at_or_after=False):
+    """Audit per-group sums of one value a row (``values``, ``(n,)``) without forming
+    the ``n x n_groups`` contributions: group ``j``'s sum takes the rows of group ``j``
+    (a histogram, events at a time), or with ``at_or_after`` those of every group
+    ``>= j`` (the rows at risk at the ``j``-th time)."""
+    current = _ACTIVE.get()
+    if current is None:
+        return
+    current.checks += 1
+    v = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+    g = np.asarray(groups, dtype=np.int64).ravel()
+    if v.size == 0:
+        return
+    total = np.bincount(g, weights=v, minlength=n_groups)
+    order = np.lexsort((-v, g))  # by group, largest first within it
+    sg, sv = g[order], v[order]
+    starts = np.searchsorted(sg, np.arange(n_groups))
+    rank = np.arange(sg.size) - starts[sg]
+    keep = rank < current.k
+    if not at_or_after:
+        top = np.bincount(sg[keep], weights=sv[keep], minlength=n_groups)
+    else:  # the k largest of groups >= j from those of j and of groups > j
+        total = np.cumsum(total[::-1])[::-1]
+        top, carried = np.zeros(n_groups), np.zeros(0)
+        kept_g, kept_v = sg[keep], sv[keep]
+        bounds = np.searchsorted(kept_g, np.arange(n_groups + 1))
+        for j in range(n_groups - 1, -1, -1):
+            merged = np.concatenate([carried, kept_v[bounds[j]:bounds[j + 1]]])
+            carried = -np.sort(-merged)[:current.k]
+            top[j] = carried.sum()
+    if np.any(_dominated(top, total, current.share)):
+        current.refuse(what)
+
+
 def check_products(A, B, weights=None, what="a sum of products"):
     """Audit the coordinates of ``A' diag(weights) B`` (``A``: ``n x p``, ``B``: ``n x
     q``; ``weights`` ``(n,)``, ones if ``None``), each coordinate's contributions being
