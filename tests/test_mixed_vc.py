@@ -85,6 +85,14 @@ def test_nested_components_equal_statsmodels(hospitals, re_formula, reml):
     assert res.llf == pytest.approx(tight.llf, abs=1e-6)
     assert res.llf >= default.llf - 1e-9
     np.testing.assert_allclose(res.aic, tight.aic, rtol=1e-9, equal_nan=True)
+    # the predicted effects: each clinic's (lme4's hospital:clinic) and each hospital's
+    assert len(res.vc_effects) == hospitals.groupby(["hospital", "clinic"]).ngroups
+    for (h, component, level), value in res.vc_effects.items():
+        name = f"{component}[C({component})[{level}]]"
+        assert value == pytest.approx(tight.random_effects[h][name], abs=1e-6)
+    if re_formula:
+        for h, effect in res.random_effects.items():
+            assert effect.iloc[0] == pytest.approx(tight.random_effects[h].iloc[0], abs=1e-6)
 
 
 @pytest.mark.parametrize("reml", [True, False])

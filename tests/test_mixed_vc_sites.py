@@ -69,6 +69,8 @@ def test_the_three_homes_give_statsmodels_numbers(tmp_path):
         np.testing.assert_allclose(res.params, fits["in-process"].results_.params,
                                    rtol=1e-10)
         np.testing.assert_allclose(res.bse, fits["in-process"].results_.bse, rtol=1e-8)
+        pd.testing.assert_series_equal(res.vc_effects, fits["in-process"].results_.vc_effects,
+                                       rtol=1e-8)
 
 
 def test_a_clinic_under_min_rows_is_refused_without_its_label(tmp_path):

@@ -337,7 +337,25 @@ def _collect_sums(session, dataset, design):
         B=np.concatenate([_pad(b["ztx"], i, q, (1,)) for b, i in zip(blocks, places)]),
         c=np.concatenate([_pad(b["zty"], i, q, (1,)) for b, i in zip(blocks, places)]),
         vc_slots=np.repeat(np.arange(n_vc), width), n_vc=n_vc)
+    sums.vc_cells = _vc_cells(blocks, k, width)
     return sums, labels, group_sites
+
+
+def _vc_cells(blocks, k, width):
+    """``(group, component, level label, column)`` of each component's column of each
+    group: a group's levels of a component fill its columns in the sites' order."""
+    starts = k + np.concatenate([[0], np.cumsum(width)[:-1]]).astype(int)
+    cells, offset = [], 0
+    for b in blocks:
+        used = {}
+        for g, j, label in zip(b.get("vc_group", []), b.get("vc_component", []),
+                               b.get("vc_label", [])):
+            g, j = int(g), int(j)
+            rank = used.get((g, j), 0)
+            used[g, j] = rank + 1
+            cells.append((offset + g, j, label, int(starts[j]) + rank))
+        offset += len(b["labels"])
+    return cells
 
 
 def _places(k, site_widths, widths):
@@ -400,6 +418,13 @@ def _results(optimum, sums, reml, names, labels, endog):
         cov = np.linalg.pinv(-H)
     blups, cond = lik.random_effects(fit, sums)
     vcomp = lik.packed_psi(fit.psi, sums)[k * (k + 1) // 2:]
+    cells = getattr(sums, "vc_cells", [])
+    vc_effects = pd.Series(
+        [blups[g, col] for g, _, _, col in cells], dtype=float,
+        index=pd.MultiIndex.from_tuples([(labels[g], vc_names[j], label)
+                                         for g, j, label, _ in cells],
+                                        names=["group", "component", "level"])
+        if cells else None)
     return MixedLMResults(
         fe_params=pd.Series(fit.fe_params, index=fe_names),
         cov_params=pd.DataFrame(cov, index=names, columns=names), scale=scale,
@@ -409,7 +434,8 @@ def _results(optimum, sums, reml, names, labels, endog):
         group_sizes=sums.n.astype(int),
         random_effects=pd.DataFrame(blups[:, :k], index=_index(labels), columns=re_names),
         random_effects_cov=scale * cond[:, :k, :k],
-        endog_name=endog, n_iter=optimum.n_iter, message=optimum.message)
+        endog_name=endog, n_iter=optimum.n_iter, message=optimum.message,
+        vc_effects=vc_effects)
 
 
 #: statsmodels' form of a variance component: a column's levels as indicators

@@ -48,6 +48,9 @@ class MixedLMResults(_FixedEffectsResults):
     converged : bool
     vcomp : pandas.Series, default=None
         The variance components' variances (statsmodels' ``vcomp``), by name.
+    vc_effects : pandas.Series, default=None
+        The components' predicted effects (BLUPs), indexed by ``(group,
+        component, level)`` (lme4's ``ranef`` of ``hospital:clinic``).
     group_sizes : ndarray of shape (n_groups,)
     random_effects : pandas.DataFrame
         The predicted random effects (BLUPs): one row per group, one column
@@ -70,7 +73,7 @@ class MixedLMResults(_FixedEffectsResults):
 
     def __init__(self, *, fe_params, cov_params, scale, cov_re, llf, reml, converged,
                  group_sizes, random_effects, random_effects_cov, endog_name="y",
-                 n_iter=0, message="", vcomp=None):
+                 n_iter=0, message="", vcomp=None, vc_effects=None):
         self.fe_params = fe_params
         self._cov_params = cov_params
         self.scale = float(scale)
@@ -87,6 +90,7 @@ class MixedLMResults(_FixedEffectsResults):
         self.n_iter = int(n_iter)
         self.message = message
         self.vcomp = pd.Series(dtype=float) if vcomp is None else vcomp
+        self.vc_effects = pd.Series(dtype=float) if vc_effects is None else vc_effects
         k = cov_re.shape[0]
         names = list(cov_params.index)
         packed = self.cov_re_unscaled.to_numpy()[np.tril_indices(k)]

@@ -99,14 +99,34 @@ def _group_labels(site, column):
 def _vc_levels(site, column, codes):
     """``(slot, sizes)``: each row's level of ``column`` numbered within its group
     (0, 1, ... in sorted order), and the rows of each (group, level) cell."""
-    level_codes, _ = _group_labels(site, column)
+    return _vc_cells(site, column, codes)[:2]
+
+
+def vc_cells(site, design, codes):
+    """The (group, component, level label) of each variance component's column of
+    each group, in the columns' order (the predicted effects' names)."""
+    group, component, label = [], [], []
+    for j, column in enumerate(design.get("vc_columns", [])):
+        _, _, cells, levels = _vc_cells(site, column, codes)
+        group.append(cells[:, 0])
+        component.append(np.full(cells.shape[0], j))
+        label.extend(levels[i] for i in cells[:, 1])
+    if not group:
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=object)
+    return (np.concatenate(group).astype(np.float64),
+            np.concatenate(component).astype(np.float64), np.asarray(label + [None],
+                                                                     dtype=object)[:-1])
+
+
+def _vc_cells(site, column, codes):
+    level_codes, levels = _group_labels(site, column)
     cells, cell_of_row = np.unique(np.column_stack([codes, level_codes]), axis=0,
                                    return_inverse=True)
     cell_of_row = cell_of_row.ravel()
     first = np.concatenate([[0], np.flatnonzero(np.diff(cells[:, 0])) + 1])
     rank = np.arange(cells.shape[0]) - np.repeat(first, np.diff(np.append(first,
                                                                          cells.shape[0])))
-    return rank[cell_of_row], np.bincount(cell_of_row)
+    return rank[cell_of_row], np.bincount(cell_of_row), cells, levels
 
 
 def vc_design(site, design, codes, labels):
@@ -203,7 +223,7 @@ def site_totals(site, design):
     describes="per group of the site (each of >= min_rows rows): its label, row count, "
               "Z'Z, Z'X and Z'y, each group's sums under the dominance rule (variance "
               "components: an indicator column per level within the group, each level of "
-              ">= min_rows rows)",
+              ">= min_rows rows, and the levels' labels)",
     arguments=(_DESIGN,), checks=(design_rules,))
 def site_group_blocks(site, design):
     """Per group of the site: its label, ``n_g``, ``Z_g'Z_g``, ``Z_g'X_g`` and ``Z_g'y_g``."""
@@ -223,8 +243,10 @@ def site_group_blocks(site, design):
         return np.add.reduceat(rows, starts, axis=0)
 
     _, widths = vc_design(site, design, codes, labels)
+    vc_group, vc_component, vc_label = vc_cells(site, design, codes)
     return {"labels": np.asarray(labels, dtype=object),
             "n": sizes.astype(np.float64), "vc_widths": np.asarray(widths, dtype=np.float64),
+            "vc_group": vc_group, "vc_component": vc_component, "vc_label": vc_label,
             "ztz": group_sums(np.einsum("ia,ib->iab", Zs, Zs)),
             "ztx": group_sums(np.einsum("ia,ib->iab", Zs, Xs)),
             "zty": group_sums(Zs * ys[:, None])}
