@@ -60,7 +60,14 @@ class GEEResults(LabelledResults):
         return ratio_measure(self.link, self.family)
 
     def cov_params(self):
-        """The covariance of the estimates of ``cov_type`` (``pandas.DataFrame``)."""
+        """The covariance of the estimates of ``cov_type``.
+
+        Returns
+        -------
+        cov : pandas.DataFrame
+            The robust (sandwich) or the naive (model-based) covariance, as
+            ``cov_type`` says, labelled by the parameters.
+        """
         return self.cov_robust if self.cov_type == "robust" else self.cov_naive
 
     def standard_errors(self, cov_type="robust"):
