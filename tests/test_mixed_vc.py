@@ -108,6 +108,11 @@ def test_crossed_components_within_hospitals(hospitals, reml):
     if gradient < 1e-5:
         np.testing.assert_allclose(res.params, tight.params, rtol=1e-6)
         np.testing.assert_allclose(res.bse, tight.bse, rtol=1e-5)
+        # the fitted values: the hospital's, the clinic's and the ward's effects added
+        fitted = est.predict(hospitals[["x", "hospital", "clinic", "ward"]])
+        np.testing.assert_allclose(fitted, tight.fittedvalues, atol=1e-6)
+        np.testing.assert_allclose(est.predict(hospitals[["x"]]), tight.predict(hospitals),
+                                   atol=1e-6)
     else:  # statsmodels stopped early (REML here): skfed's optimum is higher
         assert res.llf > tight.llf
 

@@ -246,6 +246,7 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         self.n_features_in_ = len(names)
         self.feature_names_in_ = np.asarray(names, dtype=object)
         self.group_column_ = design["groups"]
+        self._vc_columns = list(design.get("vc_columns", []))
         self._re_positions = design["re_columns"]
 
     def _warn(self, optimum, re_names, sums):
@@ -288,7 +289,9 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-            The features of the fit (a DataFrame may hold the grouping column).
+            The features of the fit (a DataFrame may hold the grouping column,
+            and the variance components' columns: their levels' effects are then
+            added too, as in statsmodels' ``fittedvalues``).
         groups : array-like of shape (n_samples,), default=None
             Each row's group; ``None``: the population-level prediction (as
             statsmodels' ``predict``), unless ``X`` holds the grouping column.
@@ -298,6 +301,11 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
         y_pred : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
+        levels = {}
+        if isinstance(X, pd.DataFrame):  # the components' levels, kept for their effects
+            columns = [c for c in self._vc_columns if c in X.columns]
+            levels = {c: X[c].to_numpy() for c in columns}
+            X = X.drop(columns=columns)
         if (groups is None and isinstance(X, pd.DataFrame) and self.group_column_ is not None
                 and self.group_column_ in X.columns):
             groups = X[self.group_column_].to_numpy()
@@ -314,7 +322,14 @@ class FedMixedLM(RegressorMixin, BaseEstimator):
             Z = np.hstack([np.ones((F.shape[0], 1)), Z])
         # groups unseen in the fit get the population's prediction (effects of 0)
         effects = self.random_effects_.reindex(np.asarray(groups, dtype=object)).fillna(0.0)
-        return pred + np.einsum("ij,ij->i", Z, effects.to_numpy())
+        pred = pred + np.einsum("ij,ij->i", Z, effects.to_numpy())
+        names = dict(zip(self._vc_columns, self.vcomp_.index))
+        for column, values in levels.items():  # unseen levels: an effect of 0
+            keys = pd.MultiIndex.from_arrays([np.asarray(groups, dtype=object),
+                                              np.full(len(values), names[column], dtype=object),
+                                              np.asarray(values, dtype=object)])
+            pred = pred + self.results_.vc_effects.reindex(keys).fillna(0.0).to_numpy()
+        return pred
 
 
 def _collect_sums(session, dataset, design):
