@@ -28,7 +28,7 @@ from ..exceptions import SiteRefusal
 from ..federation.session import FederationSession
 from ._competing_site import site_competing_counts, site_competing_grid
 from ._survival import _check_columns, _dataset, _shown
-from ._survival_exchange import MAX_TIMES, _summed, check_privacy, cut_points
+from ._survival_exchange import MAX_TIMES, _refusal_hint, _summed, check_privacy, cut_points
 
 
 def incidence(n, d, dj):
@@ -91,14 +91,7 @@ def _bounds(F, variance, alpha):
 
 
 def _refused(exc):
-    if exc.rule == "allow_event_times" and "time_grid=" not in str(exc):
-        return SiteRefusal(exc.site, exc.rule, f"{str(exc).rstrip('.')}. For the cumulative "
-                           "incidence: pass time_grid= cut points (approximate), or ask the "
-                           "sites to set allow_event_times = true (docs/data-officers.md)")
-    if exc.rule == "min_level_count":
-        return SiteRefusal(exc.site, exc.rule, f"{str(exc).rstrip('.')}. Fewer, wider "
-                           "intervals (time_grid=) may pass")
-    return None
+    return _refusal_hint(exc, "the cumulative incidence", "approximate", also="")
 
 
 def pooled_competing_counts(data, time, event, cause, cuts, privacy):

@@ -95,17 +95,18 @@ def _levels(replies, group):
     return levels
 
 
-def _refusal_hint(exc):
-    """A site's refusal with what the analyst can do about it, or ``None``."""
+def _refusal_hint(exc, analysis="Kaplan-Meier curves and the log-rank test",
+                  approximate="an actuarial life table: approximate", also=", or fewer groups,"):
+    """A site's refusal with what the analyst can do about it (for ``analysis``, whose
+    form on cut points is ``approximate``), or ``None``."""
     text = str(exc).rstrip(".")
     if exc.rule == "allow_event_times" and "time_grid=" not in text:
-        return SiteRefusal(exc.site, exc.rule, f"{text}. For Kaplan-Meier curves and the "
-                           "log-rank test: pass time_grid= cut points (an actuarial life "
-                           "table: approximate), or ask the sites to set allow_event_times "
-                           "= true (docs/data-officers.md)")
+        return SiteRefusal(exc.site, exc.rule, f"{text}. For {analysis}: pass time_grid= "
+                           f"cut points ({approximate}), or ask the sites to set "
+                           "allow_event_times = true (docs/data-officers.md)")
     if exc.rule == "min_level_count":
         return SiteRefusal(exc.site, exc.rule, f"{text}. Fewer, wider intervals "
-                           "(time_grid=), or fewer groups, may pass")
+                           f"(time_grid=){also} may pass")
     return None
 
 
