@@ -14,7 +14,7 @@ smf = pytest.importorskip("statsmodels.formula.api")
 
 import skfed.formula as sf  # noqa: E402
 from skfed.data import SiteError  # noqa: E402
-from skfed.mixed import FedMixedLM, lrt_variance  # noqa: E402
+from skfed.mixed import BoundaryFitWarning, FedMixedLM, lrt_variance  # noqa: E402
 
 CLINIC = {"clinic": "0 + C(clinic)"}
 CROSSED = {"clinic": "0 + C(clinic)", "ward": "0 + C(ward)"}
@@ -206,3 +206,17 @@ def test_random_slope_with_nested_components(hospitals):
     np.testing.assert_allclose(res.bse, _bse_at(tight.model, res), rtol=1e-9)
     if gradient < 1e-5:
         np.testing.assert_allclose(res.params, tight.params, rtol=1e-6)
+
+
+def test_a_component_without_variation_is_a_boundary_fit(hospitals):
+    rng = np.random.default_rng(0)
+    effect = {h: rng.normal() for h in hospitals["hospital"].unique()}
+    data = hospitals.assign(score=2 + 0.5 * hospitals["x"] + hospitals["hospital"].map(effect)
+                            + rng.normal(size=len(hospitals)))  # no clinic effect
+    with pytest.warns(BoundaryFitWarning, match="singular along clinic"):
+        est = _skfed(data, CLINIC, True, True)
+    default, _ = _statsmodels(data, CLINIC, "1", True)
+    assert est.converged_ and est.vcomp_["clinic"] < 1e-10
+    assert est.llf_ >= default.llf - 1e-9  # statsmodels stops at a clinic variance > 0
+    assert lrt_variance(est.results_, sf.mixedlm("score ~ x + (1 | hospital)", data,
+                                                 clients="site")).pvalue > 0.4
