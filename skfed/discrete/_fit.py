@@ -65,11 +65,28 @@ SHARED_PARAMS_DOC = """levels : array-like, default=None
 """
 
 
-def with_shared_params(cls, reference=""):
-    """``cls`` with its docstring's ``{shared}`` the shared parameters' text."""
-    text = SHARED_PARAMS_DOC.replace("{reference}", reference).rstrip("\n")
+#: the attributes both models set, after their own ("{exog}": what the design's columns
+#: are)
+SHARED_ATTRIBUTES_DOC = """llf_, aic_, bic_, nobs_, df_resid_ : float
+    converged_ : bool
+    n_iter_ : int
+        Newton rounds.
+    clients_, n_clients_, ledger_, n_features_in_, endog_name_
+    exog_names_ : list of str
+        The design's columns ({exog}).
+    feature_names_in_ : ndarray of str
+        X's column names, where they are strings.
+"""
+
+
+def with_shared_params(cls, reference="", exog=""):
+    """``cls`` with its docstring's ``{shared}`` the shared parameters' text and
+    ``{shared_attributes}`` the shared attributes'."""
+    params = SHARED_PARAMS_DOC.replace("{reference}", reference).rstrip("\n")
+    attributes = SHARED_ATTRIBUTES_DOC.replace("{exog}", exog).rstrip("\n")
     if cls.__doc__:  # None under python -OO
-        cls.__doc__ = cls.__doc__.replace("{shared}", text.lstrip())
+        cls.__doc__ = cls.__doc__.replace("{shared}", params.lstrip()).replace(
+            "{shared_attributes}", attributes.lstrip())
     return cls
 
 

@@ -85,14 +85,7 @@ class FedMNLogit(DiscreteModel):
     intercept_ : ndarray of shape (n_levels - 1,)
     levels_ : ndarray
         The outcome's levels, the reference first.
-    llf_, aic_, bic_, nobs_, df_resid_ : float
-    converged_ : bool
-    n_iter_ : int
-    clients_, n_clients_, ledger_, n_features_in_, endog_name_
-    exog_names_ : list of str
-        The design's columns (``"const"`` first with ``fit_intercept``).
-    feature_names_in_ : ndarray of str
-        X's column names, where they are strings.
+    {shared_attributes}
 
     Examples
     --------
@@ -207,4 +200,5 @@ class FedMNLogit(DiscreteModel):
         return special.softmax(eta, axis=1)
 
 
-with_shared_params(FedMNLogit, ", the reference")
+with_shared_params(FedMNLogit, ", the reference",
+                   exog='``"const"`` first with ``fit_intercept``')

@@ -49,15 +49,7 @@ class FedOrderedModel(DiscreteModel):
         The cut points ``c_j``.
     levels_ : ndarray
         The outcome's levels, in order.
-    llf_, aic_, bic_, nobs_, df_resid_ : float
-    converged_ : bool
-    n_iter_ : int
-        Newton rounds.
-    clients_, n_clients_, ledger_, n_features_in_, endog_name_
-    exog_names_ : list of str
-        The design's columns (the parameters' names before the thresholds').
-    feature_names_in_ : ndarray of str
-        X's column names, where they are strings.
+    {shared_attributes}
 
     Examples
     --------
@@ -208,4 +200,4 @@ class FedOrderedModel(DiscreteModel):
         return np.diff(cumulative, axis=1)
 
 
-with_shared_params(FedOrderedModel)
+with_shared_params(FedOrderedModel, exog="the parameters' names before the thresholds'")
