@@ -538,7 +538,9 @@ def _glmm_bar(formula, groups):
     if groups is not None and groups != group:
         raise FormulaError(f"groups={groups!r} and the formula's (... | {group}) disagree: "
                            "give the group once.")
-    return _GLMM_BAR.sub("", formula).strip(), group, [t for t in terms if t != "1"]
+    fixed = _GLMM_BAR.sub("", formula).strip()
+    return fixed + (" 1" if fixed.endswith("~") else ""), group, [t for t in terms
+                                                                  if t != "1"]
 
 
 def mixedglm(formula, data, *, family="binomial", groups=None, trials=None, n_nodes=1,
