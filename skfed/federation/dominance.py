@@ -166,8 +166,8 @@ def check_rows(contributions, what="a sum"):
         return
     current.checks += 1
     C = _dense_abs(contributions)
-    if isinstance(current, Recording):  # a part of the rows: its largest, its totals
-        current.records.append(("rows", what, _top(C, current.k), C.sum(axis=0)))
+    if isinstance(current, Recording):  # a part of the rows: its totals and largest
+        current.record_rows(what, C)
         return
     total = C.sum(axis=0)
     # k times the largest contribution bounds the k largest: most sums pass on it unsorted
@@ -264,6 +264,14 @@ class Recording(Audit):
         super().__init__(min_rows, share)
         self.records, self.wanted = [], dict(wanted or {})
 
+    def record_rows(self, what, C):
+        """A sum of rows: its totals and largest contribution (its ``k`` largest on a
+        further pass)."""
+        want = self.wanted.get(self.checks - 1)
+        maxima = C.max(axis=0) if C.shape[0] else np.zeros(C.shape[1])
+        self.records.append(("rows", what, _top(C, self.k) if want is not None else None,
+                             C.sum(axis=0), maxima))
+
     def record_products(self, what, fa, fb, absA, absB, w, total, w_max):
         k, want = self.k, self.wanted.get(self.checks - 1)
         record = {"total": total, "max_a": fa.maxima(absA), "max_b": fb.maxima(absB),
@@ -312,10 +320,9 @@ def merge(audit, parts, wanted=None):
         if wanted is not None and index not in wanted:
             continue  # decided on an earlier pass
         if kind == "rows":
-            total = np.sum([r[3] for r in records], axis=0)
-            top = _stacked_top([r[2] for r in records], audit.k).sum(axis=0)
-            if np.any(_dominated(top, total, audit.share)):
-                audit.refuse(what)
+            step = _rows_step(audit, records, wanted is not None, what)
+            if step is not None:
+                more[index] = step
             continue
         step = _product_step(audit, [r[2] for r in records],
                              None if wanted is None else wanted[index], what)
@@ -326,6 +333,20 @@ def merge(audit, parts, wanted=None):
 
 def _shape(record):
     return np.shape(record[3]) if record[0] == "rows" else np.shape(record[2]["total"])
+
+
+def _rows_step(audit, records, asked, what):
+    """A sum of rows, merged: refused, passed, or ``BOUNDS`` (the next pass records
+    each part's ``k`` largest contributions) where ``k`` times the largest could not
+    clear it."""
+    total = np.sum([r[3] for r in records], axis=0)
+    if not asked:
+        quick = audit.k * np.max([r[4] for r in records], axis=0)
+        return BOUNDS if np.any(_dominated(quick, total, audit.share)) else None
+    top = _stacked_top([r[2] for r in records], audit.k).sum(axis=0)
+    if np.any(_dominated(top, total, audit.share)):
+        audit.refuse(what)
+    return None
 
 
 def _product_step(audit, records, asked, what):
