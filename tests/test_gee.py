@@ -194,3 +194,6 @@ def test_bad_input_is_named(rows):
                                                 groups="id", time=twice)
     with pytest.raises(ValueError, match="link='logit' is not one of the poisson"):
         FedGEE("poisson", link="logit").fit(X, rows["poisson"], clients=site, groups="id")
+    unlabelled = X.assign(id=X["id"].where(rows["visit"] != 3))
+    with pytest.raises(ValueError, match="grouping column 'id' has .* missing value"):
+        FedGEE().fit(unlabelled, rows["gaussian"], clients=site, groups="id")

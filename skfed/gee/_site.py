@@ -34,6 +34,7 @@ from ..datafits.links import inverse_link, mean_derivative
 from ..federation import dominance
 from ..federation.operations import (COUNTS, SUMS, Arg, Refused, check_deadline,
                                      site_operation)
+from ..mixed._site import _group_labels
 
 FAMILIES = ("gaussian", "binomial", "poisson", "gamma")
 #: each family's links (statsmodels' defaults first where skfed has them)
@@ -100,21 +101,6 @@ def variance(family, mu):
     return np.ones_like(mu)
 
 
-def _labels(site, column):
-    values = site.X[column]
-    missing = values.isna().to_numpy()
-    if missing.any():
-        raise SiteError(site.site, f"the cluster column {show(column)} has "
-                                   f"{int(missing.sum())} missing value(s); every row needs a "
-                                   "cluster (drop those rows or give them one).")
-    try:
-        labels, codes = np.unique(values.to_numpy(), return_inverse=True)
-    except TypeError:
-        raise SiteError(site.site, f"the cluster column {show(column)} mixes labels of "
-                                   "types that cannot be compared; give it one type.") from None
-    return codes.ravel(), [v.item() if isinstance(v, np.generic) else v for v in labels]
-
-
 class _Clusters:
     """A site's rows sorted by cluster (then time), with the design's arrays."""
 
@@ -125,7 +111,7 @@ class _Clusters:
             raise SiteError(site.site, "has sample weights; the GEE is fitted unweighted.")
         if site.y is None:
             raise SiteError(site.site, "no target (y).")
-        codes, self.labels = _labels(site, design["groups"])
+        codes, self.labels = _group_labels(site, design["groups"])  # never None here
         drop = [design["groups"]] + ([design["time"]] if design["time"] is not None and
                                      not design["time_feature"] else [])
         F = numeric_matrix(site.replace(X=site.X.drop(columns=drop)))
