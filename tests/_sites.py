@@ -163,18 +163,18 @@ def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", declare
 
 
 @contextmanager
-def policy_federations(root, frames, policies, *, dataset="rows"):
+def policy_federations(root, frames, policies, *, dataset="rows", analysts=()):
     """One federation of three services (in this process, gRPC over mutual TLS) per
     policy: ``frames`` ``{site name: DataFrame}`` served as ``dataset`` under each of
     ``policies`` ``{policy name: policy TOML}``; yields ``({policy name: (addresses,
     folders)}, certs)`` (the form :func:`policy_data` reads), the services stopped on
-    exit."""
+    exit; ``analysts``: more analysts' certificates (as ``make_certificates``)."""
     from skfed.deploy import make_certificates
     from skfed.sites.policy import load_config
     from skfed.sites.transport import SiteServer
 
     root = Path(root)
-    certs = make_certificates(root / "certs", list(frames))
+    certs = make_certificates(root / "certs", list(frames), analysts=list(analysts))
     servers, out = [], {}
     try:
         for policy, text in policies.items():

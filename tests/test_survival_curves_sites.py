@@ -25,16 +25,14 @@ from lifelines.utils import median_survival_times  # noqa: E402
 from lifelines.utils import restricted_mean_survival_time as lifelines_rmst  # noqa: E402
 
 from skfed import FederatedDataset  # noqa: E402
-from skfed.deploy import make_certificates  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
 from skfed.sites import SiteRefusal  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
-from skfed.sites.policy import load_config  # noqa: E402
-from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
+from skfed.sites.transport import SiteConnection  # noqa: E402
 from skfed.stats import (kaplan_meier, logrank_test, median_survival,  # noqa: E402
                          restricted_mean_survival_time)
 
-from ._sites import SITES, site_config, split_frames  # noqa: E402
+from ._sites import SITES, policy_data, policy_federations, split_frames  # noqa: E402
 from .test_stats import _check_km  # noqa: E402
 
 POLICIES = {
@@ -61,34 +59,15 @@ def gbsg2():
 
 @pytest.fixture(scope="module")
 def federations(tmp_path_factory, gbsg2):
-    """``{policy name: (addresses, folders)}``: three services per policy."""
-    root = tmp_path_factory.mktemp("km")
-    certs = make_certificates(root / "certs", list(SITES), analysts=["analyst-b"])
-    servers, out = [], {}
-    try:
-        for policy, text in POLICIES.items():
-            addresses, folders = {}, {}
-            for name, part in zip(SITES, gbsg2[0]):
-                folder = root / policy / name
-                folder.mkdir(parents=True)
-                part.to_csv(folder / "gbsg2.csv", index=False)
-                path = site_config(folder, name, certs=certs, policy=text,
-                                   datasets={"gbsg2": ("gbsg2.csv", None)})
-                servers.append(SiteServer(load_config(path)).start())
-                addresses[name] = f"127.0.0.1:{servers[-1].port}"
-                folders[name] = folder
-            out[policy] = (addresses, folders)
-        yield out, certs
-    finally:
-        for server in servers:
-            server.stop()
+    """``{policy name: (addresses, folders)}`` and the certificates: three services per
+    policy."""
+    with policy_federations(tmp_path_factory.mktemp("km"), dict(zip(SITES, gbsg2[0])),
+                            POLICIES, dataset="gbsg2", analysts=["analyst-b"]) as found:
+        yield found
 
 
 def _data(federations, policy):
-    (found, certs) = federations
-    return FederatedDataset.from_sites(found[policy][0], dataset="gbsg2", target=None,
-                                       ca_file=certs.ca.cert, cert_file=certs.client.cert,
-                                       key_file=certs.client.key)
+    return policy_data(federations, policy, dataset="gbsg2")
 
 
 def _connection(federations, policy, name="hospital-a"):
