@@ -44,6 +44,8 @@ MODELS = {
     "multinomial": ("FedMNLogit", None, True),
     # clustered rows (skfed.formula.gee: --groups, --cov-struct, --family)
     "gee": ("FedGEE", None, False),
+    # competing risks (skfed.cli.finegray_fit: --target EVENT TIME --cause K)
+    "finegray": ("FedFineGray", None, False),
 }
 #: the models fitted from a --formula only (their outcome a column the formula names)
 FORMULA_ONLY_MODELS = ("ordinal", "multinomial", "gee")

@@ -152,6 +152,9 @@ def _fit_parser(sub):
     _add_model_options(fit)
     _add_formula_options(fit)
     _add_survival_options(fit)
+    from .finegray_fit import add_finegray_options
+
+    add_finegray_options(fit)
     from .boosting_fit import add_boosting_options
 
     add_boosting_options(fit)
@@ -183,7 +186,7 @@ def _add_model_options(fit):
     fit.add_argument("--model", choices=sorted(MODELS),
                      help="the model (required; with --formula: linear, logistic, poisson, "
                           "gamma, tweedie, cox, ordinal, multinomial or gee, or give "
-                          "--family)")
+                          "--family; finegray: --target EVENT TIME --cause K)")
     fit.add_argument("--solver", default="auto", help="federated solver (default: auto)")
     fit.add_argument("--summary", action="store_true",
                      help="the regression table on the original columns: estimates, standard "
@@ -397,6 +400,10 @@ def run_fit(args, out=None):
 
     if is_boosting(args):  # trees: a report of their own (no coefficients)
         return run_boosting_fit(args, out)
+    from .finegray_fit import is_finegray, run_finegray_fit
+
+    if is_finegray(args):  # competing risks: the estimator's own table
+        return run_finegray_fit(args, out)
     if args.formula:
         from .formula_fit import run_formula_fit
 
