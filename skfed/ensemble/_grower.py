@@ -22,7 +22,8 @@ the generator taken when the iteration starts, trees in order, so the draws
 happen in scikit-learn's order in the final replay. Without such draws a replay
 reads no generator, so the next one resumes where this one first missed a
 histogram (scikit-learn's run up to there is the same in every later replay): its
-heap and leaves are copied there, and the nodes a guess split after it are reset.
+heap and leaves are copied there, and the heap's nodes that the steps past it
+split or closed are reset.
 """
 
 import copy
@@ -124,16 +125,15 @@ class TreeReplay:
             self._leaves, self._heap, self._pending = [], [], 0
             if () not in self.histograms:
                 return None, [], {(): self.root_allowed()}
-            root = self._make_root()
+            root = self._root = self._make_root()
             self._leaves_and_push(root, rng)
         else:  # from where the last replay first missed a histogram
             root, heap, leaves, blocked = resume
-            self._leaves, self._heap, self._pending = list(leaves), list(heap), 0
-            for node in heap:  # as they were then: the guesses after may have split them
-                node.is_leaf, node.left, node.right = False, None, None
             self._root = root
+            self._leaves, self._heap, self._pending = list(leaves), list(heap), 0
+            for node in heap:  # as they were then: the steps past it may have split them
+                node.is_leaf, node.left, node.right = False, None, None
             self._children_splits(*blocked, rng, asked)
-        self._root = root
         while self._heap:
             node = heappop(self._heap)
             if self._split(node, rng, asked):
