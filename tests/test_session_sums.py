@@ -35,3 +35,5 @@ def test_weighted_or_ragged_replies_keep_the_general_formula():
     np.testing.assert_array_equal(add_fields(replies, c), _general(replies, c))
     ragged = [np.ones(3), np.ones((2, 3))]  # broadcast, as the general formula does
     np.testing.assert_array_equal(add_fields(ragged), _general(ragged, np.ones(2)))
+    scalars = [np.array(1.5), np.array(-2.0)]  # 0-d arrays: a numpy scalar, as before
+    assert add_fields(scalars) == _general(scalars, np.ones(2)) == -0.5

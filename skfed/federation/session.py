@@ -51,7 +51,7 @@ def add_fields(replies, coefficients=None):
     if isinstance(first, tuple):
         return tuple(add_fields([r[i] for r in replies], coefficients)
                      for i in range(len(first)))
-    if isinstance(first, np.ndarray) and first.dtype.kind in "fiub" and \
+    if isinstance(first, np.ndarray) and first.ndim and first.dtype.kind in "fiub" and \
             all(np.shape(r) == first.shape for r in replies) and \
             np.all(np.asarray(coefficients) == 1):
         return _plain_sum(replies)
