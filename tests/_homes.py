@@ -46,8 +46,9 @@ def homes(root, frames, *, target, policy="min_rows = 10"):
         pooled = pd.concat([pd.read_csv(root / n / "rows.csv") for n in names],
                            ignore_index=True)
         site = np.repeat(names, [len(frames[n]) for n in names])
-        local = FederatedDataset.from_arrays(pooled.drop(columns=[target]),
-                                             pooled[target].to_numpy(), site)
+        # the target as a named Series: each home then knows its column's name
+        local = FederatedDataset.from_arrays(pooled.drop(columns=[target]), pooled[target],
+                                             site)
         with distributed.SpecCluster(workers=workers, scheduler={
                 "cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}},
                 asynchronous=False) as cluster, distributed.Client(cluster) as client:

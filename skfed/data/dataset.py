@@ -131,6 +131,9 @@ class FederatedDataset:
     columns : list of str or None
         Feature column names (``None`` for arrays without names).
     n_features : int
+    target_name : str, list of str or None
+        The target's column name (``target=`` of :meth:`from_sites` and
+        :meth:`from_sources`, a pandas ``y``'s name), or ``None``.
     resident : bool
         Whether the rows live on Dask workers.
     """
@@ -173,6 +176,14 @@ class FederatedDataset:
     @property
     def has_target(self):
         return self._descriptions[0]["has_target"]
+
+    @property
+    def target_name(self):
+        """The target's column name (a list for several), or ``None`` when the target
+        came without one (an array): what results tables call the response."""
+        if not self.has_target:
+            return None
+        return self._descriptions[0].get("target_name")
 
     @property
     def resident(self):
@@ -365,6 +376,7 @@ class FederatedDataset:
             if values is not None and len(values) != n:
                 raise ValueError(f"{name} has {len(values)} entries but X has {n} rows.")
         labels, indices = group_clients(clients, n)
+        name = _target_name(y)
         y = None if y is None else np.asarray(y)
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         offset = None if offset is None else np.asarray(offset)
@@ -372,8 +384,9 @@ class FederatedDataset:
         Xs, ys, sws, offsets = (
             [None] * len(indices) if v is None else row_blocks(v, indices)
             for v in (X, y, sw, offset))
+        meta = {} if name is None else {"target_name": name}
         parts = [SiteData(label.item() if isinstance(label, np.generic) else label, Xs[k],
-                          ys[k], sws[k], offset=offsets[k])
+                          ys[k], sws[k], dict(meta), offset=offsets[k])
                  for k, label in enumerate(labels)]
         for part in parts:
             if part.n_samples == 0:
@@ -584,6 +597,15 @@ class FederatedDataset:
             workers.append(worker)
         return FederatedDataset(_OnWorkers(client, futures, workers), self._descriptions,
                                 self._labels)
+
+
+def _target_name(y):
+    """A pandas target's name (a Series' name, a DataFrame's columns), else ``None``."""
+    columns = getattr(y, "columns", None)
+    if columns is not None:
+        return [str(c) for c in columns]
+    name = getattr(y, "name", None)
+    return None if name is None or not hasattr(y, "index") else str(name)
 
 
 def as_dataset(X, y=None, clients=None, sample_weight=None):

@@ -131,7 +131,10 @@ def split_table(site, table, *, target=None, sample_weight=None, drop=(), offset
     if offset is not None:
         off = _numeric_column(site, table, offset).astype(np.float64)
     X = table.drop(columns=named)
-    return SiteData(site, X, y, sw, offset=off)
+    # the target's column name: what a results table calls the response
+    meta = {} if target is None else {"target_name": (
+        [str(t) for t in target] if isinstance(target, (list, tuple)) else str(target))}
+    return SiteData(site, X, y, sw, meta, offset=off)
 
 
 def _numeric_column(site, table, name):
@@ -163,8 +166,8 @@ def combine_descriptions(replies):
 
 
 @site_operation("dataset.describe", releases=METADATA, combine=combine_descriptions,
-                describes="row count, column names and kinds, whether a target and weights "
-                          "are present")
+                describes="row count, column names and kinds, whether a target (and its "
+                          "column's name) and weights are present")
 def describe(site):
     """The metadata a site sends once: rows, columns, dtype kinds, target shape."""
     X = site.X
@@ -174,7 +177,7 @@ def describe(site):
     y = site.y
     return {"site": site.site, "n_samples": int(X.shape[0]), "n_columns": int(X.shape[1]),
             "columns": cols, "kinds": kinds,
-            "has_target": y is not None,
+            "has_target": y is not None, "target_name": site.meta.get("target_name"),
             "target_kind": None if y is None else dtype_kind(np.asarray(y).dtype),
             "has_weights": site.sample_weight is not None}
 

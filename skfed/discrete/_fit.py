@@ -211,7 +211,8 @@ class DiscreteModel(EstimatorWald, BaseEstimator):
         declared = (_declared_order(y) if self.levels is None
                     else [plain(v) for v in self.levels])
         levels = pooled_levels([r["classes"] for r in replies], declared)
-        endog = str(getattr(y, "name", None) or "y")
+        name = dataset.target_name  # y's name, or the dataset's target column
+        endog = name if isinstance(name, str) else "y"
         if isinstance(X, FederatedDataset):
             self.__dict__.pop("feature_names_in_", None)
         return self._fit_sites(dataset, None, levels, names, endog)

@@ -461,5 +461,6 @@ def design_rows(site, design):
             raise SiteError(site.site, "the site's rows carry their own weights and the "
                                        "formula names another column; give one.")
         weights = _numbers(site, design["weights"]["column"])
-    return SiteData(site.site, X, y, weights, dict(site.meta, supports=supports),
-                    offset=offset)
+    # the target is now the formula's response: the table's target name no longer says it
+    meta = {k: v for k, v in site.meta.items() if k != "target_name"}
+    return SiteData(site.site, X, y, weights, dict(meta, supports=supports), offset=offset)

@@ -51,7 +51,8 @@ def mixed_dataset(X, y, clients, groups):
         names = None if columns is None else [c for c in columns if c != groups]
         if names is None:
             names = [f"x{j + 1}" for j in range(dataset.n_features)]
-        return dataset, groups, names, "y"
+        name = dataset.target_name  # the table's target column, or None for arrays
+        return dataset, groups, names, name if isinstance(name, str) else "y"
     endog_name = str(getattr(y, "name", None) or "y")
     if y is None:
         raise ValueError("y is required: the target of the mixed model.")
