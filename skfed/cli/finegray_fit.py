@@ -133,7 +133,7 @@ def format_finegray_text(model, converged, args):
              f"censoring weights: the Kaplan-Meier curve of censoring of the pooled rows "
              f"({len(model.censoring_times_)} censoring times; R's finegray); "
              f"{len(model.event_times_)} event times of cause {model.event_of_interest_}",
-             "", str(model.summary(exponentiate=True)), "",
+             "", str(model.summary(exponentiate=True)).rstrip("\n"), "",
              "standard errors: robust (R's coxph of the weighted rows, its se); model-based: "
              + ", ".join(f"{n} {s:.6g}" for n, s in zip(model.param_names_,
                                                          model.cov_params_naive_.diagonal()
