@@ -24,6 +24,9 @@ OpenMP threads pinned, ``benchmarks/_measure.py``):
   level 4: 9 rows pooled, 1 at site 0; education 4 x inactive: 7 pooled, 1 at
   site 0), so a site with any dominance rule refuses the propensity model's
   information matrix (rule ``dominance``), at any split (it is 9 rows pooled).
+  With ``--secure-aggregation`` the fits send every sum masked (the server
+  learns only the sums over sites; no site releases a sum of its own, so its
+  dominance rule has nothing to check) and the services take ``min_rows = 10``.
 
 Then the largest differences from the references: the effect and the stacked
 parameters (relative to delicatessen's), the variance (relative), the book's
@@ -31,9 +34,11 @@ fixed-score interval against the GEE's, and the service fits against the
 in-process ones.
 
 Run: python benchmarks/bench_causal.py [--repeat 5] [--threads 1] [--services]
+     [--secure-aggregation] [--min-rows N]
 """
 
 import argparse
+import os
 import sys
 import tempfile
 import warnings
@@ -161,7 +166,7 @@ def services(frame, min_rows):
             stop_sites(processes)
 
 
-def timed_calls(X, a, y, remote=None):
+def timed_calls(X, a, y, remote=None, privacy=None):
     """The callables to time, by name (each returns what the checks read)."""
     W = np.column_stack([np.ones(len(a)), X.to_numpy()])
     site = np.arange(len(a)) % N_SITES
@@ -180,8 +185,9 @@ def timed_calls(X, a, y, remote=None):
     }
     if remote is not None:
         fit = dict(treatment="qsmk", outcome="wt82_71", covariates=columns)
-        calls["ipw services"] = lambda: FedIPW(balance=False).fit(remote, **fit)
-        calls["aipw services"] = lambda: FedAIPW(balance=False).fit(remote, **fit)
+        options = dict(balance=False, privacy=privacy)
+        calls["ipw services"] = lambda: FedIPW(**options).fit(remote, **fit)
+        calls["aipw services"] = lambda: FedAIPW(**options).fit(remote, **fit)
     return calls, W
 
 
@@ -233,8 +239,10 @@ def differences(t, W, a, y):
             remote = t[f"{name} services"].result
             out[f"{name.upper()} at services vs in process: parameters"] = _rel(
                 remote.params_, local.params_)
-            out[f"{name.upper()} at services vs in process: variance"] = _rel(
-                remote.cov_params_, local.cov_params_)
+            out[f"{name.upper()} at services vs in process: variances (diagonal)"] = _rel(
+                np.diag(remote.cov_params_), np.diag(local.cov_params_))
+            out[f"{name.upper()} at services vs in process: covariances / (SE x SE)"] = \
+                _scaled(remote.cov_params_, local.cov_params_)
     return out
 
 
@@ -276,8 +284,11 @@ def print_tables(t, diffs, ipw, aipw):
 
 
 def run(args, remote=None):
+    from skfed.privacy import SecureAggregation
+
     X, a, y = nhefs()
-    calls, W = timed_calls(X, a, y, remote)
+    calls, W = timed_calls(X, a, y, remote,
+                           SecureAggregation() if args.secure_aggregation else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the extreme-weight counts
         if remote is not None:  # connect and warm the services before the timing
@@ -286,7 +297,13 @@ def run(args, remote=None):
     diffs = differences(t, W, a, y)
     print(f"# NHEFS (What If, ch. 12): {len(a)} rows, {W.shape[1]} propensity "
           f"columns (intercept included), {N_SITES} sites round robin; median of "
-          f"{args.repeat} interleaved runs, {args.threads or 'default'} BLAS thread(s)\n")
+          f"{args.repeat} interleaved runs, {args.threads or 'default'} BLAS thread(s), "
+          f"{os.cpu_count()} cores, load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if remote is not None:
+        print(f"site services: min_rows = {args.min_rows}, the sums "
+              f"{'masked (secure aggregation)' if args.secure_aggregation else 'plain'}")
+    print()
     print_tables(t, diffs, t["ipw"].result, t["aipw"].result)
     print(f"statsmodels' weighted GEE (the book's interval, pooled): {t['gee']}")
 
@@ -296,10 +313,12 @@ def main(argv=None):
     add_options(parser)
     parser.add_argument("--services", action="store_true",
                         help="also fit through four real site services on 127.0.0.1")
-    parser.add_argument("--min-rows", type=int, default=1,
-                        help="the services' min_rows (their dominance rule's count; "
-                             "default 1: any larger refuses the book's model, see the "
-                             "docstring)")
+    parser.add_argument("--secure-aggregation", action="store_true",
+                        help="the service fits send their sums masked (with --services)")
+    parser.add_argument("--min-rows", type=int, default=None,
+                        help="the services' min_rows (their dominance rule's count; default "
+                             "1, and 10 with --secure-aggregation: with plain sums any "
+                             "larger refuses the book's model, see the docstring)")
     args = parser.parse_args(argv)
     with pinned_threads(args.threads):
         if not args.services:
@@ -307,6 +326,7 @@ def main(argv=None):
             return
         X, a, y = nhefs()
         frame = X.assign(qsmk=a, wt82_71=y)
+        args.min_rows = args.min_rows or (10 if args.secure_aggregation else 1)
         with services(frame, args.min_rows) as remote:
             run(args, remote)
 
