@@ -55,8 +55,11 @@ def _api(frame, estimator):
     (["--method", "aipw"], FedAIPW()),
     (["--method", "aipw", "--estimand", "ATT"], FedAIPW("ATT")),
     (["--method", "aipw", "--outcome-covariates", "age,male"],
-     FedAIPW(outcome_covariates=["age", "male"]))],
-    ids=["ipw", "att-trim", "aipw", "aipw-att", "aipw-outcome-covariates"])
+     FedAIPW(outcome_covariates=["age", "male"])),
+    (["--truncate", "5,95", "--truncate-by", "percentile"],
+     FedIPW(truncate=(5, 95), truncate_by="percentile"))],
+    ids=["ipw", "att-trim", "aipw", "aipw-att", "aipw-outcome-covariates",
+         "truncate-percentile"])
 def test_the_numbers_are_the_apis(frame, csv, tmp_path, capsys, extra, estimator):
     out_json = tmp_path / "causal.json"
     code, out, err = _run(capsys, csv, "--clients", "hospital", *OPTIONS, *extra,
@@ -90,6 +93,8 @@ def test_report_has_the_tables_and_both_figures(csv, tmp_path, capsys):
      "--treatment 'arm': no such column"),
     (["{csv}", "--clients", "hospital", *OPTIONS, "--trim", "0.9,0.1"],
      "--trim takes two increasing scores"),
+    (["{csv}", "--clients", "hospital", *OPTIONS, "--truncate", "5,150", "--truncate-by",
+      "percentile"], "--truncate takes two increasing percentiles in [0, 100]"),
     (["{csv}", "--clients", "hospital", *OPTIONS, "--method", "aipw", "--estimand", "ATO"],
      "--method aipw estimates the ATE, ATT or ATC"),
     (["{csv}", "--clients", "hospital", *OPTIONS, "--outcome-covariates", "age"],

@@ -52,6 +52,10 @@ def add_causal_parser(sub):
                    default="gaussian", help="AIPW's outcome models (default gaussian)")
     c.add_argument("--truncate", metavar="LO,HI",
                    help="clip the propensity scores into [LO, HI]")
+    c.add_argument("--truncate-by", choices=("score", "percentile"), default="score",
+                   help="what --truncate holds: score bounds (default), or percentiles "
+                        "in [0, 100] of the pooled scores (site services serve their "
+                        "exact percentiles only with allow_exact_quantiles)")
     c.add_argument("--trim", metavar="LO,HI",
                    help="give rows with a score outside [LO, HI] no weight (IPW)")
     c.add_argument("--level", type=float, default=0.95,
@@ -75,6 +79,21 @@ def _bounds(text, option):
     return (lo, hi)
 
 
+def _truncate(args):
+    """``--truncate`` as ``--truncate-by`` reads it: scores in [0, 1] or percentiles."""
+    if args.truncate_by == "score" or args.truncate is None:
+        return _bounds(args.truncate, "--truncate")
+    try:
+        lo, hi = (float(v) for v in args.truncate.split(","))
+    except ValueError:
+        raise CLIError("--truncate takes two percentiles LO,HI (1,99) with --truncate-by "
+                       f"percentile; got {args.truncate!r}.") from None
+    if not 0 <= lo < hi <= 100:
+        raise CLIError("--truncate takes two increasing percentiles in [0, 100] with "
+                       f"--truncate-by percentile; got {args.truncate!r}.")
+    return (lo, hi)
+
+
 def _estimator(args):
     from ..causal import FedAIPW, FedIPW
 
@@ -83,7 +102,7 @@ def _estimator(args):
         from ..privacy import SecureAggregation
 
         privacy = SecureAggregation()
-    truncate = _bounds(args.truncate, "--truncate")
+    truncate = _truncate(args)
     if args.method == "aipw":
         if args.estimand == "ATO" or args.trim is not None:
             raise CLIError("--method aipw estimates the ATE, ATT or ATC and does not trim: "
@@ -91,11 +110,12 @@ def _estimator(args):
         outcome = None if not args.outcome_covariates else [
             c.strip() for c in args.outcome_covariates.split(",") if c.strip()]
         return FedAIPW(args.estimand, outcome_family=args.outcome_family,
-                       outcome_covariates=outcome, truncate=truncate, privacy=privacy)
+                       outcome_covariates=outcome, truncate=truncate,
+                       truncate_by=args.truncate_by, privacy=privacy)
     if args.outcome_covariates:
         raise CLIError("--outcome-covariates are AIPW's outcome models': add --method aipw.")
-    return FedIPW(args.estimand, truncate=truncate, trim=_bounds(args.trim, "--trim"),
-                  privacy=privacy)
+    return FedIPW(args.estimand, truncate=truncate, truncate_by=args.truncate_by,
+                  trim=_bounds(args.trim, "--trim"), privacy=privacy)
 
 
 def _covariates(args, rows):
