@@ -216,8 +216,8 @@ def ipw_weights(Z, A, theta, spec, e_model=None):
 @site_operation(
     "causal.balance_sums", releases=SUMS, maskable=True, reads_design=True,
     describes="per arm and covariate, at a broadcast propensity model: the row count, the "
-              "sums of the covariate and its square, unweighted and weighted, and the "
-              "weights' sum and sum of squares; under the dominance rule",
+              "sums of the covariate and its square, the weighted sum of the covariate, "
+              "and the weights' sum and sum of squares; under the dominance rule",
     arguments=(_SPEC, _THETA, _MODEL))
 def site_balance_sums(site, spec, theta, model=None):
     """Per arm (treated first): counts, moments and weight sums of the covariates."""
@@ -230,13 +230,11 @@ def site_balance_sums(site, spec, theta, model=None):
     for arm, rows in (("1", A == 1), ("0", A == 0)):
         x, wa = X[rows], w[rows]
         if dominance.active() is not None and rows.any():  # an empty arm's sums are 0
-            dominance.check_rows(np.column_stack([x, x * x, wa[:, None] * x,
-                                                  wa[:, None] * x * x, wa, wa * wa]),
+            dominance.check_rows(np.column_stack([x, x * x, wa[:, None] * x, wa, wa * wa]),
                                  "a balance table's sums")
         out.update({f"n{arm}": float(rows.sum()), f"sx{arm}": x.sum(axis=0),
                     f"sxx{arm}": (x * x).sum(axis=0), f"sw{arm}": float(wa.sum()),
-                    f"sww{arm}": float(wa @ wa), f"swx{arm}": wa @ x,
-                    f"swxx{arm}": wa @ (x * x)})
+                    f"sww{arm}": float(wa @ wa), f"swx{arm}": wa @ x})
     return out
 
 
