@@ -22,10 +22,11 @@ printed). On the shared 2-core machine every process (16 + 16 sites, the relay,
 the analyst) competes for the same cores, so the ratios are the measure, not the
 absolute times.
 
-Figures (one run, 20 rounds, 500 rows x 20 features a site, load average 16 to 26
-from other work on the 2-core machine): 4 sites 9.2 ms a round direct, 14.1 through
-the relay (1.54x), bytes 1.26x; 16 sites 34.0 and 53.3 ms (1.57x), bytes 1.25x;
-coefficients equal to the bit. Before per-connection sessions (a key agreement in
+Figures (one run, ``--repeats 5``, 20 rounds, 500 rows x 20 features a site, the
+2-core machine otherwise idle): 4 sites 6.7 ms a round direct, 11.2 through the
+relay (1.68x), bytes 1.26x; 16 sites 25.7 and 33.1 ms (1.29x), bytes 1.25x;
+coefficients equal to the bit. An earlier run under a load average of 16 to 26:
+1.54x and 1.57x. Before per-connection sessions (a key agreement in
 every request): 1.82x and 1.45x the time, 1.37x and 1.36x the bytes.
 
 Run: python benchmarks/bench_relay.py [--sites 4 16] [--rows 500] [--features 20]
