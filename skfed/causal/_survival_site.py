@@ -23,8 +23,8 @@ import numpy as np
 from ..data.site import SiteError
 from ..federation import dominance
 from ..federation.operations import SUMS, Arg, row_step, site_operation
-from ..stats._survival_site import (MAX_TIMES, _increasing, _intervals_rule, _times_rule,
-                                    survival_rows)
+from ..stats._survival_site import (MAX_TIMES, _cut_points, _increasing, _intervals_rule,
+                                    _times_rule, survival_rows)
 from ._site import MAX_COVARIATES, _check_theta, _numeric, ipw_weights, spec_problem
 
 
@@ -127,14 +127,6 @@ def site_weighted_survival_counts(site, spec, theta, time, event, times):
     out["at_risk"] = np.rint(out["at_risk"]).astype(np.int64)
     out["events"] = np.rint(out["events"]).astype(np.int64)
     return out
-
-
-def _cut_points(value):
-    values = np.asarray(value, dtype=np.float64)
-    if values.ndim != 1 or values.size == 0 or np.any(values <= 0) or \
-            np.any(np.diff(values) <= 0):
-        return "cut points are positive and increasing"
-    return None
 
 
 @site_operation(
