@@ -229,6 +229,44 @@ def test_same_coef_with_worker_processes(cancer, name):
 
 
 @pytest.mark.slow
+def test_a_worker_killed_while_states_are_placed_costs_nothing(cancer, monkeypatch):
+    """A real fault at the one moment the analyst still holds every client's data
+    and solver state: a worker process exits after the data was shipped and before
+    the states are placed. Its clients are shipped again to the live worker and
+    the fit is the fault-free one exactly (this once hung CI: the state task waited
+    for a worker address that no longer existed)."""
+    import os
+    import time
+
+    X, y, clients = cancer
+    kwargs = dict(C=1.0, solver="scaffold", max_rounds=5, tol=0, random_state=0)
+    clean = fit_quietly(FedLogisticRegression(**kwargs), X, y, clients=clients).coef_
+    place = DaskExecutor.place_states
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        victim = sorted(client.scheduler_info()["workers"])[0]
+
+        def place_after_a_death(self, states):
+            try:
+                client.run(os._exit, 1, workers=[victim])
+            except Exception:  # noqa: BLE001 - the worker dies before it can answer
+                pass
+            deadline = time.monotonic() + 60
+            while victim in client.scheduler_info()["workers"]:
+                assert time.monotonic() < deadline, "the scheduler never saw the worker die"
+                time.sleep(0.05)
+            return place(self, states)
+
+        monkeypatch.setattr(DaskExecutor, "place_states", place_after_a_death)
+        est = fit_quietly(FedLogisticRegression(**kwargs, executor=DaskExecutor()),
+                          X, y, clients=clients)
+    assert est.n_iter_ == 5
+    assert est.history_.placement_bytes > X.nbytes  # the victim's clients were sent again
+    np.testing.assert_allclose(est.coef_, clean, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.slow
 def test_a_killed_worker_process_is_survived_by_a_stateless_solver(cancer):
     """A real fault: a worker process exits mid-fit; its nanny restarts it empty,
     the clients' data is sent again and the fit ends with the fault-free model."""

@@ -97,12 +97,14 @@ def _store(token):
     return stores.setdefault(token, {})
 
 
-def _put_states(token, states):
+def _put_states(token, states, *anchors):
+    """``anchors``: the data shards the states sit beside (dependencies only)."""
     _store(token).update(states)
     return len(states)
 
 
-def _take_states(token, indices, remove):
+def _take_states(token, indices, remove, *anchors):
+    """``anchors``: the data shards beside the states (so a dead worker cancels the task)."""
     store = _store(token)
     return {j: (store.pop(j) if remove else store[j]) for j in indices}
 
@@ -377,28 +379,82 @@ class DaskExecutor(Executor):
             self._data[j], self._where[j] = future, worker
 
     def place_states(self, states):
+        """Put each client's solver state beside its data. A worker that dies
+        meanwhile loses nothing the analyst does not still hold: its clients' data
+        and states are shipped again to live workers (twice at most)."""
         self._stateless = all(s is None for s in states)
-        by_worker = {}
-        for j, state in enumerate(states):
-            by_worker.setdefault(self._where[j], {})[j] = state
-        futures = [self._client.submit(_put_states, self._token, part, workers=[w],
-                                       allow_other_workers=False, pure=False)
-                   for w, part in by_worker.items()]
-        self._client.gather(futures)
+        pending = list(range(len(states)))
+        for _ in range(3):
+            self._reship_lost(pending)
+            pending = self._put_states_by_worker({j: states[j] for j in pending})
+            if not pending:
+                break
+        else:
+            raise ClientFailureError(
+                f"client(s) {', '.join(repr(self.labels[j]) for j in pending)}: their "
+                "solver state could not be placed (their workers kept leaving the cluster).")
         self.placement_bytes_ += int(sum(self._sizeof(s) for s in states if s is not None))
 
-    def _move(self, j, reason, worker_dead=False):
-        """Re-place client ``j`` on another live worker; returns a failure if it cannot."""
+    def _reship_lost(self, indices):
+        """Before any state is placed: ship again the data of clients whose worker
+        left (the analyst still holds it), or say which client cannot move."""
+        workers = self._workers()
+        for j in indices:
+            if not self._lost(j) and self._where[j] in workers:
+                continue
+            new, failure = self._next_worker(j, f"its worker {self._where[j]} left the cluster")
+            if failure is not None:
+                raise ClientFailureError(f"client {self.labels[j]!r}: {failure.error}")
+            self._scatter([j], new)
+
+    def _put_states_by_worker(self, states):
+        """Send ``states`` (``{j: state}``) to the clients' workers; returns the
+        clients whose worker left under the task. Each task depends on the data
+        shards it sits beside, so a dead worker cancels it instead of leaving it
+        waiting for a worker that is gone."""
+        by_worker = {}
+        for j, state in states.items():
+            by_worker.setdefault(self._where[j], {})[j] = state
+        futures = {}
+        for w, part in by_worker.items():
+            anchors = list({self._data[j].key: self._data[j] for j in part}.values())
+            futures[w] = self._client.submit(_put_states, self._token, part, *anchors,
+                                             workers=[w], allow_other_workers=False,
+                                             pure=False)
+        self._wait(futures, "placing the solver states",
+                   {w: [(j,) for j in part] for w, part in by_worker.items()})
+        lost = []
+        for w, future in futures.items():
+            if future.status == "finished":
+                continue
+            exc = None if future.status == "cancelled" else future.exception()
+            if exc is not None and type(exc).__name__ not in _WORKER_LOST \
+                    and w in self._workers():
+                raise exc
+            lost.extend(by_worker[w])
+        return sorted(lost)
+
+    def _next_worker(self, j, reason):
+        """A live worker other than client ``j``'s that may take it (its pin, or the
+        least loaded): ``(worker, None)``, or ``(None, failure)`` when none can."""
         old, workers = self._where[j], self._workers()
-        alive = old in workers and not worker_dead
         load = {}
         for k, w in self._where.items():
             load[w] = load.get(w, 0) + (self.clients[k].n_samples or 0)
         new = self._choose_worker(j, load, exclude=(old,), workers=workers)
         if new is None:
             pinned = f"pinned to worker {self._pins[j]!r}, " if j in self._pins else ""
-            return ClientFailure(error=f"{reason}; it is {pinned}and no other worker can take "
-                                       "its data", worker=old)
+            return None, ClientFailure(error=f"{reason}; it is {pinned}and no other worker "
+                                             "can take its data", worker=old)
+        return new, None
+
+    def _move(self, j, reason, worker_dead=False):
+        """Re-place client ``j`` on another live worker; returns a failure if it cannot."""
+        old = self._where[j]
+        alive = old in self._workers() and not worker_dead
+        new, failure = self._next_worker(j, reason)
+        if failure is not None:
+            return failure
         if self._stateless:
             state = {j: None}
         elif alive:
@@ -413,8 +469,9 @@ class DaskExecutor(Executor):
             return ClientFailure(error=f"{reason}, and its solver state was lost with it",
                                  worker=old, state_lost=True)
         self._scatter([j], new)
-        self._client.submit(_put_states, self._token, state, workers=[new],
-                            allow_other_workers=False, pure=False).result()
+        if self._put_states_by_worker(state):
+            return ClientFailure(error=f"{reason}, and its new worker {new} left too",
+                                 worker=new, state_lost=True)
         return None
 
     # -- rounds --------------------------------------------------------------
@@ -597,11 +654,22 @@ class DaskExecutor(Executor):
         by_worker = {}
         for j in range(n):
             by_worker.setdefault(self._where[j], []).append(j)
-        futures = [self._client.submit(_take_states, self._token, idx, False, workers=[w],
-                                       allow_other_workers=False, pure=False)
-                   for w, idx in by_worker.items()]
+        futures = {w: self._client.submit(
+            _take_states, self._token, idx, False,
+            *{self._data[j].key: self._data[j] for j in idx}.values(),
+            workers=[w], allow_other_workers=False, pure=False)
+            for w, idx in by_worker.items()}
+        self._wait(futures, "collecting the solver states",
+                   {w: [(j,) for j in idx] for w, idx in by_worker.items()})
+        live = self._workers()
+        gone = [j for w, idx in by_worker.items() for j in idx
+                if futures[w].status != "finished" and w not in live]
+        if gone:  # a worker that left at the very end took its clients' states with it
+            raise ClientFailureError(
+                f"client(s) {', '.join(repr(self.labels[j]) for j in gone)}: their solver "
+                "state was lost with their worker after the last round.")
         states = {}
-        for part in self._client.gather(futures):
+        for part in self._client.gather(list(futures.values())):
             states.update(part)
         return [states[j] for j in range(n)]
 
