@@ -152,8 +152,6 @@ def test_engine_errors_as_in_memory(hosts):
 
 
 @pytest.mark.parametrize("op,args,why", [
-    ("stats.crosstab", {"row": "b", "col": "c", "min_count": 1},
-     "not declared to combine"),
     ("stats.describe", {"columns": ["x0"], "by": None, "quantiles": [0.5], "min_count": 1},
      "sort"),
 ])

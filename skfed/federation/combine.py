@@ -39,3 +39,39 @@ def add(a, b):
     if isinstance(a, (bool, np.bool_)):
         raise ValueError("a flag does not add")
     return a + b
+
+
+class Combine:
+    """How an operation's reply on all the rows comes from its parts when a sum is not
+    enough: the rules of a reply (small counts hidden, a level's rows counted) are
+    decided on the whole, never per part.
+
+    Parameters
+    ----------
+    merge : "sum" or callable, default="sum"
+        ``merge(replies, args) -> reply``: the parts' replies, in order, as one.
+    part : callable, optional
+        ``part(rows, *args)``: a part's reply, in place of the operation's function
+        (one that carries what the whole's rules need: the counts behind level names,
+        a cross-table's cells before any is hidden).
+    finish : callable, optional
+        ``finish(reply, args, site) -> reply``: the whole's reply from the merged one,
+        its rules applied (as the operation's function applies them on all the rows).
+    """
+
+    def __init__(self, merge="sum", *, part=None, finish=None):
+        self.merge, self.part, self.finish = merge, part, finish
+
+    def __call__(self, replies, args=(), site="?"):
+        replies = list(replies)
+        merged = tree_combine("sum", replies) if self.merge == "sum" else \
+            self.merge(replies, tuple(args))
+        return merged if self.finish is None else self.finish(merged, tuple(args), site)
+
+
+def add_counts(a, b):
+    """Two ``{key: count}`` dicts added over the union of their keys (first seen first)."""
+    out = dict(a)
+    for key, count in b.items():
+        out[key] = out.get(key, 0) + count
+    return out

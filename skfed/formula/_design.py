@@ -18,11 +18,14 @@ site receives is evaluated as code.
   columns' names, the response, offsets and weights.
 """
 
+import functools
+
 import numpy as np
 import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteData, SiteError, site_rows
+from ..federation.combine import Combine, add_counts
 from ..federation.operations import COUNTS, SUMS, Arg, check_deadline, row_step, site_operation
 from ..stats._levels import sorted_levels
 from ._errors import DesignError
@@ -274,13 +277,57 @@ def _level_names(site, values, rules):
     check_level_names(site, values["columns"], rules)
 
 
+def _level_parts(site, columns, min_count=1):
+    """Per column: its levels (first seen first), each one's count by its text, and the
+    declared categories (what :func:`site_levels` decides on; a partition's part)."""
+    out = {}
+    for name in columns:
+        values, missing = _categories(site, name)
+        text, counts = np.unique(pd.Series(values[~missing]).astype(str), return_counts=True)
+        dtype = _column(site, name).dtype
+        out[name] = {"values": list(dict.fromkeys(plain_level(v) for v in values[~missing])),
+                     "counts": dict(zip(text.tolist(), counts.tolist())),
+                     "declared": ([plain_level(v) for v in dtype.categories]
+                                  if isinstance(dtype, pd.CategoricalDtype) else None)}
+    return out
+
+
+def _add_levels(parts):
+    return {name: {"values": list(dict.fromkeys(v for p in parts for v in p[name]["values"])),
+                   "counts": functools.reduce(add_counts, [p[name]["counts"] for p in parts]),
+                   "declared": parts[0][name]["declared"]} for name in parts[0]}
+
+
+def _levels_of(parts, args, site):
+    """The reply from the levels' counts: a level under ``min_count`` rows refused."""
+    columns, min_count = args
+    out = {}
+    for name in columns:
+        counts = list(parts[name]["counts"].values())
+        if counts and min(counts) < int(min_count):
+            raise SiteError(site, f"a level of column {name!r} is held by fewer than "
+                                  f"{int(min_count)} rows here (min_level_count); merge "
+                                  "it with another level or drop those rows.")
+        try:
+            levels = sorted_levels(parts[name]["values"])
+        except TypeError as exc:
+            raise SiteError(site, f"column {name!r} holds values of type {exc}; a "
+                                  "categorical column holds text, numbers or "
+                                  "booleans.") from None
+        out[name] = {"levels": levels, "declared": parts[name]["declared"]}
+    return out
+
+
 @site_operation(
     "formula.levels", releases=COUNTS,
     describes="per categorical column of a formula, the levels the site holds (each held "
               "by >= min_level_count rows, else a refusal naming the column)",
     arguments=(Arg("columns", "names", most=1024),
                Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count")),
-    checks=(_level_names,), counts=lambda out: [])
+    checks=(_level_names,), counts=lambda out: [],
+    # an engine's partitions count each level; the rule and the order on the whole
+    combine=Combine(lambda parts, args: _add_levels(parts), part=_level_parts,
+                    finish=_levels_of))
 def site_levels(site, columns, min_count):
     """At a site (a per-site release): the levels of categorical columns.
 
@@ -303,25 +350,7 @@ def site_levels(site, columns, min_count):
         A level held by fewer than ``min_count`` rows here (naming the column,
         not the level), or values that are not text, numbers or booleans.
     """
-    out = {}
-    for name in columns:
-        values, missing = _categories(site, name)
-        _, counts = np.unique(pd.Series(values[~missing]).astype(str), return_counts=True)
-        if counts.size and counts.min() < int(min_count):
-            raise SiteError(site.site, f"a level of column {name!r} is held by fewer than "
-                                       f"{int(min_count)} rows here (min_level_count); merge "
-                                       "it with another level or drop those rows.")
-        try:
-            levels = sorted_levels(dict.fromkeys(plain_level(v) for v in values[~missing]))
-        except TypeError as exc:
-            raise SiteError(site.site, f"column {name!r} holds values of type {exc}; a "
-                                       "categorical column holds text, numbers or "
-                                       "booleans.") from None
-        dtype = _column(site, name).dtype
-        declared = ([plain_level(v) for v in dtype.categories]
-                    if isinstance(dtype, pd.CategoricalDtype) else None)
-        out[name] = {"levels": levels, "declared": declared}
-    return out
+    return _levels_of(_level_parts(site, columns), (columns, min_count), site.site)
 
 
 @site_operation(

@@ -38,7 +38,7 @@ import pandas as pd
 from ..data.site import SiteError, held_out_mask, site_rows
 from ..data.sources import split_table
 from ..federation import dominance
-from ..federation.combine import tree_combine
+from ..federation.combine import Combine, tree_combine
 from ..federation.operations import Refused
 
 _LOG = logging.getLogger("skfed.site")
@@ -133,6 +133,13 @@ def _audited(function, target, args, audit):
 
 def run_on_rows(frame, offset, keep, *, site, reference, function, args, audit):
     return _audited(function, part_rows(frame, offset, site, reference, keep), args, audit)
+
+
+def run_plain(frame, offset, keep, *, site, reference, function, args):
+    """``function`` on a partition's rows, unaudited (a check's counts, decided on the
+    whole dataset at the site)."""
+    with dominance.suspended():
+        return function(part_rows(frame, offset, site, reference, keep), *args)
 
 
 def run_on_objective(objective, *, function, args, audit):
@@ -324,16 +331,22 @@ class DaskEngine:
         its audit merged and decided once, its replies combined."""
         if operation.combine is None:
             raise refusal(operation)
+        combine = operation.combine
+        whole = isinstance(combine, Combine)  # a part's own reply; the rules on the whole
+        function = combine.part if whole and combine.part is not None else \
+            operation.function
         audit = dominance.active()
         spec = None if audit is None else (audit.min_rows, audit.share)
-        context = dict(context or {}, function=operation.function, args=args)
+        context = dict(context or {}, function=function, args=args)
         replies = self._replies(call, targets, extra, audit=spec, **context)
         if audit is not None:
             wanted = dominance.merge(audit, [r[2] for r in replies])
             while wanted:  # what the bounds could not clear: a dearer bound, then exact
                 again = self._replies(call, targets, extra, audit=(*spec, wanted), **context)
                 wanted = dominance.merge(audit, [r[2] for r in again], wanted)
-        return tree_combine(operation.combine, [r[1] for r in replies])
+        if whole:
+            return combine([r[1] for r in replies], args, self.site)
+        return tree_combine(combine, [r[1] for r in replies])
 
     def _replies(self, call, targets, extra, **kwargs):
         replies = self.gather_map(call, targets, *extra, **kwargs)
@@ -395,6 +408,14 @@ class EngineRows:
             for mask, packed in zip(masks, part):
                 mask[offset:offset + size] = np.unpackbits(packed, count=size).astype(bool)
         return masks
+
+    def map_parts(self, function, *args):
+        """``function(rows, *args)`` on every partition's rows, in order: what a check
+        reads of the rows (their level counts), to decide on the whole dataset."""
+        futures, offsets, keep = self.parts
+        return self.engine.gather_map(run_plain, futures, offsets, keep, site=self.site,
+                                      reference=self.reference, function=function,
+                                      args=args)
 
     def run(self, operation, args):
         futures, offsets, keep = self.parts

@@ -9,12 +9,15 @@ so that they can be declared as site operations beside them
 with the checks declared here.
 """
 
+import functools
+
 import numpy as np
 import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
 from ..federation import dominance
+from ..federation.combine import Combine, add_counts
 from ..federation.operations import COUNTS, SUMS, Arg, Refused, site_operation
 from ..preprocessing._summaries import moments_summary
 from ._levels import MISSING
@@ -38,13 +41,28 @@ def check_level_names(site, columns, rules):
     column tabulated by level whose rows are mostly in levels held by fewer than
     ``min_level_count`` rows (an identifier, a continuous measurement)."""
     k = rules.min_level_count
-    for name in columns:
-        counts = _column(site, name).value_counts(dropna=True).to_numpy()
+    for name, counts in zip(columns, level_counts(site, columns)):
+        counts = np.asarray(counts, dtype=np.int64)
         rare = int(counts[counts < k].sum())
         if rare and 2 * rare > counts.sum():  # the refusal says no count
             raise Refused("min_level_count", f"column {str(name)[:64]!r}: most of its values "
                           f"here are levels held by fewer than {k} rows (an identifier-like "
                           "column); their names are not released", columns=[name], public=True)
+
+
+def level_counts(site, columns):
+    """Each column's count per level (missing values left out) over the site's rows; on
+    an engine's partitions, added over them (the rules decide on the whole dataset)."""
+    if hasattr(site, "map_parts"):
+        parts = site.map_parts(_level_dicts, list(columns))
+        return [list(functools.reduce(add_counts, [p[j] for p in parts], {}).values())
+                for j in range(len(columns))]
+    return [list(counts.values()) for counts in _level_dicts(site, columns)]
+
+
+def _level_dicts(site, columns):
+    return [{(k.item() if isinstance(k, np.generic) else k): int(v) for k, v in
+             _column(site, name).value_counts(dropna=True).items()} for name in columns]
 
 
 def _describe_levels(site, values, rules):
@@ -287,6 +305,24 @@ def site_count_below(site, by, queries, thresholds):
     return {"count": count, "below": below, "above": above}
 
 
+def _crosstab_cells(site, row, col, min_count=1):
+    """The counts of the pairs that occur, none hidden (a partition's part: its cells
+    added over the partitions before any is hidden)."""
+    r, c = _column(site, row), _column(site, col)
+    r = r.astype(object).where(r.notna(), MISSING)
+    c = c.astype(object).where(c.notna(), MISSING)
+    table = pd.crosstab(r, c)
+    return {(a.item() if isinstance(a, np.generic) else a,
+             b.item() if isinstance(b, np.generic) else b): int(table.loc[a, b])
+            for a in table.index for b in table.columns if table.loc[a, b] > 0}
+
+
+def _hide_cells(counts, args, site):
+    row, col, min_count = args
+    released, suppressed = hide_crosstab(counts, int(min_count), site, (row, col))
+    return {"counts": released, "suppressed": suppressed}
+
+
 @site_operation(
     "stats.crosstab", releases=COUNTS,
     describes="the count of every pair of levels (missing values as a level) and the "
@@ -295,7 +331,10 @@ def site_count_below(site, by, queries, thresholds):
               "reason; a column mostly in such levels refused",
     arguments=(Arg("row", "name"), Arg("col", "name"),
                Arg("min_count", "int", low=1, high=1 << 30, floor="min_level_count")),
-    checks=(_crosstab_levels,))
+    checks=(_crosstab_levels,),
+    # the cells added over an engine's partitions, then hidden on the whole table
+    combine=Combine(lambda parts, args: functools.reduce(add_counts, parts, {}),
+                    part=_crosstab_cells, finish=_hide_cells))
 def site_crosstab(site, row, col, min_count=1):
     """A site's counts of every (row level, column level) pair, missing values as a level,
     its small cells hidden.
@@ -317,15 +356,7 @@ def site_crosstab(site, row, col, min_count=1):
         occur, the margins under ``None`` keys (``(a, None)``, ``(None, b)``,
         ``(None, None)``) and hidden cells ``None``.
     """
-    r, c = _column(site, row), _column(site, col)
-    r = r.astype(object).where(r.notna(), MISSING)
-    c = c.astype(object).where(c.notna(), MISSING)
-    table = pd.crosstab(r, c)
-    counts = {(a.item() if isinstance(a, np.generic) else a,
-               b.item() if isinstance(b, np.generic) else b): int(table.loc[a, b])
-              for a in table.index for b in table.columns if table.loc[a, b] > 0}
-    released, suppressed = hide_crosstab(counts, int(min_count), site.site, (row, col))
-    return {"counts": released, "suppressed": suppressed}
+    return _hide_cells(_crosstab_cells(site, row, col), (row, col, min_count), site.site)
 
 
 def _coarsen(times, total, min_count):

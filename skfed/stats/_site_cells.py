@@ -18,6 +18,7 @@ import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
+from ..federation.combine import Combine
 from ..federation.operations import COUNTS, SUMS, Arg, site_operation
 from ._levels import MISSING, sorted_levels
 from ._site import MAX_COLUMNS, _column, _table, check_level_names, is_numeric
@@ -34,6 +35,9 @@ def _plain(value):
 
 
 def _categorical_columns(site, values):
+    if hasattr(site, "map_parts"):  # an engine's partitions: text in one is text in all
+        parts = site.map_parts(_categorical_columns, values)
+        return [c for c in values["columns"] if any(c in part for part in parts)]
     forced = set(values.get("categorical") or ())
     return [c for c in values["columns"] if c in forced or not is_numeric(_column(site, c))]
 
@@ -54,7 +58,8 @@ def _level_names(site, values, rules):
               "are mostly in levels held by fewer than min_level_count rows refused",
     arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
                Arg("categorical", "names", most=MAX_COLUMNS, optional=True, default=())),
-    checks=(_level_names,), counts=lambda reply: [])
+    checks=(_level_names,), counts=lambda reply: [], combine=Combine(
+        lambda parts, args: _union_levels(parts)))
 def site_levels(site, columns, by, categorical=()):
     """A site's column kinds and level names, for the public layout of a pooled Table 1.
 
@@ -79,6 +84,21 @@ def site_levels(site, columns, by, categorical=()):
     levels = {c: _names(_column(site, c)) for c in columns if kinds[c] == "categorical"}
     strata = _names(_column(site, by)) if by is not None else {}
     return {"kinds": kinds, "levels": levels, "strata": strata}
+
+
+def _union_levels(parts):
+    """The partitions' level names as one site's: the union, sorted (the kinds of a
+    column the same in every partition)."""
+    kinds = parts[0]["kinds"]
+    if any(p["kinds"] != kinds for p in parts):
+        raise ValueError("partitions differ in a column's kind (numeric or not)")
+    return {"kinds": kinds,
+            "levels": {c: _union([p["levels"][c] for p in parts]) for c in parts[0]["levels"]},
+            "strata": _union([p["strata"] for p in parts])}
+
+
+def _union(names):
+    return dict.fromkeys(sorted_levels(v for part in names for v in part), True)
 
 
 def _names(series):
@@ -139,7 +159,7 @@ def _counts(site, columns, by, layout):
               "stratum; summed masked over the sites (only the pooled cells decoded)",
     arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
                Arg("layout", "value", check=_layout)),
-    checks=(_level_names,))
+    checks=(_level_names,), combine="sum")
 def site_table_counts(site, columns, by, layout):
     """A site's counts of a Table 1 in a public layout (a masked sum's reply).
 
@@ -196,7 +216,7 @@ def _centers(value):
     arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
                Arg("layout", "value", check=_layout),
                Arg("centers", "value", check=_centers),
-               Arg("power", "int", low=1, high=2)))
+               Arg("power", "int", low=1, high=2)), combine="sum")
 def site_table_sums(site, columns, by, layout, centers, power):
     """A site's sums of its numeric columns per stratum (a masked sum's reply).
 

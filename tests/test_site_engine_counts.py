@@ -1,0 +1,133 @@
+"""Counts, level names, cross-tables, preprocessing summaries and survival counts at a
+site whose dataset lives on a Dask cluster (Parquet partitions), against the in-memory
+site of the same rows: counts the same integers, float sums to round-off, and every
+small-count rule decided on the whole dataset, never per partition (a level of 2 rows
+split across partitions is refused or hidden as in memory)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("pyarrow")
+
+from skfed.sites.host import SiteHost  # noqa: E402
+from skfed.sites.policy import load_config  # noqa: E402
+
+from .test_site_engine import assert_same, ask, write_site  # noqa: E402
+
+#: rows per partition; the rare ward's two rows (rows 150 and 450) in different ones
+PARTITIONINGS = {"one": [600], "three": [200, 250, 150], "ragged": [2, 300, 1, 97, 200]}
+POLICY = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
+          'finer_sums = ["stats.table_counts", "stats.table_sums"]')
+
+
+def _rows(n=600, seed=3):
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({
+        "x": rng.normal(50.0, 10.0, size=n), "z": rng.gamma(2.0, 3.0, size=n),
+        "ward": rng.choice(["A", "B", "C"], size=n),
+        "sex": rng.choice(["f", "m"], size=n),
+        "grade": rng.integers(1, 4, size=n).astype(float),
+        "w": rng.uniform(0.5, 2.0, size=n)})
+    frame.loc[[150, 450], "ward"] = "D"  # held by 2 rows: never released on its own
+    frame.loc[rng.choice(n, 20, replace=False), "x"] = np.nan
+    frame.loc[rng.choice(n, 9, replace=False), "sex"] = None
+    frame["time"] = np.round(rng.exponential(10.0, size=n), 1) + 0.1  # ties
+    frame["event"] = (rng.random(n) < 0.7).astype(int)
+    frame["cause"] = np.where(frame["event"] == 1, rng.integers(1, 3, size=n), 0)
+    return frame
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    from skfed.deploy import make_certificates
+
+    root = tmp_path_factory.mktemp("engine-counts-certs")
+    return make_certificates(root, ["memory"])
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory, certs):
+    """``{name: SiteHost}``: the in-memory site and one engine site per partitioning."""
+    root, frame = tmp_path_factory.mktemp("engine-count-sites"), _rows()
+    out = {"memory": SiteHost(load_config(write_site(
+        root / "memory", "memory", frame, certs, policy=POLICY, declare="")))}
+    for name, sizes in PARTITIONINGS.items():
+        out[name] = SiteHost(load_config(write_site(root / name, "memory", frame, certs,
+                                                    sizes, policy=POLICY, declare="")))
+    yield out
+    for host in out.values():
+        host.close()
+
+
+DATA = {"name": "rows"}
+LAYOUT = {"strata": ["f", "m"], "levels": {"ward": ["A", "B", "C", "D"]}}
+REQUESTS = [
+    ("stats.levels", {"columns": ["x", "sex", "grade"], "by": "sex",
+                      "categorical": ["grade"]}),
+    ("stats.table_counts", {"columns": ["x", "ward"], "by": "sex", "layout": LAYOUT}),
+    ("stats.table_sums", {"columns": ["x", "z"], "by": "sex", "layout": LAYOUT,
+                          "centers": [[50.0, 49.0, 0.0, 50.0], [6.0, 6.0, 6.0, 6.0]],
+                          "power": 2}),
+    ("stats.crosstab", {"row": "sex", "col": "grade", "min_count": 5}),
+    ("stats.crosstab", {"row": "sex", "col": "grade", "min_count": 60}),
+    ("formula.levels", {"columns": ["sex", "grade"], "min_count": 5}),
+]
+
+
+@pytest.mark.parametrize("partitioning", sorted(PARTITIONINGS))
+@pytest.mark.parametrize("op,args", REQUESTS, ids=[f"{op}-{k}" for k, (op, _) in
+                                                   enumerate(REQUESTS)])
+def test_engine_counts_equal_in_memory(hosts, partitioning, op, args):
+    memory = ask(hosts["memory"], op, dataset=DATA, **args)
+    engine = ask(hosts[partitioning], op, dataset=DATA, **args)
+    assert "ok" in memory, memory
+    assert "ok" in engine, engine
+    assert_same(memory["ok"], engine["ok"])
+
+
+def test_crosstab_hides_on_the_whole_table(hosts):
+    """A cross-table's small cells are hidden on the combined cells: a per-partition
+    hiding would hide cells the whole dataset holds many rows of."""
+    args = {"row": "sex", "col": "grade", "min_count": 60}
+    memory = ask(hosts["memory"], "stats.crosstab", dataset=DATA, **args)["ok"]
+    assert memory["suppressed"]  # some cells are hidden ...
+    assert any(v is not None and v < 200 for v in memory["counts"].values())
+    engine = ask(hosts["ragged"], "stats.crosstab", dataset=DATA, **args)["ok"]
+    assert engine == memory  # ... and the same ones, though partitions hold under 60
+
+
+@pytest.mark.parametrize("op,args", [
+    ("stats.levels", {"columns": ["ward"], "by": None}),
+    ("stats.crosstab", {"row": "ward", "col": "sex", "min_count": 5}),
+    ("formula.levels", {"columns": ["ward"], "min_count": 5}),
+])
+@pytest.mark.parametrize("partitioning", sorted(PARTITIONINGS))
+def test_rare_level_split_across_partitions(hosts, partitioning, op, args):
+    """Attack: the ward held by 2 rows, one in each of two partitions (each partition
+    alone holds no level under min_level_count there but that one). The engine site
+    hides or refuses it as the in-memory site does, never releasing its name."""
+    memory = ask(hosts["memory"], op, dataset=DATA, **args)
+    engine = ask(hosts[partitioning], op, dataset=DATA, **args)
+    assert ("ok" in memory) == ("ok" in engine), (memory, engine)
+    if "ok" in memory:
+        assert_same(memory["ok"], engine["ok"])
+        if op == "stats.crosstab":  # the rare ward's cells and margin hidden
+            assert engine["ok"]["counts"][("D", None)] is None
+        else:
+            assert "D" in str(engine["ok"])  # the level check passed: named with its rows
+    else:
+        assert memory["error"]["rule"] == engine["error"]["rule"]
+        assert memory["error"]["message"] == engine["error"]["message"]
+        assert "'D'" not in engine["error"]["message"]
+
+
+def test_identifier_like_column_refused_on_the_whole(hosts, tmp_path, certs):
+    """A column whose values are each held by one row is refused (its level names are
+    identifiers) on an engine as in memory, whatever the partitioning."""
+    args = {"columns": ["time"], "by": None, "categorical": ["time"]}
+    replies = {name: ask(hosts[name], "stats.levels", dataset=DATA, **args)
+               for name in ("memory", "three")}
+    assert replies["memory"]["error"]["rule"] == replies["three"]["error"]["rule"] == \
+        "min_level_count"
