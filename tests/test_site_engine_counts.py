@@ -16,7 +16,7 @@ from skfed.sites.policy import load_config  # noqa: E402
 
 from .test_site_engine import assert_same, ask, write_site  # noqa: E402
 
-#: rows per partition; the rare ward's two rows (rows 150 and 450) in different ones
+#: rows per partition; the rare ward's two rows (rows 300 and 500) in different ones
 PARTITIONINGS = {"one": [600], "three": [200, 250, 150], "ragged": [2, 300, 1, 97, 200]}
 POLICY = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
           'finer_sums = ["stats.table_counts", "stats.table_sums"]')
@@ -30,12 +30,13 @@ def _rows(n=600, seed=3):
         "sex": rng.choice(["f", "m"], size=n),
         "grade": rng.integers(1, 4, size=n).astype(float),
         "w": rng.uniform(0.5, 2.0, size=n)})
-    frame.loc[[150, 450], "ward"] = "D"  # held by 2 rows: never released on its own
+    frame.loc[[300, 500], "ward"] = "D"  # held by 2 rows: never released on its own
     frame.loc[rng.choice(n, 20, replace=False), "x"] = np.nan
     frame.loc[rng.choice(n, 9, replace=False), "sex"] = None
     frame["time"] = np.round(rng.exponential(10.0, size=n), 1) + 0.1  # ties
     frame["event"] = (rng.random(n) < 0.7).astype(int)
     frame["cause"] = np.where(frame["event"] == 1, rng.integers(1, 3, size=n), 0)
+    frame["arm"] = rng.choice(["a", "b", "c"], size=n)
     return frame
 
 
@@ -44,7 +45,7 @@ def certs(tmp_path_factory):
     from skfed.deploy import make_certificates
 
     root = tmp_path_factory.mktemp("engine-counts-certs")
-    return make_certificates(root, ["memory"])
+    return make_certificates(root, ["memory", "other", "twin", "ragged"])
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +132,121 @@ def test_identifier_like_column_refused_on_the_whole(hosts, tmp_path, certs):
                for name in ("memory", "three")}
     assert replies["memory"]["error"]["rule"] == replies["three"]["error"]["rule"] == \
         "min_level_count"
+
+
+# --- through site services: the transformers and their references -----------------------
+@pytest.fixture(scope="module")
+def services(tmp_path_factory, certs):
+    """``other`` (in memory) with rows 0-249, and rows 250-599 at ``twin`` (in memory)
+    and at ``ragged`` (Parquet partitions on a local Dask cluster, the rare ward's two
+    rows in different partitions)."""
+    from skfed.sites.transport import SiteServer
+
+    root, frame = tmp_path_factory.mktemp("engine-count-services"), _rows()
+    first, second = frame.iloc[:250], frame.iloc[250:].reset_index(drop=True)
+    servers = {
+        "other": SiteServer(load_config(write_site(root / "o", "other", first, certs,
+                                                   policy=POLICY, declare=""))),
+        "twin": SiteServer(load_config(write_site(root / "t", "twin", second, certs,
+                                                  policy=POLICY, declare=""))),
+        "ragged": SiteServer(load_config(write_site(root / "r", "ragged", second, certs,
+                                                    [2, 150, 1, 197], policy=POLICY,
+                                                    declare="")))}
+    for server in servers.values():
+        server.start()
+    yield servers, frame
+    for server in servers.values():
+        server.stop()
+
+
+def _dataset(services, certs, pair, drop):
+    from skfed import FederatedDataset
+
+    servers, _ = services
+    return FederatedDataset.from_sites(
+        {name: f"127.0.0.1:{servers[name].port}" for name in pair}, dataset="rows",
+        target="event", drop=drop, ca_file=certs.ca.cert, cert_file=certs.client.cert,
+        key_file=certs.client.key)
+
+
+def _fit_both(services, certs, make, drop):
+    """``make().fit`` on (other, twin) and on (other, ragged): the same rows."""
+    fits = []
+    for pair in (("other", "twin"), ("other", "ragged")):
+        data = _dataset(services, certs, pair, drop)
+        try:
+            fits.append(make().fit(data))
+        finally:
+            data.close()
+    return fits
+
+
+NUMERIC = ["x", "z", "grade"]
+NOT_NUMERIC = ["time", "cause", "ward", "sex", "w", "arm"]
+
+
+def test_scaler_through_an_engine_site(services, certs):
+    """FedStandardScaler's moments: the engine site's (Chan's update over partitions)
+    equal the in-memory site's and scikit-learn's on the pooled rows."""
+    from sklearn.preprocessing import StandardScaler
+
+    from skfed.preprocessing import FedStandardScaler
+
+    memory, engine = _fit_both(services, certs, FedStandardScaler, NOT_NUMERIC)
+    ref = StandardScaler().fit(services[1][NUMERIC])
+    for fit in (memory, engine):
+        np.testing.assert_allclose(fit.mean_, ref.mean_, rtol=1e-12)
+        np.testing.assert_allclose(fit.var_, ref.var_, rtol=1e-12)
+        np.testing.assert_array_equal(fit.n_samples_seen_, ref.n_samples_seen_)
+    np.testing.assert_allclose(engine.var_, memory.var_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", ["mean", "median", "most_frequent"])
+def test_imputer_through_an_engine_site(services, certs, strategy):
+    from sklearn.impute import SimpleImputer
+
+    from skfed.preprocessing import FedSimpleImputer
+
+    # a mode of continuous values would release them: refused (min_level_count)
+    columns = ["grade"] if strategy == "most_frequent" else NUMERIC
+    drop = NOT_NUMERIC + [c for c in NUMERIC if c not in columns]
+    memory, engine = _fit_both(services, certs, lambda: FedSimpleImputer(strategy=strategy),
+                               drop)
+    ref = SimpleImputer(strategy=strategy).fit(services[1][columns])
+    for fit in (memory, engine):
+        np.testing.assert_allclose(fit.statistics_, ref.statistics_, rtol=1e-12)
+    if strategy != "mean":  # order statistics: the pooled column's values themselves
+        # (bit for bit from Parquet; the in-memory site's CSV read may move a last bit)
+        np.testing.assert_array_equal(engine.statistics_, ref.statistics_)
+
+
+def test_one_hot_through_an_engine_site(services, certs):
+    from sklearn.preprocessing import OneHotEncoder
+
+    from skfed.preprocessing import FedOneHotEncoder
+
+    drop = ["x", "z", "time", "cause", "ward", "w", "sex"]
+    memory, engine = _fit_both(services, certs, FedOneHotEncoder, drop)
+    ref = OneHotEncoder().fit(services[1][["grade", "arm"]])
+    for fit in (memory, engine):
+        for a, b in zip(fit.categories_, ref.categories_):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_one_hot_rare_level_split_across_partitions(services, certs):
+    """Attack: the ward of 2 rows, one in each of two partitions of ``ragged``: the
+    encoder's categories are refused there (min_level_count) as at ``twin``."""
+    from skfed.preprocessing import FedOneHotEncoder
+    from skfed.sites import SiteRefusal
+
+    drop = ["x", "z", "time", "cause", "sex", "grade", "w", "arm"]
+    rules = []
+    for pair in (("other", "twin"), ("other", "ragged")):
+        data = _dataset(services, certs, pair, drop)
+        try:
+            with pytest.raises(SiteRefusal) as info:
+                FedOneHotEncoder().fit(data)
+            rules.append((info.value.rule, pair[1] in str(info.value)))
+        finally:
+            data.close()
+    assert rules == [("min_level_count", True)] * 2

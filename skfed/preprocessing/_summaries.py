@@ -25,13 +25,14 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..federation import dominance
+from ..federation.combine import Combine, add_counts
 from ..federation.operations import (COUNTS, NOTHING, SUMS, Arg, Refused, row_step,
                                      site_operation)
 from ..federation.session import FederationSession
 from ..federation.wire import role_of, wire_function, wire_functions
 from ..federation.clients import check_clients_nonempty, group_clients
 from ..data import FederatedDataset
-from ..data.levels import check_levels as held_levels
+from ..data.levels import check_levels as held_levels, level_counts
 
 
 # -- the one door to the rows ------------------------------------------------
@@ -84,17 +85,32 @@ def _summary_rules(site, values, rules):
                           public=True)
         rules.release_exact("allow_exact_quantiles")
     if fn in (categories_summary, value_counts_summary, unknown_categories_summary):
-        X = values["validate"](values["estimator"], site.X)
-        missing = values["args"][-1] if fn is value_counts_summary else None
-        check_levels(X, rules.min_level_count, missing)
+        if hasattr(site, "map_parts"):  # an engine's partitions: their counts added
+            parts = site.map_parts(_checked_level_counts, values)
+            names, counts = parts[0][0], [functools.reduce(
+                add_counts, [p[1][j] for p in parts]) for j in range(len(parts[0][1]))]
+        else:
+            names, counts = _checked_level_counts(site, values)
+        held_levels((), names, rules.min_level_count, counts=counts)
+
+
+def _checked_level_counts(site, values):
+    """The checked columns' names and their counts per level (an imputer's missing
+    marker left out)."""
+    X = values["validate"](values["estimator"], site.X)
+    missing = values["args"][-1] if values["fn"] is value_counts_summary else None
+    return _names_of(X), level_counts(encoder_columns(X), missing)
+
+
+def _names_of(X):
+    return [str(c) for c in X.columns] if hasattr(X, "columns") else \
+        [f"{i}" for i in range(X.shape[1])]
 
 
 def check_levels(X, min_count, missing=None):
     """No level (a category, or a value counted for a mode) of ``X`` held by fewer than
     ``min_count`` rows (``missing``: the missing marker, left out)."""
-    names = [str(c) for c in X.columns] if hasattr(X, "columns") else \
-        [f"{i}" for i in range(X.shape[1])]
-    held_levels(encoder_columns(X), names, min_count, missing=missing)
+    held_levels(encoder_columns(X), _names_of(X), min_count, missing=missing)
 
 
 @site_operation(
@@ -109,7 +125,9 @@ def check_levels(X, min_count, missing=None):
                Arg("args", "value", check=lambda a: None if isinstance(a, (list, tuple))
                    and len(a) <= 8 else "a summary's arguments are a short list",
                    convert=tuple)),
-    checks=(_summary_rules,))
+    checks=(_summary_rules,),
+    # an engine's partitions' summaries merged as one site's (the fn's own merge)
+    combine=Combine(lambda parts, args: combine_parts(args[3], parts)))
 def _summarize_site(site, estimator, validate, weighted, fn, args):
     """At a site: check its rows as ``fit`` checks arrays, then summarize them."""
     return fn(validate(estimator, site.X), site.sample_weight if weighted else None, *args)
@@ -120,11 +138,19 @@ def _summarize_site(site, estimator, validate, weighted, fn, args):
     describes="the checked columns' names and dtypes (zero rows)",
     arguments=(Arg("estimator", "object", role="transformer"),
                Arg("validate", "value", check=_row_check)),
-    reply=lambda site, values, template, rules: schema_of(template))
+    reply=lambda site, values, template, rules: schema_of(template),
+    combine=Combine(lambda parts, args: _one_schema(parts)))
 def _template_site(site, estimator, validate):
     """At a site: its checked rows' schema (zero rows: dtypes and column names only)."""
     X = validate(estimator, site.X)
     return X.iloc[:0] if hasattr(X, "iloc") else X[:0]
+
+
+def _one_schema(templates):
+    """An engine's partitions' schemas: one (the same names and dtypes in each)."""
+    if any(schema_of(t) != schema_of(templates[0]) for t in templates):
+        raise ValueError("the partitions' checked columns differ in names or dtypes")
+    return templates[0]
 
 
 def sites_input(estimator, dataset, clients, sample_weight, validate, *, weighted=False):
@@ -305,7 +331,7 @@ def _two_sum(a, b):
     return s, (a - (s - b_virtual)) + (b - b_virtual)
 
 
-def merge_moments(summaries):
+def merge_moments(summaries, keep_lo=False):
     """Pool the sites' moments with Chan et al.'s pairwise (parallel) update.
 
     For the pooled part ``a`` and a site ``b`` with weights ``w_a``, ``w_b``
@@ -322,6 +348,8 @@ def merge_moments(summaries):
     ----------
     summaries : list of dict
         :func:`moments_summary` of each site.
+    keep_lo : bool, default=False
+        Also return ``mean_lo``, what the rounded mean leaves out.
 
     Returns
     -------
@@ -350,7 +378,8 @@ def merge_moments(summaries):
     with np.errstate(divide="ignore", invalid="ignore"):
         var = m2 / weight
     mean = np.where(weight > 0, hi, np.nan)
-    return {"weight": weight, "count": count, "mean": mean, "m2": m2, "var": var}
+    out = {"weight": weight, "count": count, "mean": mean, "m2": m2, "var": var}
+    return dict(out, mean_lo=lo) if keep_lo else out
 
 
 # -- per-column counts, sums, ranges (FedSimpleImputer) -----------------------
@@ -565,3 +594,61 @@ def unknown_categories_summary(X, sample_weight, categories):
         cats = np.asarray(cats, dtype=object if column.dtype.kind in "OUS" else column.dtype)
         out.append(list(_check_unknown(column, cats)))
     return out
+
+
+# -- a site's summary from its partitions' (a site on an engine) ---------------
+def _moment_parts(parts):
+    """:func:`moments_summary`'s reply from its partitions' (Chan's update, the means as
+    two doubles): the site's moments to round-off."""
+    pooled = merge_moments(parts, keep_lo=True)
+    empty = ~(pooled["weight"] > 0)
+    return {"weight": pooled["weight"], "count": pooled["count"],
+            "mean": np.where(empty, 0.0, pooled["mean"]),
+            "mean_lo": np.where(empty, 0.0, pooled["mean_lo"]), "m2": pooled["m2"]}
+
+
+def _extreme_parts(parts, low, high):
+    out = functools.reduce(lambda a, b: {k: a[k] + b[k] for k in a},
+                           [{k: p[k] for k in p if k not in (low, high)} for p in parts])
+    out[low] = np.fmin.reduce([p[low] for p in parts], axis=0)
+    out[high] = np.fmax.reduce([p[high] for p in parts], axis=0)
+    return out
+
+
+def _value_count_parts(parts):
+    out = merge_counts(parts)
+    columns = []
+    for i in range(len(out["count"])):
+        pairs = [p["values"][i] for p in parts]
+        if any(isinstance(values, list) for values, _ in pairs):  # object columns
+            total = Counter()
+            for values, counts in pairs:
+                total.update(dict(zip(values, counts)))
+            columns.append((list(total), list(total.values())))
+            continue
+        uniq, inverse = np.unique(np.concatenate([v for v, _ in pairs]), return_inverse=True)
+        counts = np.concatenate([c for _, c in pairs])
+        columns.append((uniq, np.bincount(inverse.ravel(), weights=counts,
+                                          minlength=uniq.size).astype(np.int64)))
+    out["values"] = columns
+    return out
+
+
+def combine_parts(fn, parts):
+    """A site's ``fn`` summary from its partitions' summaries (in partition order)."""
+    if fn is moments_summary:
+        return _moment_parts(parts)
+    if fn in (count_summary, mean_summary):
+        return functools.reduce(lambda a, b: {k: a[k] + b[k] for k in a}, parts)
+    if fn is range_summary:
+        return _extreme_parts(parts, "min", "max")
+    if fn is count_below_summary:
+        return _extreme_parts(parts, "above", "below")
+    if fn is value_counts_summary:
+        return _value_count_parts(parts)
+    if fn is categories_summary:
+        return merge_categories(parts)
+    if fn is unknown_categories_summary:
+        return [list(dict.fromkeys(v for p in parts for v in p[i]))
+                for i in range(len(parts[0]))]
+    raise ValueError(f"no combination of {getattr(fn, '__name__', fn)!r} across partitions")
