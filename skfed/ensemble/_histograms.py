@@ -78,13 +78,12 @@ def _kernel_histogram(builders, prep, rows, features, with_hessians):
 
 
 def _joined(parts, dtype):
-    """The arrays ``parts``, flattened one after the other into one array (one copy)."""
-    out = np.empty(sum(part.size for part in parts), dtype=dtype)
-    at = 0
-    for part in parts:
-        out[at:at + part.size].reshape(part.shape)[...] = part
-        at += part.size
-    return out
+    """The arrays ``parts``, flattened one after the other into one array (one copy,
+    in C: a kernel's field is evenly strided, so it flattens without a copy)."""
+    if not parts:
+        return np.empty(0, dtype=dtype)
+    return np.concatenate([part.reshape(-1) for part in parts], dtype=dtype,
+                          casting="unsafe")  # as an assignment
 
 
 def _batches(members, n_rows):

@@ -43,17 +43,23 @@ def add_fields(replies, coefficients=None):
     dicts, element by element for tuples, else the arrays or numbers themselves."""
     if not replies:
         raise ValueError("a sum over no site.")
-    if coefficients is None:
-        coefficients = np.ones(len(replies))
+    # unit coefficients checked once, not once per field (a boosting round has three)
+    unit = coefficients is None or bool(np.all(np.asarray(coefficients) == 1))
+    return _added(replies, np.ones(len(replies)) if coefficients is None else coefficients,
+                  unit)
+
+
+def _added(replies, coefficients, unit):
+    """:func:`add_fields` with ``unit``: whether every coefficient is one."""
     first = replies[0]
     if isinstance(first, dict):
-        return {k: add_fields([r[k] for r in replies], coefficients) for k in first}
+        return {k: _added([r[k] for r in replies], coefficients, unit) for k in first}
     if isinstance(first, tuple):
-        return tuple(add_fields([r[i] for r in replies], coefficients)
+        return tuple(_added([r[i] for r in replies], coefficients, unit)
                      for i in range(len(first)))
-    if isinstance(first, np.ndarray) and first.ndim and first.dtype.kind in "fiub" and \
-            all(np.shape(r) == first.shape for r in replies) and \
-            np.all(np.asarray(coefficients) == 1):
+    if unit and isinstance(first, np.ndarray) and first.ndim and \
+            first.dtype.kind in "fiub" and \
+            all(isinstance(r, np.ndarray) and r.shape == first.shape for r in replies):
         return _plain_sum(replies)
     return sum(c * np.asarray(r, dtype=float) for c, r in zip(coefficients, replies))
 
