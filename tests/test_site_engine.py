@@ -166,7 +166,7 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
     ("fit.risk_sets", "sorted by time"), ("survival.event_times", "sorted by time"),
     ("stats.survival_counts", "Kaplan-Meier"), ("stats.count_below", "exact quantiles"),
     ("mixed.totals", "shuffle by group"), ("gee.terms", "shuffle by cluster"),
-    ("boosting.histograms", "not yet kept per partition"),
+    ("boosting.sketch", "a sort"),
     ("causal.ee_sums", "not declared to combine")])
 def test_every_refusal_names_its_reason(name, why):
     """Each declared operation an engine does not serve is refused with its reason."""

@@ -72,6 +72,22 @@ def gradients(loss, y, raw, sample_weight):
     return gradient.reshape(raw.shape[0], -1), hessian.reshape(raw.shape[0], -1)
 
 
+def row_bounds_of(loss, weighted):
+    """The public per-row bounds of a loss's gradients and hessians (``{field: bound}``),
+    what a masked histogram's limbs are sized from; ``{}`` where there is none (squared
+    error, Poisson, gamma: unbounded gradients) or rows are weighted (sample and class
+    weights multiply them). scikit-learn's binomial and multinomial losses: ``p - y`` and
+    ``p (1 - p)``, at most 1 and 1/4; absolute error and quantile: at most 1 in magnitude,
+    their hessians constant (not sent)."""
+    if weighted:
+        return {}
+    if isinstance(loss, (HalfBinomialLoss, HalfMultinomialLoss)):
+        return {"gradients": 1.0, "hessians": 0.25}
+    if isinstance(loss, (AbsoluteError, PinballLoss)):
+        return {"gradients": 1.0}
+    return {}
+
+
 def loss_sums(loss, y, raw, sample_weight):
     """``{"loss": sum w * loss, "weight": sum w}`` over a site's rows."""
     per_row = loss.loss(y_true=y, raw_prediction=raw, sample_weight=None)

@@ -25,7 +25,9 @@ import numpy as np
 
 from ..data.site import SiteError, weighted_rows
 from ..federation import dominance
-from ..federation.operations import SUMS, Arg, check_deadline, site_operation
+from ..federation.combine import tree_combine
+from ..federation.whole_counts import on_partitions
+from ..federation.operations import SUMS, Arg, Refused, check_deadline, site_operation
 from ._histograms import _joined, _node_histograms
 from ._losses import loss_sums
 from ._selection import SortedValues, count_below
@@ -57,13 +59,49 @@ __all__ = ["bin_features", "model_features", "pack_nodes", "site_bin_counts",
            "site_schema", "site_score_terms", "site_totals"]
 
 
+def _union(parts):
+    """The sorted distinct values of ``parts`` (each sorted and distinct, as
+    :func:`~._site_rows._present_levels` and ``np.unique`` give them)."""
+    values = np.concatenate(parts)
+    if values.dtype.kind == "O":
+        return np.asarray(sorted(set(values.tolist())), dtype=object)
+    return np.unique(values)
+
+
+def combine_schema(replies):
+    """The schemas of a dataset's partitions as the schema of all its rows: rows and
+    weights added, each categorical column's levels and the classes their union, the
+    class counts and weight sums added class by class (a partition's classes are among
+    the union)."""
+    first = replies[0]
+    for reply in replies[1:]:
+        if reply["n_columns"] != first["n_columns"] or not np.array_equal(
+                reply["category_dtype"], first["category_dtype"]):
+            raise ValueError("partitions replied with different columns")
+    out = {"n_samples": sum(r["n_samples"] for r in replies), "n_columns": first["n_columns"],
+           "category_dtype": first["category_dtype"],
+           "levels": [None if levels is None else _union([r["levels"][j] for r in replies])
+                      for j, levels in enumerate(first["levels"])],
+           "weight_sum": tree_combine("sum", [r["weight_sum"] for r in replies])}
+    if "classes" in first:
+        out["classes"] = _union([r["classes"] for r in replies])
+        counts = np.zeros(len(out["classes"]), dtype=first["class_counts"].dtype)
+        weights = np.zeros(len(out["classes"]))
+        for reply in replies:
+            at = np.searchsorted(out["classes"], reply["classes"])
+            counts[at] += reply["class_counts"]
+            weights[at] += reply["class_weight_sums"]
+        out.update(class_counts=counts, class_weight_sums=weights)
+    return out
+
+
 # -- the requests ------------------------------------------------------------
 @site_operation(
-    "boosting.schema", releases=weighted_rows, keeps_rows=True,
+    "boosting.schema", releases=weighted_rows, keeps_rows=True, combine=combine_schema,
     describes="the row count; per categorical column the levels the site holds, for a "
               "classifier the classes with their counts (each >= min_level_count); the "
               "weight sums where the rows carry a weight column",
-    arguments=(Arg("request", "value", check=_value),), checks=(schema_rules,),
+    arguments=(Arg("request", "value", check=_value),), checks=(on_partitions(schema_rules),),
     reply=schema_reply, counts=lambda out: [out["n_samples"]] + (
         [out["class_counts"]] if "class_counts" in out else []))
 def site_schema(site, request):
@@ -105,11 +143,11 @@ def site_schema(site, request):
 
 
 @site_operation(
-    "boosting.totals", releases=SUMS, maskable=True, keeps_rows=True,
+    "boosting.totals", releases=SUMS, maskable=True, keeps_rows=True, combine="sum",
     describes="per feature the count of missing values; the row count, weight sum and the "
               "target's (weighted) sums, or the weight of each class, under the dominance "
               "rule",
-    arguments=(_CONTEXT,), checks=(context_rules,))
+    arguments=(_CONTEXT,), checks=(on_partitions(context_rules),))
 def site_totals(site, context):
     """Pooled totals: missing values per feature, rows, weights, and the target's
     sums (``wy``, ``y``) or per-class weights (``class_w``)."""
@@ -138,11 +176,16 @@ def _multiplicity(site, context, sampling):
     """How often each row counts for the thresholds, and its weight (or None)."""
     n = site.n_samples
     if sampling["mode"] == "draw":  # scikit-learn's subsample, replayed at the site
-        offset = sampling["offsets"][str(site.site)]
+        # a partition of a dataset on an engine: its rows' place among the site's
+        offset = sampling["offsets"][str(site.site)] + site.meta.get("position", 0)
         rng = np.random.RandomState(sampling["seed"])
         if sampling.get("weight_total") is None:
             draws = rng.choice(sampling["n_total"], sampling["size"], replace=True)
             mine = draws[(draws >= offset) & (draws < offset + n)] - offset
+        elif "position" in site.meta:  # the cumulative weights run across partitions
+            raise Refused("engine", "scikit-learn's weighted 200,000-row draw is not served "
+                                    "on a dataset on an engine (its cumulative weights run "
+                                    "across partitions)", public=True)
         else:
             _, sw = encoded_target(site, context)
             u = rng.random_sample(sampling["size"])
@@ -227,7 +270,7 @@ def site_sketch(site, context, rows):
 
 
 @site_operation(
-    "boosting.bin_counts", releases=SUMS, maskable=True, keeps_rows=True,
+    "boosting.bin_counts", releases=SUMS, maskable=True, keeps_rows=True, combine="sum",
     requires="allow_exact_quantiles: the exact bin thresholds are the pooled quantiles or "
              "distinct values of each feature, found from counts at values the analyst "
              "sends (binning=min_rows bins at the sites' sketches instead)",
@@ -236,7 +279,7 @@ def site_sketch(site, context, rows):
               "bin search, single rows' values (only with allow_exact_quantiles)",
     arguments=(_CONTEXT, Arg("sampling", "value", check=_value),
                Arg("probes", "floats", most=1 << 22), Arg("starts", "ints", most=1 << 17)),
-    checks=(bin_count_rules,))
+    checks=(on_partitions(bin_count_rules),))
 def site_bin_counts(site, context, sampling, probes, starts):
     """Counts (and weights) at or below each probe, per continuous feature, and
     the sums of values between probes (:func:`~._selection.count_below`)."""
@@ -270,6 +313,7 @@ def _sorted_features(site, state, sampling):
 
 @site_operation(
     "boosting.residual_counts", releases=SUMS, maskable=True, keeps_rows=True,
+    combine="sum",
     requires="allow_exact_quantiles: a leaf's quantile of the residuals y - raw is found "
              "from counts at values the analyst sends",
     describes="the same counts and sums for the residuals y - raw of each requested leaf "
@@ -278,7 +322,7 @@ def _sorted_features(site, state, sampling):
     arguments=(_CONTEXT, Arg("model", "value", nullable=True, check=_value),
                Arg("paths", "value", check=_value), Arg("probes", "floats", most=1 << 22),
                Arg("starts", "ints", most=1 << 17)),
-    checks=(residual_rules,))
+    checks=(on_partitions(residual_rules),))
 def site_residual_counts(site, context, model, paths, probes, starts):
     """Counts (and weights) of the residuals ``y - raw`` at or below each probe, per
     node of ``paths`` (packed like :func:`pack_nodes`; ``model=None``: of ``y``)."""
@@ -300,12 +344,13 @@ def site_residual_counts(site, context, model, paths, probes, starts):
 
 @site_operation(
     "boosting.histograms", releases=SUMS, maskable=True, keeps_rows=True, finer=FINER,
+    combine="sum",
     describes="per requested node and feature, per bin: the sums of the gradients and "
               "hessians and the row count (each node and its sibling 0 or >= min_rows rows "
               "here unless masked; bins at continuous thresholds only at the sites' signed "
               "sketches or with allow_exact_quantiles); optionally the loss sums",
     arguments=(_CONTEXT, _MODEL, Arg("request", "value", check=_value)),
-    checks=(histogram_rules,))
+    checks=(on_partitions(histogram_rules),))
 def site_histograms(site, context, model, request):
     """Per requested node and allowed feature, per bin: the sums of gradients (and
     hessians, unless constant) and the row counts; with ``request["with_loss"]``
@@ -338,10 +383,10 @@ def site_histograms(site, context, model, request):
 
 
 @site_operation(
-    "boosting.loss", releases=SUMS, maskable=True, keeps_rows=True,
+    "boosting.loss", releases=SUMS, maskable=True, keeps_rows=True, combine="sum",
     describes="two numbers: the weighted loss of the broadcast model over the site's rows "
               "and the weight sum, under the dominance rule",
-    arguments=(_CONTEXT, _MODEL), checks=(loss_rules,))
+    arguments=(_CONTEXT, _MODEL), checks=(on_partitions(loss_rules),))
 def site_loss(site, context, model):
     """``{"loss": sum w * loss, "weight": sum w}`` of the model on the site's rows."""
     _, prep, raw = resolve(site, context, model)
@@ -355,10 +400,10 @@ def site_output(site, estimator, method):
 
 
 @site_operation(
-    "boosting.score", releases=SUMS, maskable=True, keeps_rows=True,
+    "boosting.score", releases=SUMS, maskable=True, keeps_rows=True, combine="sum",
     describes="four weighted sums (regression) or two (classification) of the model's "
               "predictions at the site, under the dominance rule: never a prediction",
-    arguments=(Arg("estimator", "value", check=_value),), checks=(score_rules,),
+    arguments=(Arg("estimator", "value", check=_value),), checks=(on_partitions(score_rules),),
     packer=lambda estimator: {"estimator": score_message(estimator)})
 def site_score_terms(site, estimator):
     """The sums :func:`skfed.data.site.combine_scores` pools into R2 or accuracy (numbers

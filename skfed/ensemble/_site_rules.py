@@ -26,8 +26,10 @@ import hashlib
 
 import numpy as np
 
+from ..data.levels import _present as present
 from ..data.levels import check_levels as held_levels
 from ..data.site import SiteData
+from ..federation import whole_counts
 from ..federation.operations import Refused
 from ._fit_state import FitStateLost
 from ._site_rows import (bin_features, fit_state, model_features, node_rows, prepared,
@@ -52,11 +54,25 @@ def wire(check, *values):
 
 def check_levels(site, columns, rules):
     """Each level of a categorical column binned here is held by at least
-    ``min_level_count`` of this site's rows (a bin, and a released level name)."""
+    ``min_level_count`` of this site's rows (a bin, and a released level name); on a
+    partition of a dataset on an engine, counted there and decided on the whole."""
     names = site.columns()
     X = site.X
-    held_levels([X.iloc[:, j] if hasattr(X, "iloc") else np.asarray(X)[:, j] for j in columns],
-                [names[j] if names else f"{j}" for j in columns], rules.min_level_count)
+    values = [X.iloc[:, j] if hasattr(X, "iloc") else np.asarray(X)[:, j] for j in columns]
+    names = [names[j] if names else f"{j}" for j in columns]
+    if not whole_counts.recording():
+        held_levels(values, names, rules.min_level_count)
+        return
+    for column, name in zip(values, names):
+        column = np.asarray(column, dtype=object)
+        levels, counts = np.unique(column[present(column, None)].astype(str),
+                                   return_counts=True)
+        shown = str(name)[:64]
+        whole_counts.at_least(f"levels of {shown}", {
+            level: (n, n) for level, n in zip(levels.tolist(), counts.tolist())},
+            rules.min_level_count, ("min_level_count", f"a level of column {shown!r} is held "
+                                    f"by fewer than {rules.min_level_count} rows here",
+                                    [name] if isinstance(name, str) else ()))
 
 
 def _exact_quantiles(rules, why):
@@ -162,18 +178,22 @@ def check_node_rows(site, state, nodes, rules):
     binned = prepared(site, state).binned
     positive = site.weights() > 0
     floor, missing_bin = rules.min_rows, context["max_bins"]
-    for _, steps, _ in unpack_nodes(nodes):
+    # the count itself is not said: a refusal is one bit, not a number
+    refusal = ("min_rows", "a node of the tree, or its sibling, would be computed from "
+               f"fewer than {floor} rows here (a deeper tree than this site's rows allow; "
+               "raise min_samples_leaf or lower max_depth)")
+    counts = {}  # on a partition of an engine: decided on the whole dataset
+    for j, (_, steps, _) in enumerate(unpack_nodes(nodes)):
         if not steps:  # the root: every row of the request (min_rows checked)
             continue
         parent = node_rows(binned, steps[:-1], missing_bin)
         node = node_rows(binned, steps[-1:], missing_bin, parent)
-        for rows in (node, parent & ~node):
-            if rows.any() and np.count_nonzero(rows & positive) < floor:
-                # the count itself is not said: a refusal is one bit, not a number
-                raise Refused("min_rows", "a node of the tree, or its sibling, would be "
-                              f"computed from fewer than {floor} rows here (a deeper tree "
-                              "than this site's rows allow; raise min_samples_leaf or lower "
-                              "max_depth)", public=True)
+        for side, rows in enumerate((node, parent & ~node)):
+            counts[j, side] = (np.count_nonzero(rows), np.count_nonzero(rows & positive))
+            if not whole_counts.recording():
+                whole_counts.at_least("node rows", counts, floor, refusal)
+                counts = {}
+    whole_counts.at_least("node rows", counts, floor, refusal)
 
 
 # -- each operation's checks: (rows, arguments, the site's rules) ----------------------

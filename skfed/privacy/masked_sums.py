@@ -36,6 +36,7 @@ site's worker, built next to its rows and never gathered; at site services,
 at each service, in a session of masked sums (:mod:`skfed.sites.masked_operations`).
 """
 
+import contextvars
 import os
 from contextlib import contextmanager
 
@@ -67,12 +68,58 @@ def limb_bits(n_parties):
     return 63 - max(int(n_parties) - 1, 0).bit_length()
 
 
-def limb_count(n_parties):
+def limb_count(n_parties, range_bits=RANGE_BITS):
     """Limbs per float in a sum over ``n_parties`` sites: enough for ``|x * 2**EXPONENT|
-    < 2**(EXPONENT + RANGE_BITS)`` with a sign. Public: the number of sites and the
-    code's range fix it, never the values (at most 5 limbs, 4 up to 4 sites)."""
+    < 2**(EXPONENT + range_bits)`` with a sign. Public: the number of sites and the
+    code's range (:data:`RANGE_BITS`, or a field's public bound, :func:`range_bits_for`)
+    fix it, never the values (at most 5 limbs, 4 up to 4 sites, 3 for a bounded loss's
+    gradients)."""
     bits = limb_bits(n_parties)
-    return -(-(EXPONENT + RANGE_BITS + 1) // bits)
+    return -(-(EXPONENT + int(range_bits) + 1) // bits)
+
+
+def range_bits_for(limit):
+    """The range of a field whose values are at most ``limit`` in magnitude (a public
+    bound): ``|x| < 2**range_bits``, one bit to spare, at most :data:`RANGE_BITS`."""
+    limit = float(limit)
+    if not np.isfinite(limit) or limit >= 2.0 ** (RANGE_BITS - 1):
+        return RANGE_BITS
+    return max(int(np.frexp(max(limit, 1.0))[1]) + 1, 1)
+
+
+#: the public per-row bounds a site function declared for its reply's fields
+_ROW_BOUNDS = contextvars.ContextVar("skfed_masked_row_bounds", default=None)
+
+
+def declare_row_bounds(**bounds):
+    """Called by a site function: each named float field of its reply is a sum, over at
+    most the session's rows, of terms at most ``bound`` in magnitude — a public fact of
+    the analysis (a loss's gradient bound), never a property of the rows. Under a masked
+    sum the field then travels in the limbs ``bound`` times the sites' public weight sum
+    needs (:func:`range_bits_for`); elsewhere this does nothing."""
+    held = _ROW_BOUNDS.get()
+    if held is not None:
+        held.update({str(f): float(b) for f, b in bounds.items()})
+
+
+@contextmanager
+def row_bounds():
+    """Collect what a site function run inside declares (:func:`declare_row_bounds`)."""
+    held = {}
+    token = _ROW_BOUNDS.set(held)
+    try:
+        yield held
+    finally:
+        _ROW_BOUNDS.reset(token)
+
+
+def field_ranges(bounds, weight_total):
+    """``{field: range_bits}`` of declared per-row bounds over rows of public weight sum
+    ``weight_total`` (every site's rows, unweighted: their count); ``{}`` without one."""
+    if not bounds or weight_total is None or not np.isfinite(weight_total) \
+            or weight_total <= 0:
+        return {}
+    return {f: range_bits_for(b * float(weight_total)) for f, b in bounds.items()}
 
 
 def limb_code(n_parties):
@@ -84,21 +131,22 @@ def limb_code(n_parties):
     return FixedPoint(0, bound=float(2 ** (limb_bits(n_parties) - 1)), n_parties=n_parties)
 
 
-def _limbs(x, field, n_parties):
+def _limbs(x, field, n_parties, range_bits=RANGE_BITS):
     """The exact integer ``round(x * 2**EXPONENT)`` of each value in its limbs, the lowest
     first, as int64 words, limb-major: the magnitude's limbs, all negated for a negative
-    value (every limb below ``2**bits`` in magnitude, the top one ``2**(bits - 1)``)."""
+    value (every limb below ``2**bits`` in magnitude, the top one ``2**(bits - 1)``);
+    ``limb_count(n_parties, range_bits)`` limbs for values below ``2**range_bits``."""
     x = np.asarray(x, dtype=np.float64).ravel()
     if not np.all(np.isfinite(x)):
         raise ValueError(f"field {field!r} of a masked reply is not finite.")
-    if x.size and np.max(np.abs(x)) >= 2.0 ** RANGE_BITS:
+    if x.size and np.max(np.abs(x)) >= 2.0 ** range_bits:
         raise ValueError(f"field {field!r} of a masked reply is beyond the exact code's range "
-                         f"(|x| >= 2**{RANGE_BITS}).")
+                         f"(|x| >= 2**{range_bits}).")
+    bits, count = limb_bits(n_parties), limb_count(n_parties, range_bits)
     signed = np.rint(x * float(2 ** EXPONENT))  # a power of two: exact
     y = np.abs(signed)  # the magnitude's limbs hold bits of y only: exact in float64
-    bits = limb_bits(n_parties)
     base, inverse = float(2 ** bits), float(2 ** -bits)
-    out = np.empty((limb_count(n_parties), x.size))
+    out = np.empty((count, x.size))
     for k in range(len(out) - 1):
         high = np.floor(y * inverse)  # every step exact: powers of two, integers
         np.subtract(y, high * base, out=out[k])  # in [0, 2**bits)
@@ -175,24 +223,28 @@ def _integer_words(array, field):
     return array.astype(np.int64).ravel()
 
 
-def flatten_reply(reply, n_parties=MAX_SITES):
+def flatten_reply(reply, n_parties=MAX_SITES, ranges=None):
     """``(words, layout)``: a site's reply (a dict of numbers and arrays) as one flat
     vector of ``uint64`` words for a sum over ``n_parties`` sites: integer fields as they
     are (two's complement), float fields in their exact limbs; ``layout`` is
-    ``[(field, shape, is_integer)]``. Its length depends on the shapes and the number
-    of sites only."""
+    ``[(field, shape, is_integer)]``, with a fourth entry, the range bits, for a float
+    field of a public range (``ranges``: ``{field: range_bits}``, :func:`field_ranges`).
+    Its length depends on the shapes, the number of sites and the public ranges only."""
     if not isinstance(reply, dict):
         raise TypeError("a masked sum needs a site function that returns a dict of numbers "
                         f"and arrays, not a {type(reply).__name__}.")
-    parts, layout = [], []
+    parts, layout, ranges = [], [], ranges or {}
     for field, value in reply.items():
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"field {field!r} of a masked reply is not numeric.")
         integer = array.dtype.kind in "biu"
-        layout.append((str(field), tuple(array.shape), integer))
+        bounded = not integer and ranges.get(str(field), RANGE_BITS) < RANGE_BITS
+        entry = (str(field), tuple(array.shape), integer)
+        layout.append(entry + (int(ranges[str(field)]),) if bounded else entry)
         parts.append(_integer_words(array, field) if integer
-                     else _limbs(array, field, n_parties))
+                     else _limbs(array, field, n_parties, layout[-1][3] if bounded
+                                 else RANGE_BITS))
     words = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return words.view(np.uint64), layout
 
@@ -211,10 +263,11 @@ def unflatten_total(total, layout, n_parties=MAX_SITES):
     total = np.asarray(total).view(np.int64) if np.asarray(total).dtype == np.uint64 \
         else np.asarray(total, dtype=np.int64)
     sums, start = {}, 0
-    bits, count = limb_bits(n_parties), limb_count(n_parties)
-    for field, shape, integer in layout:
+    bits = limb_bits(n_parties)
+    for field, shape, integer, *bounded in layout:
         shape = tuple(int(d) for d in shape)
         size = int(np.prod(shape, dtype=int))
+        count = limb_count(n_parties, _range_of(field, bounded))
         width = size if integer else count * size
         part = total[start:start + width]
         if integer:
@@ -232,10 +285,23 @@ def unflatten_total(total, layout, n_parties=MAX_SITES):
     return sums
 
 
-def mask_reply(party, keys, reply, message, fixed_point):
+def _range_of(field, bounded):
+    """A layout entry's range bits (its fourth entry, else the code's whole range)."""
+    if not bounded:
+        return RANGE_BITS
+    bits = bounded[0]
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or \
+            not 1 <= int(bits) <= RANGE_BITS:
+        raise ValueError(f"field {field!r} of a masked reply: range bits {bits!r} are not an "
+                         f"integer in [1, {RANGE_BITS}].")
+    return int(bits)
+
+
+def mask_reply(party, keys, reply, message, fixed_point, ranges=None):
     """What one site sends for one masked sum: its reply in exact integer limbs, masked
-    (the message's coefficient is 1: a plain sum, which the site checks)."""
-    words, layout = flatten_reply(reply, fixed_point.n_parties)
+    (the message's coefficient is 1: a plain sum, which the site checks); ``ranges``:
+    the public ranges of its bounded fields (:func:`field_ranges`)."""
+    words, layout = flatten_reply(reply, fixed_point.n_parties, ranges)
     peers = {int(p): keys[int(p)] for p in message["parties"]}
     if len(peers) > fixed_point.n_parties:
         raise ValueError(f"{len(peers)} parties but the limb code is for "
@@ -250,7 +316,14 @@ def _name(fn):
 
 def _form(layout):
     return ", ".join(f"{f}{tuple(shape)}{' (integer)' if integer else ''}"
-                     for f, shape, integer in layout)
+                     f"{f' (below 2**{bounded[0]})' if bounded else ''}"
+                     for f, shape, integer, *bounded in layout)
+
+
+def public_weight_total(weight_sums):
+    """The weight sum of every site's rows from the sums each site published with its key
+    (``{party: weight sum}``), added in party order: the same float at every site."""
+    return float(sum(float(weight_sums[p]) for p in sorted(weight_sums, key=int)))
 
 
 class MaskingClient:
@@ -277,9 +350,13 @@ def client_key(client, session, party_id):
             "weight_sum": site_weight_sum(client.site)}
 
 
-def client_masked_reply(client, fn, args, message, keys, fixed_point):
-    """``fn(site, *args)`` at the site, masked there (:func:`mask_reply`)."""
-    return mask_reply(client.party, keys, fn(client.site, *args), message, fixed_point)
+def client_masked_reply(client, fn, args, message, keys, fixed_point, weight_total=None):
+    """``fn(site, *args)`` at the site, masked there (:func:`mask_reply`), its bounded
+    fields in the limbs their public bounds over ``weight_total`` need."""
+    with row_bounds() as bounds:
+        reply = fn(client.site, *args)
+    return mask_reply(client.party, keys, reply, message, fixed_point,
+                      field_ranges(bounds, weight_total))
 
 
 class ExecutorParties:
@@ -292,7 +369,7 @@ class ExecutorParties:
 
         self.executor = dataset.executor_for(SequentialExecutor())
         self.executor.open(dataset.build(masking_client), labels=list(dataset.sites))
-        self.keys_ = self._fixed_point = None
+        self.keys_ = self._fixed_point = self.weight_total_ = None
 
     def _each(self, fn, args_of):
         n = len(self.executor.clients)
@@ -300,14 +377,18 @@ class ExecutorParties:
 
     def keys(self, session, fixed_point):
         self._fixed_point = fixed_point
-        return self._each(client_key, lambda j: (session, j))
+        replies = self._each(client_key, lambda j: (session, j))
+        self.weight_total_ = public_weight_total(
+            {j: r["weight_sum"] for j, r in enumerate(replies)})
+        return replies
 
     def key_list(self, public, proofs):
         self.keys_ = dict(public)
 
     def masked(self, fn, args, message):
         return self._each(client_masked_reply,
-                          lambda j: (fn, args, message, self.keys_, self._fixed_point))
+                          lambda j: (fn, args, message, self.keys_, self._fixed_point,
+                                      self.weight_total_))
 
     def close(self):
         self.executor.close()
@@ -345,6 +426,7 @@ class MaskedSums:
         self.fixed_point_ = limb_code(self.n_sites)
         self.session_ = os.urandom(16)  # public, fresh: bound into every mask seed
         self.exchanges_ = 0
+        self.bounded_limbs_ = {}  # {field: limbs} of the fields sent in public ranges
         self.opened = False
         # a site service keeps its key pair in a session of its own; elsewhere each
         # site's key pair lives with its rows (this process, or the site's Dask worker)
@@ -384,6 +466,9 @@ class MaskedSums:
                                  f"the fields {_form(reply['layout'])}, site 0's "
                                  f"{_form(layout)}: a masked sum needs one form at every "
                                  "site.")
+        for field, _, _, *bounded in layout:
+            if bounded:
+                self.bounded_limbs_[field] = limb_count(self.n_sites, _range_of(field, bounded))
         total = sum_masked([r["masked"] for r in replies], self.fixed_point_.n_parties)
         traffic = sum(int(r["masked"].nbytes) for r in replies) + self.n_sites * (
             payload_nbytes(args) + payload_nbytes(message))
@@ -394,7 +479,7 @@ class MaskedSums:
         return {"secure_aggregation": True, "exact": True,
                 "limbs": limb_count(self.n_sites), "limb_bits": limb_bits(self.n_sites),
                 "exponent": EXPONENT, "protocol_version": PROTOCOL_VERSION,
-                "masked_sums": self.exchanges_}
+                "masked_sums": self.exchanges_, "bounded_limbs": dict(self.bounded_limbs_)}
 
     def close(self):
         self.parties_.close()

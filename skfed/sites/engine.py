@@ -51,14 +51,6 @@ NEEDS_ALL_ROWS = (
     ("fit.risk_sets", "a Cox model's risk sets need the rows sorted by time across "
                       "partitions (a sort)"),
     ("survival.", "risk sets need the rows sorted by time across partitions (a sort)"),
-    ("stats.survival", "Kaplan-Meier needs the rows sorted by time across partitions "
-                       "(a sort)"),
-    ("stats.life_table", "a life table needs the rows sorted by time across partitions "
-                         "(a sort)"),
-    ("stats.competing", "Aalen-Johansen needs the rows sorted by time across partitions "
-                        "(a sort)"),
-    ("stats.count_below", "exact quantiles need the values sorted across partitions "
-                          "(a sort)"),
     ("stats.describe", "its quantiles and small-count hiding need whole columns (a sort)"),
     ("mixed.", "a group's rows may span partitions (a shuffle by group)"),
     ("glmm.", "a group's rows may span partitions (a shuffle by group)"),

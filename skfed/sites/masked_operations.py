@@ -40,7 +40,7 @@ class _SumSession:
     def __init__(self, owner, dataset, reference, rows, party, guard):
         self.owner, self.dataset, self.reference, self.rows = owner, dataset, reference, rows
         self.party, self.guard = party, guard
-        self.keys = self.fixed_point = None
+        self.keys = self.fixed_point = self.weight_total = None
         self.lock = threading.Lock()
 
 
@@ -95,7 +95,7 @@ class MaskedSumOperations:
         return dict(reply, handle=handle)
 
     def _sums_key_list(self, analyst, args, state):
-        from ..privacy.masked_sums import limb_code
+        from ..privacy.masked_sums import limb_code, public_weight_total
 
         session = self._sum_session(analyst, args, state)
         keys = {int(p): bytes(k) for p, k in args["keys"].items()}
@@ -106,10 +106,15 @@ class MaskedSumOperations:
             # the parties now known: the integer code of a sum over all of them
             session.fixed_point = limb_code(len(keys))
             session.keys = keys
+            # the verified weight sums every site signed: the public row bound of the
+            # fields a bounded loss's sums carry in fewer limbs
+            sums = {p: proof.get("weight_sum") for p, proof in proofs.items()}
+            if set(sums) == set(keys) and all(isinstance(v, (int, float)) for v in sums.values()):
+                session.weight_total = public_weight_total(sums)
         return True
 
     def _sums_masked(self, analyst, args, state):
-        from ..privacy.masked_sums import mask_reply
+        from ..privacy.masked_sums import field_ranges, mask_reply, row_bounds
 
         session = self._sum_session(analyst, args, state)
         op = args["operation"]
@@ -130,10 +135,11 @@ class MaskedSumOperations:
                 raise Refused("require", "a masked sum before a verified key list", public=True)
             session.guard.check_pass(message, coefficient=1.0)  # every verified site, a sum
             conf, site = self.request_rows(operation, analyst, session.reference, state)
-            reply = self.run(operation, site, inner, state, dataset=conf.name, conf=conf,
-                             analyst=analyst, masked=True)
+            with row_bounds() as bounds:
+                reply = self.run(operation, site, inner, state, dataset=conf.name,
+                                 conf=conf, analyst=analyst, masked=True)
             return mask_reply(session.party, session.keys, reply, message,
-                              session.fixed_point)
+                              session.fixed_point, field_ranges(bounds, session.weight_total))
 
     def _sums_close(self, analyst, args, state):
         self._sum_session(analyst, args, state)

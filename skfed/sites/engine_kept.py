@@ -1,0 +1,125 @@
+"""Requests whose rows an engine keeps on its workers between requests (boosting).
+
+A boosting fit keeps its state at a site between requests (its binned rows, the raw
+predictions of the trees so far, the rows of the current nodes: the fit state of
+:mod:`skfed.ensemble._fit_state`, keyed by the rows object it was computed on). On a
+dataset on an engine (:mod:`skfed.sites.engine`) each partition's rows of a request
+are built once on their worker and kept there (a Dask future the site's kept rows
+hold), so each partition keeps its own part of the state beside its rows; they go
+when the site drops the request's rows.
+
+A declared check that reads rows (wrapped by
+:func:`skfed.federation.whole_counts.on_partitions`) is not run at the site: the
+engine's rows defer it, and each partition runs the checks, then the function, on
+its kept rows. What the checks count (a node's rows, a level's rows) is recorded
+there and decided on the whole dataset (:func:`skfed.federation.whole_counts.decide`)
+before the dominance audit, as an in-memory site decides its checks before its audit.
+The site's caps of a fit's state hold over the partitions together: each partition's
+state is capped at its share of the rows of the caps (the state is made of per-row
+arrays).
+
+This module imports no estimator and nothing of :mod:`skfed.sites.engine` (which uses
+it).
+"""
+
+import numpy as np
+
+from ..federation import dominance, whole_counts
+from ..federation.combine import tree_combine
+from ..federation.operations import Refused, Requester, current_requester, requester
+
+
+def deferred_checks(operation):
+    """Whether ``operation``'s declared checks read rows (they then run on partitions)."""
+    return any(getattr(check, "on_partitions", False) for check in operation.checks)
+
+
+# --- on the workers -----------------------------------------------------------------
+class Request:
+    """A request's parts, as one object (Dask would look inside dicts and lists for
+    its own keys)."""
+
+    def __init__(self, checks, values, names, rules, function):
+        self.checks, self.values, self.names = tuple(checks), dict(values), list(names)
+        self.rules, self.function = rules, function
+
+
+def run_checked(rows, who, *, request, audit):
+    """On a partition's kept rows, for the analyst ``who`` (its caps its share): the
+    declaration's checks (their counts recorded), then the function under the
+    partition's recording audit (or none). A refusal returns as a value."""
+    checks, names, rules, function = request.checks, request.names, request.rules, \
+        request.function
+    values = dict(request.values)  # a check may rebuild a value (a scored model) here
+    try:
+        with requester(who), whole_counts.Recording() as counts:
+            with dominance.suspended():
+                for check in checks:
+                    check(rows, values, rules)
+            args = [values[name] for name in names]
+            if audit is None:
+                with dominance.suspended():
+                    return "ok", (function(rows, *args), counts.records), None
+            with dominance.Recording(*audit) as recording:
+                out = function(rows, *args)
+            return "ok", (out, counts.records), recording.records
+    except Refused as exc:
+        return "refused", (exc.rule, exc.detail, exc.public), None
+
+
+class PartRules:
+    """What a check on a partition sees of the site's rules (a check's ``rules``): the
+    policy's values, the request's dataset and whether it is masked; no key to sign
+    with, and nothing remembered between requests."""
+
+    sign = certificate = None
+
+    def __init__(self, rules):
+        self._policy = rules._policy
+        self.name, self.dataset, self.masked = rules.name, rules.dataset, rules.masked
+        self.exact, self.declared, self.memo = rules.exact, rules.declared, {}
+
+    def __getattr__(self, key):
+        if key.startswith("_"):
+            raise AttributeError(key)
+        return getattr(self._policy, key)
+
+    def verify(self, *args):
+        raise Refused("engine", "a release another site signed is not checked on a "
+                                "dataset on an engine", public=True)
+
+    def release_exact(self, flag):
+        raise Refused("engine", f"a request under {flag} is not checked on a partition",
+                      public=True)
+
+
+# --- at the site ----------------------------------------------------------------------
+def run_kept(rows, operation, pending):
+    """``operation`` on the kept partitions of ``rows`` (:class:`~.engine.EngineRows`),
+    its deferred checks (``pending``: ``(checks, values, rules)``) run there first, their
+    counts decided on the whole dataset, then its audit merged, its replies combined."""
+    checks, values, rules = pending
+    engine = rows.engine
+    kept, shares = rows.kept()
+    who = current_requester()
+    whos = [Requester(who.analyst, fit_state_mb=who.fit_state_mb * share,
+                      analyst_state_mb=who.analyst_state_mb * share) for share in shares]
+    context = {"request": Request(checks, values, [a.name for a in operation.arguments],
+                                  PartRules(rules), operation.function)}
+    audit = dominance.active()
+    spec = None if audit is None else (audit.min_rows, audit.share)
+    replies = engine._replies(run_checked, kept, (whos,), audit=spec, **context)
+    whole_counts.decide([r[1][1] for r in replies])
+    if audit is not None:
+        wanted = dominance.merge(audit, [r[2] for r in replies])
+        while wanted:  # what the bounds could not clear: a dearer bound, then exact
+            again = engine._replies(run_checked, kept, (whos,), audit=(*spec, wanted),
+                                    **context)
+            wanted = dominance.merge(audit, [r[2] for r in again], wanted)
+    return tree_combine(operation.combine, [r[1][0] for r in replies])
+
+
+def row_shares(sizes):
+    """Each partition's share of the rows (its part of the caps)."""
+    sizes = np.asarray(sizes, dtype=np.float64)
+    return (sizes / sizes.sum()).tolist() if sizes.sum() > 0 else [1.0] * len(sizes)

@@ -1,0 +1,314 @@
+"""Boosting through a site service whose dataset is on an engine (Parquet partitions on
+a local Dask cluster): the trees bit for bit the in-memory site's on the same rows.
+
+Two federations of two services, ``other`` (in memory) and ``same``: once ``same``
+reads its rows into its process, once the same rows (the same name, certificate and
+partition secret) are Parquet partitions on an engine, one of them a single row. Every
+field of every node, the bin thresholds, the baseline and the scores are compared
+exactly. The rules a boosting check counts rows for (a node's and its sibling's
+``min_rows``, a level's ``min_level_count``) are decided on the whole dataset; the
+fit's state is kept per partition on the workers under the site's caps; the sketch
+(a sort) is refused naming the reason; masked boosting on 1 and 3 partitions gives the
+in-memory site's trees.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("pyarrow")
+pytest.importorskip("grpc")
+
+from skfed.ensemble import (FedHistGradientBoostingClassifier,  # noqa: E402
+                            FedHistGradientBoostingRegressor)
+from skfed.sites import SiteRefusal  # noqa: E402
+from skfed.sites.policy import load_config  # noqa: E402
+
+from ._sites import site_config  # noqa: E402
+
+OPEN = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
+        'finer_sums = ["boosting.histograms"]')
+PARAMS = dict(max_iter=4, max_depth=3, min_samples_leaf=45, random_state=0,
+              early_stopping=False, categorical_features=["ward"])
+#: the engine's partitions of ``same``'s 500 rows: ragged, one of a single row
+RAGGED = [150, 1, 249, 100]
+
+
+def _frame(n=900, seed=11):
+    """A continuous feature with missing values, one of few distinct values, a
+    categorical ward (one level of 9 rows, spread over partitions); a continuous and a
+    binary outcome."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.uniform(0, 5, n).round(1),
+                          "ward": rng.choice(["a", "b", "c"], n)})
+    frame.loc[::13, "x1"] = np.nan
+    # 9 rows of ``same`` (rows 400-899), fewer than 5 in each of its partitions (RAGGED)
+    frame.loc[[420, 470, 520, 550, 600, 650, 700, 820, 860], "ward"] = "rare"
+    signal = 2 * np.nan_to_num(frame["x1"]) + np.sin(frame["x2"]) + (frame["ward"] == "b")
+    frame["y"] = signal + rng.normal(0, 0.3, n)
+    frame["label"] = (signal + rng.normal(0, 1, n) > 0.5).astype(int)
+    return frame
+
+
+def _site(folder, name, frame, certs, sizes=None, policy=OPEN):
+    """A site's configuration: its rows in one Parquet file read into the service, or
+    (``sizes``) Parquet partitions on a local Dask cluster."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "partition-secrets.json").write_text(json.dumps({"rows": "cd" * 32}))
+    if sizes is None:
+        frame.to_parquet(folder / "rows.parquet")
+        path, declare = "rows.parquet", ""
+    else:
+        (folder / "parts").mkdir(exist_ok=True)
+        cuts = np.cumsum([0, *sizes])
+        for k in range(len(sizes)):
+            frame.iloc[cuts[k]:cuts[k + 1]].to_parquet(folder / "parts" / f"p{k:03d}.parquet")
+        path, declare = "parts/*.parquet", 'engine = "dask"\nscheduler = "local"'
+    return load_config(site_config(folder, name, certs=certs, datasets={"rows": (path, None)},
+                                   policy=policy, declare=declare))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    from skfed.deploy import make_certificates
+
+    return make_certificates(tmp_path_factory.mktemp("boost-engine-certs"), ["other", "same"])
+
+
+def _servers(root, certs, homes, policy=OPEN):
+    """``{home: SiteServer}``: ``other``, and ``same`` once per home (``None``: in
+    memory; a list: the engine's partition sizes)."""
+    from skfed.sites.transport import SiteServer
+
+    frame = _frame()
+    first, second = frame.iloc[:400], frame.iloc[400:].reset_index(drop=True)
+    servers = {"other": SiteServer(_site(root / "other", "other", first, certs,
+                                         policy=policy))}
+    for home, sizes in homes.items():
+        servers[home] = SiteServer(_site(root / home, "same", second, certs, sizes, policy))
+    for server in servers.values():
+        server.start()
+    return servers, frame
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory, certs):
+    servers, frame = _servers(tmp_path_factory.mktemp("boost-engine"), certs,
+                              {"memory": None, "engine": RAGGED})
+    yield servers, frame
+    for server in servers.values():
+        server.stop()
+
+
+def _data(servers, certs, home, target, drop):
+    from skfed import FederatedDataset
+
+    return FederatedDataset.from_sites(
+        {"other": f"127.0.0.1:{servers['other'].port}",
+         "same": f"127.0.0.1:{servers[home].port}"}, dataset="rows", target=target,
+        drop=drop, ca_file=certs.ca.cert, cert_file=certs.client.cert,
+        key_file=certs.client.key)
+
+
+def _fit_each(servers, certs, make, target, drop, homes=("memory", "engine")):
+    fits = {}
+    for home in homes:
+        data = _data(servers, certs, home, target, drop)
+        try:
+            est = make().fit(data)
+            est.score_ = est.score(data)  # at the sites: their sums only
+            fits[home] = est
+        finally:
+            data.close()
+    return [fits[home] for home in homes]
+
+
+def assert_same_trees(a, b):
+    """Every field of every node of every tree, the bins, the baseline: the same bits;
+    the scores to round-off."""
+    assert len(a._predictors) == len(b._predictors)
+    for mine, theirs in zip(a._predictors, b._predictors):
+        for x, y in zip(mine, theirs):
+            for field in x.nodes.dtype.names:
+                np.testing.assert_array_equal(x.nodes[field], y.nodes[field], err_msg=field)
+            np.testing.assert_array_equal(x.binned_left_cat_bitsets,
+                                          y.binned_left_cat_bitsets)
+    for s, t in zip(a.bin_thresholds_, b.bin_thresholds_):
+        np.testing.assert_array_equal(s, t)
+    np.testing.assert_array_equal(a._baseline_prediction, b._baseline_prediction)
+    # the losses and the score are float sums over rows (numpy's pairwise sums, BLAS
+    # dot products): the partitions' sums added equal the whole's to round-off
+    np.testing.assert_allclose(a.train_score_, b.train_score_, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(a.validation_score_, b.validation_score_, rtol=1e-12, atol=0)
+    assert a.score_ == pytest.approx(b.score_, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "absolute_error"])
+def test_a_regressor_on_an_engine_equals_the_in_memory_site(services, certs, loss):
+    servers, frame = services
+    memory, engine = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(
+        loss=loss, **PARAMS), "y", ["label"])
+    assert_same_trees(memory, engine)
+    # and the in-memory site's model is scikit-learn's on the pooled rows (the fit in
+    # this process on them is, node for node: tests/test_boosting_sites.py)
+    X = frame.drop(columns=["y", "label"])
+    here = FedHistGradientBoostingRegressor(loss=loss, **PARAMS).fit(
+        X, frame["y"], clients=np.repeat(["other", "same"], [400, 500]))
+    np.testing.assert_array_equal(engine.predict(X), here.predict(X))
+
+
+def test_a_classifier_with_early_stopping_on_an_engine(services, certs):
+    """The validation rows are held out by the global row index (whole partitions of
+    the site's secret), as the in-memory site holds them out."""
+    servers, _ = services
+    memory, engine = _fit_each(servers, certs, lambda: FedHistGradientBoostingClassifier(
+        **dict(PARAMS, early_stopping=True, max_iter=6, validation_fraction=0.2,
+               categorical_features=None)), "label", ["y", "ward"])
+    assert len(memory.validation_score_) > 1
+    assert_same_trees(memory, engine)
+
+
+def test_the_binning_draw_picks_the_same_rows(services, certs, monkeypatch):
+    """Above the subsample size (200,000 rows; 300 here) scikit-learn's draw picks rows
+    by their index over the pooled rows: a partition finds its own by its place among
+    the site's rows, so the thresholds are the in-memory site's."""
+    import skfed.ensemble._fit as fit_module
+
+    servers, _ = services
+    monkeypatch.setattr(fit_module, "SUBSAMPLE", 300)
+    memory, engine = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(
+        **PARAMS), "y", ["label"])
+    monkeypatch.undo()
+    plain, = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(**PARAMS),
+                       "y", ["label"], homes=("memory",))
+    assert any(not np.array_equal(s, t)  # the draw was used
+               for s, t in zip(memory.bin_thresholds_, plain.bin_thresholds_))
+    assert_same_trees(memory, engine)
+
+
+def test_the_state_is_kept_per_partition_on_the_workers(services, certs):
+    """After a fit, the engine's partitions each hold their part of the fit's state
+    (their binned rows and raw predictions), beside the rows kept on the worker."""
+    from skfed.ensemble._fit_state import STORE
+
+    servers, _ = services
+    before = set(STORE.states)
+    _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(**PARAMS), "y",
+              ["label"], homes=("engine",))
+    new = [STORE.states[k] for k in set(STORE.states) - before]
+    sizes = sorted(s["prepared"].binned.shape[0] for s in new if "prepared" in s)
+    assert sorted(RAGGED) == [n for n in sizes if n != 400]  # ``other``: 400 in memory
+
+
+def _refusal(servers, certs, home, make, target="y", drop=("label",)):
+    data = _data(servers, certs, home, target, list(drop))
+    try:
+        with pytest.raises(SiteRefusal) as info:
+            make().fit(data)
+    finally:
+        data.close()
+    return info.value
+
+
+def test_min_rows_of_a_node_decided_on_the_whole_dataset(services, certs):
+    """A node of fewer than min_rows of the dataset's rows is refused as in memory; a
+    node a partition holds only a few rows of is not (the one-row partition holds one
+    row of every node it is in)."""
+    servers, _ = services
+    refused = [_refusal(servers, certs, home, lambda: FedHistGradientBoostingRegressor(
+        max_iter=2, max_depth=6, min_samples_leaf=2, categorical_features=["ward"],
+        early_stopping=False)) for home in ("memory", "engine")]
+    assert [r.rule for r in refused] == ["min_rows", "min_rows"]
+    assert all("fewer than 10 rows here" in str(r) for r in refused)
+
+
+def test_min_level_count_decided_on_the_whole_dataset(tmp_path, certs):
+    """The ward level held by 9 rows of ``same`` (in four partitions, fewer than 5 in
+    each) passes min_level_count = 5 on the engine as in memory; at 10 it is refused by
+    both."""
+    servers, _ = _servers(tmp_path / "a", certs, {"memory": None, "engine": RAGGED})
+    try:
+        memory, engine = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(
+            **PARAMS), "y", ["label"])
+        assert "rare" in list(engine._context["categories"][0])
+        assert_same_trees(memory, engine)
+    finally:
+        for server in servers.values():
+            server.stop()
+    policy = OPEN.replace("min_level_count = 5", "min_level_count = 10")
+    servers, _ = _servers(tmp_path / "b", certs, {"memory": None, "engine": RAGGED}, policy)
+    try:
+        refused = [_refusal(servers, certs, home, lambda: FedHistGradientBoostingRegressor(
+            **PARAMS)) for home in ("memory", "engine")]
+    finally:
+        for server in servers.values():
+            server.stop()
+    assert [(r.rule, r.site) for r in refused] == [("min_level_count", "same")] * 2
+
+
+def test_the_fit_state_caps_hold_over_the_partitions(services, certs, monkeypatch):
+    """Each partition keeps its state under its share of the rows of the site's caps
+    (together: the site's caps); a fit's state above them is refused on the engine as
+    in memory (rule ``fit_state_mb``)."""
+    from skfed.ensemble import _fit_state
+    from skfed.federation.operations import current_requester
+
+    servers, _ = services
+    caps, account = [], _fit_state.STORE.account
+
+    def recorded(state):
+        who = current_requester()
+        caps.append((state["prepared"].binned.shape[0], who.fit_state_mb,
+                     who.analyst_state_mb))
+        return account(state)
+
+    monkeypatch.setattr(_fit_state.STORE, "account", recorded)
+    _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(**PARAMS), "y",
+              ["label"], homes=("engine",))
+    shares = {n: (mb, analyst) for n, mb, analyst in caps}
+    assert sorted(shares) == sorted(RAGGED + [400])  # ``other``: all its rows
+    whole = shares[400][0]  # in memory: the site's cap
+    for n in RAGGED:
+        assert shares[n][0] == pytest.approx(whole * n / sum(RAGGED), rel=1e-12)
+        assert shares[n][1] == pytest.approx(shares[400][1] * n / sum(RAGGED), rel=1e-12)
+    monkeypatch.setattr(_fit_state, "_MB", 1.0)  # a cap of a few bytes
+    refused = [_refusal(servers, certs, home, lambda: FedHistGradientBoostingRegressor(
+        **PARAMS)) for home in ("memory", "engine")]
+    assert [r.rule for r in refused] == ["fit_state_mb", "fit_state_mb"]
+
+
+def test_the_sketch_is_refused_naming_the_sort(services, certs):
+    servers, _ = services
+    refused = _refusal(servers, certs, "engine", lambda: FedHistGradientBoostingRegressor(
+        **dict(PARAMS, binning=10)))
+    assert refused.rule == "engine" and "a sort" in str(refused)
+    assert "boosting.sketch" in str(refused)
+
+
+MASKED = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
+          'require = ["secure_aggregation"]\nconsortium = ["other", "same"]')
+
+
+def test_masked_boosting_on_one_and_three_partitions(tmp_path, certs):
+    """Under required secure aggregation the engine site serves boosting only masked,
+    and the masked fit on one partition, on three, and in memory gives the same trees
+    bit for bit (the decoded sums the same bits whatever the partitioning)."""
+    from skfed.privacy import SecureAggregation
+
+    homes = {"memory": None, "one": [500], "three": [200, 250, 50]}
+    servers, _ = _servers(tmp_path, certs, homes, MASKED)
+    try:
+        refused = _refusal(servers, certs, "three", lambda: FedHistGradientBoostingRegressor(
+            **PARAMS))
+        assert refused.rule == "require"
+        fits = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(
+            privacy=SecureAggregation(), **PARAMS), "y", ["label"], homes=tuple(homes))
+    finally:
+        for server in servers.values():
+            server.stop()
+    assert fits[0].history_.privacy["secure_aggregation"]
+    assert_same_trees(fits[0], fits[1])
+    assert_same_trees(fits[0], fits[2])
