@@ -158,6 +158,72 @@ def test_the_limb_count_is_public_not_the_datas():
         assert tiny[1] == huge[1]
 
 
+def test_a_bounded_loss_sends_its_sums_in_the_limbs_its_public_bounds_need():
+    """Binomial and multinomial log loss, absolute error, quantile: gradients at most 1
+    and hessians at most 1/4 a row, over rows whose count every site published with
+    its key: three limbs (four sites) instead of four, the trees still the plain fit's
+    bit for bit. Two datasets of one shape, targets and features of other values: the
+    same limbs (never sized from the data). Unbounded losses and weighted rows keep the
+    code's whole range."""
+    X, y, rng = make_data(n=600)
+    clients = split(X, rng, "iid")
+    labels = (y > np.median(y)).astype(int)
+    masked, plain = fit_twice(FedHistGradientBoostingClassifier, X, labels, clients,
+                              max_iter=3)
+    assert_bitwise_same(masked, plain)
+    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3, "hessians": 3}
+    ratio = masked.history_["bytes"][1:].sum() / plain.history_["bytes"][1:].sum()
+    assert ratio < 2.9  # 7 words a cell against 20 bytes (four limbs: 3.6)
+    other = rng.permutation(labels)
+    again, _ = fit_twice(FedHistGradientBoostingClassifier, X * 1e6 + 3, other, clients,
+                         max_iter=2)
+    assert again.history_.privacy["bounded_limbs"] == {"gradients": 3, "hessians": 3}
+    three = np.digitize(y, np.quantile(y, [0.3, 0.7]))
+    masked, plain = fit_twice(FedHistGradientBoostingClassifier, X, three, clients,
+                              max_iter=2)
+    assert_bitwise_same(masked, plain)
+    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3, "hessians": 3}
+    masked, _ = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, max_iter=2,
+                          loss="absolute_error")
+    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3}
+    for kwargs in ({"loss": "squared_error"}, {"loss": "poisson"}):
+        yy = np.abs(y) if kwargs["loss"] == "poisson" else y
+        masked, _ = fit_twice(FedHistGradientBoostingRegressor, X, yy, clients, max_iter=2,
+                              **kwargs)
+        assert masked.history_.privacy["bounded_limbs"] == {}
+    masked, plain = fit_twice(FedHistGradientBoostingClassifier, X, labels, clients,
+                              max_iter=2, sample_weight=rng.uniform(0.5, 2, len(labels)))
+    assert masked.history_.privacy["bounded_limbs"] == {}
+    assert_bitwise_same(masked, plain)
+
+
+def test_a_bounded_range_is_public_and_its_edge_sums_exactly():
+    """The range of a bounded field is a function of the public weight sum and the
+    declared per-row bound only; values at the edge of it, at every site, of one sign,
+    decode to the exact sum rounded once; a value beyond it is refused by name."""
+    from skfed.privacy.masked_sums import field_ranges, range_bits_for
+
+    assert field_ranges({"g": 1.0, "h": 0.25}, 20000.0) == {"g": 16, "h": 14}
+    assert field_ranges({"g": 1.0}, None) == {} == field_ranges({}, 5.0)
+    assert range_bits_for(float("inf")) == RANGE_BITS == range_bits_for(2.0 ** 95)
+    for n_sites in (2, 4, 8191):
+        weight = 5000.0 * n_sites
+        ranges = field_ranges({"g": 1.0}, weight)
+        edge = np.array([5000.0, -5000.0, 2.0 ** -149, -(5000.0 - 2.0 ** -12), 0.0])
+        words, layout = flatten_reply({"g": edge}, n_sites, ranges)
+        assert layout == [("g", (5,), False, ranges["g"])]
+        assert words.size == 5 * limb_count(n_sites, ranges["g"]) < 5 * limb_count(n_sites)
+        total = words * np.uint64(n_sites)
+        got = unflatten_total(total, layout, n_sites)["g"]
+        np.testing.assert_array_equal(got, [_exact_sum([v] * n_sites) for v in edge])
+        with pytest.raises(ValueError, match="field 'g' .* beyond the exact code"):
+            flatten_reply({"g": np.array([2.0 ** ranges["g"]])}, n_sites, ranges)
+    words, layout = flatten_reply({"g": np.ones(3)}, 4, {"g": 16})
+    for bad in (0, RANGE_BITS + 1, 2.5, True):
+        with pytest.raises(ValueError, match="range bits"):
+            unflatten_total(words, [("g", (3,), False, bad)], 4)
+
+
 # -- what is refused --------------------------------------------------------------
 def test_differential_privacy_is_refused_with_the_reason():
     X, y, rng = make_data(n=200)
@@ -322,3 +388,11 @@ def test_the_masked_fit_is_the_same_in_every_home(tmp_path):
             masked = FedHistGradientBoostingRegressor(**PARAMS, privacy=SecureAggregation())
             assert_bitwise_same(masked.fit(dataset), plain)
             assert masked.history_.privacy["masked_sums"] > 0, home
+        # a bounded loss: its gradients in three limbs at every home, from the weight
+        # sums the sites signed with their keys
+        params = dict(PARAMS, loss="absolute_error")
+        plain = FedHistGradientBoostingRegressor(**params).fit(data["in-process"])
+        for home, dataset in data.items():
+            masked = FedHistGradientBoostingRegressor(**params, privacy=SecureAggregation())
+            assert_bitwise_same(masked.fit(dataset), plain)
+            assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3}, home

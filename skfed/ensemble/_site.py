@@ -25,11 +25,12 @@ import numpy as np
 
 from ..data.site import SiteError, weighted_rows
 from ..federation import dominance
+from ..privacy.masked_sums import declare_row_bounds
 from ..federation.combine import tree_combine
 from ..federation.whole_counts import on_partitions
 from ..federation.operations import SUMS, Arg, Refused, check_deadline, site_operation
 from ._histograms import _joined, _node_histograms
-from ._losses import loss_sums
+from ._losses import loss_sums, row_bounds_of
 from ._selection import SortedValues, count_below
 from ._model_chain import content_digest
 from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype,
@@ -358,6 +359,8 @@ def site_histograms(site, context, model, request):
     cache, prep, raw = resolve(site, context, model)
     context = cache.context
     grad, hess = _gradients(cache, prep, raw)
+    # a masked reply's limbs from the loss's public bounds (none under weights)
+    declare_row_bounds(**row_bounds_of(prep.loss, prep.sw is not None))
     n_bins = context["max_bins"] + 1
     # the nodes of a tree that need the same features are computed together
     groups, nodes = {}, unpack_nodes(request)
