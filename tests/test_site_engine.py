@@ -164,7 +164,7 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
 
 @pytest.mark.parametrize("name,why", [
     ("fit.risk_sets", "sorted by time"), ("survival.event_times", "sorted by time"),
-    ("stats.survival_counts", "Kaplan-Meier"), ("stats.count_below", "exact quantiles"),
+    ("evaluate.concordance", "pairs of rows"), ("stats.describe", "whole columns"),
     ("mixed.totals", "shuffle by group"), ("gee.terms", "shuffle by cluster"),
     ("boosting.sketch", "a sort"),
     ("causal.ee_sums", "not declared to combine")])

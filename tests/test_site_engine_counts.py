@@ -33,10 +33,14 @@ def _rows(n=600, seed=3):
     frame.loc[[300, 500], "ward"] = "D"  # held by 2 rows: never released on its own
     frame.loc[rng.choice(n, 20, replace=False), "x"] = np.nan
     frame.loc[rng.choice(n, 9, replace=False), "sex"] = None
-    frame["time"] = np.round(rng.exponential(10.0, size=n), 1) + 0.1  # ties
+    frame["time"] = np.round(rng.exponential(10.0, size=n) + 0.1, 1)  # ties
     frame["event"] = (rng.random(n) < 0.7).astype(int)
     frame["cause"] = np.where(frame["event"] == 1, rng.integers(1, 3, size=n), 0)
     frame["arm"] = rng.choice(["a", "b", "c"], size=n)
+    # six censored rows before every other time: three in each of two partitions
+    frame.loc[[100, 110, 120], ["time", "event", "cause"]] = [0.01, 0, 0]
+    frame.loc[[430, 440, 450], ["time", "event", "cause"]] = [0.015, 0, 0]
+    frame.loc[[100, 110, 120, 430, 440, 450], "arm"] = "a"
     return frame
 
 
@@ -63,6 +67,7 @@ def hosts(tmp_path_factory, certs):
 
 
 DATA = {"name": "rows"}
+GRID = [0.05, 2.05, 5.05, 10.05, 20.05]  # between the times (on a 0.1 lattice)
 LAYOUT = {"strata": ["f", "m"], "levels": {"ward": ["A", "B", "C", "D"]}}
 REQUESTS = [
     ("stats.levels", {"columns": ["x", "sex", "grade"], "by": "sex",
@@ -74,6 +79,19 @@ REQUESTS = [
     ("stats.crosstab", {"row": "sex", "col": "grade", "min_count": 5}),
     ("stats.crosstab", {"row": "sex", "col": "grade", "min_count": 60}),
     ("formula.levels", {"columns": ["sex", "grade"], "min_count": 5}),
+    ("stats.survival_grid", {"time": "time", "event": "event", "group": "arm",
+                             "event_times": False}),
+    # the first interval holds 6 rows: 3 in one partition, 3 in another
+    ("stats.survival_counts", {"time": "time", "event": "event", "group": "arm",
+                               "levels": ["a", "b", "c"], "times": GRID}),
+    ("stats.survival_counts", {"time": "time", "event": "event", "group": None,
+                               "levels": None, "times": GRID}),
+    ("stats.life_table", {"time": "time", "event": "event", "group": None,
+                          "levels": None, "cuts": [0.02, 2.0, 5.0, 10.0, 20.0]}),
+    ("stats.competing_counts", {"time": "time", "event": "cause", "cause": 2,
+                                "times": [0.02, 2.0, 5.0, 10.0, 20.0], "intervals": True}),
+    ("stats.count_below", {"by": "arm", "queries": [["a", "x"], [None, "z"], ["c", "time"]],
+                           "thresholds": [50.0, 6.0, 3.0]}),
 ]
 
 
@@ -250,3 +268,89 @@ def test_one_hot_rare_level_split_across_partitions(services, certs):
         finally:
             data.close()
     assert rules == [("min_level_count", True)] * 2
+
+
+@pytest.mark.parametrize("op,args", [
+    ("stats.life_table", {"time": "time", "event": "event", "group": None, "levels": None,
+                          "cuts": [0.012, 0.02, 2.0, 5.0, 10.0]}),
+    ("stats.survival_counts", {"time": "time", "event": "event", "group": None,
+                               "levels": None, "times": [0.012, 2.05, 5.05]}),
+    ("stats.competing_counts", {"time": "time", "event": "cause", "cause": 1,
+                                "times": [0.012, 2.0, 5.0], "intervals": True}),
+    ("stats.survival_grid", {"time": "time", "event": "event", "group": "ward",
+                             "event_times": False}),
+])
+@pytest.mark.parametrize("partitioning", ["three", "ragged"])
+def test_survival_rules_on_the_whole_dataset(hosts, partitioning, op, args):
+    """Three rows leave the risk set before 0.012, three more before 0.02 (in another
+    partition): an interval of 3 rows is refused on an engine as in memory, and one of
+    6 rows (3 + 3 across partitions) is served (GRID above). The ward of 2 rows split
+    across partitions is refused as a curve's level."""
+    memory = ask(hosts["memory"], op, dataset=DATA, **args)
+    engine = ask(hosts[partitioning], op, dataset=DATA, **args)
+    assert memory["error"]["rule"] == engine["error"]["rule"] == "min_level_count"
+    assert memory["error"]["message"] == engine["error"]["message"]
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory, certs):
+    """All the rows at ``twin`` (in memory) and at ``ragged`` (partitions), with
+    ``allow_event_times``: exact curves."""
+    from skfed.sites.transport import SiteServer
+
+    root, frame = tmp_path_factory.mktemp("engine-timed"), _rows()
+    policy = POLICY + "\nallow_event_times = true"
+    servers = {
+        "twin": SiteServer(load_config(write_site(root / "t", "twin", frame, certs,
+                                                  policy=policy, declare=""))),
+        "ragged": SiteServer(load_config(write_site(root / "r", "ragged", frame, certs,
+                                                    PARTITIONINGS["ragged"], policy=policy,
+                                                    declare="")))}
+    for server in servers.values():
+        server.start()
+    yield servers, frame
+    for server in servers.values():
+        server.stop()
+
+
+def _one_site(timed, certs, name):
+    from skfed import FederatedDataset
+
+    servers, _ = timed
+    return FederatedDataset.from_sites({name: f"127.0.0.1:{servers[name].port}"},
+                                       dataset="rows", ca_file=certs.ca.cert,
+                                       cert_file=certs.client.cert, key_file=certs.client.key)
+
+
+def test_kaplan_meier_and_logrank_through_an_engine_site(timed, certs):
+    """Exact Kaplan-Meier curves (the event times' union over partitions, counts at risk
+    and of events added) and the log-rank test: the engine site's equal the in-memory
+    site's and lifelines' on the pooled rows."""
+    from lifelines import KaplanMeierFitter
+    from lifelines.statistics import multivariate_logrank_test
+
+    from skfed.stats import kaplan_meier, logrank_test
+
+    out = {}
+    for name in ("twin", "ragged"):
+        data = _one_site(timed, certs, name)
+        try:
+            out[name] = (kaplan_meier(data, time="time", event="event"),
+                         kaplan_meier(data, time="time", event="event", by="arm"),
+                         logrank_test(data, time="time", event="event", group="arm"))
+        finally:
+            data.close()
+    rows = timed[1]
+    for km, by, test in out.values():
+        ref = KaplanMeierFitter().fit(rows["time"], rows["event"])
+        np.testing.assert_allclose(km["survival"], ref.survival_function_at_times(
+            km.index).to_numpy(), rtol=1e-12)
+        events = km.index.intersection(ref.event_table.index[ref.event_table["observed"] > 0])
+        assert len(events) > 100
+        np.testing.assert_array_equal(km.loc[events, "at_risk"],
+                                      ref.event_table.loc[events, "at_risk"])
+        lr = multivariate_logrank_test(rows["time"], rows["arm"], rows["event"])
+        np.testing.assert_allclose(test.statistic, lr.test_statistic, rtol=1e-12)
+        np.testing.assert_allclose(test.p_value, lr.p_value, rtol=1e-12)
+    pd.testing.assert_frame_equal(out["twin"][0], out["ragged"][0], check_exact=True)
+    pd.testing.assert_frame_equal(out["twin"][1], out["ragged"][1], check_exact=True)

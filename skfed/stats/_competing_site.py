@@ -22,9 +22,10 @@ import numpy as np
 
 from .._messages import show
 from ..data.site import SiteError
+from ..federation.combine import Combine
 from ..federation.operations import COUNTS, Arg, Refused, site_operation
 from ._survival_site import (_EVENT, _TIME, MAX_TIMES, _increasing, _is_small, _rule_lifted,
-                             checked_times)
+                             checked_times, summed)
 
 
 def competing_rows(site, time, event):
@@ -63,7 +64,9 @@ def _grid_rule(site, values, rules):
               "allow_event_times): the public grid of the Aalen-Johansen cumulative "
               "incidence and of a Fine-Gray model's censoring curve",
     arguments=(_TIME, _EVENT, Arg("censorings", "bool", optional=True, default=False)),
-    checks=(_grid_rule,), counts=lambda reply: [])
+    checks=(_grid_rule,), counts=lambda reply: [],
+    combine=Combine(lambda parts, args: {  # the partitions' times' sorted union
+        key: np.unique(np.concatenate([p[key] for p in parts])) for key in parts[0]}))
 def site_competing_grid(site, time, event, censorings=False):
     """The site's distinct event times (any cause), and censoring times if asked.
 
@@ -103,16 +106,22 @@ def _counts_rule(site, values, rules):
     events of any cause and those of the cause, each 0 or >= ``min_level_count``."""
     if _rule_lifted(rules):
         return
+    for counts in summed(site, _rule_counts, values):
+        if _is_small(counts, rules.min_level_count):
+            raise Refused("min_level_count", "a time of the grid has fewer than "
+                          f"{rules.min_level_count} events, events of the cause, or rows "
+                          "leaving the risk set here")
+
+
+def _rule_counts(site, values):
+    """Per grid time: the rows leaving, the events of any cause and of the cause."""
     tv, codes = competing_rows(site, values["time"], values["event"])
     grid = np.asarray(values["times"], dtype=float)
     k, at = _positions(tv, grid, values["intervals"])
     k = k + 1  # >= 0 for bincount
-    for rows in (np.ones(tv.size, dtype=bool), at & (codes > 0),
-                 at & (codes == values["cause"])):
-        if _is_small(np.bincount(k[rows], minlength=grid.size + 2), rules.min_level_count):
-            raise Refused("min_level_count", "a time of the grid has fewer than "
-                          f"{rules.min_level_count} events, events of the cause, or rows "
-                          "leaving the risk set here")
+    return [np.bincount(k[rows], minlength=grid.size + 2)
+            for rows in (np.ones(tv.size, dtype=bool), at & (codes > 0),
+                         at & (codes == values["cause"]))]
 
 
 @site_operation(
@@ -125,7 +134,7 @@ def _counts_rule(site, values, rules):
     arguments=(_TIME, _EVENT, Arg("cause", "int", low=1, high=1 << 30),
                Arg("times", "floats", most=MAX_TIMES, check=_increasing),
                Arg("intervals", "bool")),
-    checks=(_counts_rule,))
+    checks=(_counts_rule,), combine="sum")  # counts per grid time: they add up
 def site_competing_counts(site, time, event, cause, times, intervals):
     """A site's numbers at risk and of events (any cause, the cause) at public times.
 

@@ -17,7 +17,7 @@ import pandas as pd
 from .._messages import show
 from ..data.site import SiteError
 from ..federation import dominance
-from ..federation.combine import Combine, add_counts
+from ..federation.combine import Combine, add_counts, tree_combine
 from ..federation.operations import COUNTS, SUMS, Arg, Refused, site_operation
 from ..preprocessing._summaries import moments_summary
 from ._levels import MISSING
@@ -263,7 +263,12 @@ def _queries(value):
     describes="one step of the exact quantiles' bisection: a count and the site's values "
               "next to the threshold (single rows' values: only with allow_exact_quantiles)",
     arguments=(Arg("by", "name", nullable=True), Arg("queries", "value", check=_queries),
-               Arg("thresholds", "floats", most=1 << 16, finite=False)))
+               Arg("thresholds", "floats", most=1 << 16, finite=False)),
+    # a count, the largest value below and the smallest above: each partition's combined
+    combine=Combine(lambda parts, args: {
+        "count": tree_combine("sum", [p["count"] for p in parts]),
+        "below": np.fmax.reduce([p["below"] for p in parts], axis=0),
+        "above": np.fmin.reduce([p["above"] for p in parts], axis=0)}))
 def site_count_below(site, by, queries, thresholds):
     """One step of the federated bisection for order statistics, for many queries at once.
 

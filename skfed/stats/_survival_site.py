@@ -24,11 +24,14 @@ At a site that requires protection, ``allow_event_times`` lifts that rule only
 inside masked sums.
 """
 
+import functools
+
 import numpy as np
 import pandas as pd
 
 from .._messages import show
 from ..data.site import SiteError
+from ..federation.combine import Combine, add_counts, tree_combine
 from ..federation.operations import COUNTS, Arg, Refused, site_operation
 
 #: the most levels (curves) and grid times one request may ask for
@@ -133,13 +136,28 @@ def _is_small(counts, floor):
     return bool(np.any((counts > 0) & (counts < floor)))
 
 
+def summed(site, counts, *args):
+    """``counts(site, *args)`` over the site's rows: on an engine's partitions, their
+    counts added (dicts by key), so that a rule decides on the whole dataset."""
+    if not hasattr(site, "map_parts"):
+        return counts(site, *args)
+    parts = site.map_parts(counts, *args)
+    if isinstance(parts[0], dict):
+        return functools.reduce(add_counts, parts)
+    return tree_combine("sum", parts)
+
+
+def _group_counts(site, group):
+    return {_plain(k): int(v) for k, v in
+            _column(site, group, "group").value_counts(dropna=True).items()}
+
+
 def _levels_rule(site, values, rules):
     """Each level of the group column at the site (a name released, and a curve of its
     own) holds at least ``min_level_count`` rows."""
     if values["group"] is None:
         return
-    g = _column(site, values["group"], "group")
-    counts = g.value_counts(dropna=True).to_numpy()
+    counts = np.asarray(list(summed(site, _group_counts, values["group"]).values()))
     if _is_small(counts, rules.min_level_count):
         raise Refused("min_level_count", f"a level of group column {values['group']!r} is "
                       f"held by fewer than {rules.min_level_count} rows here",
@@ -160,6 +178,13 @@ def _grid_rules(site, values, rules):
                       "sites to set allow_event_times", public=True)
 
 
+def _union_grid(parts):
+    """The partitions' levels (first seen first, as ``pd.unique`` on all the rows) and
+    event times (their sorted union)."""
+    return {"levels": list(dict.fromkeys(v for p in parts for v in p["levels"])),
+            "times": np.unique(np.concatenate([p["times"] for p in parts]))}
+
+
 @site_operation(
     "stats.survival_grid", releases=COUNTS,
     describes="the levels of a group column the site holds (each >= min_level_count rows) "
@@ -167,7 +192,8 @@ def _grid_rules(site, values, rules):
               "counts or levels (only with allow_event_times): the public grid of "
               "Kaplan-Meier curves, Nelson-Aalen and the log-rank test",
     arguments=(_TIME, _EVENT, _GROUP, Arg("event_times", "bool")),
-    checks=(_grid_rules,), counts=lambda reply: [])
+    checks=(_grid_rules,), counts=lambda reply: [],
+    combine=Combine(lambda parts, args: _union_grid(parts)))
 def site_survival_grid(site, time, event, group, event_times):
     """The site's group levels and, with ``event_times``, its distinct event times.
 
@@ -199,15 +225,25 @@ def _times_rule(site, values, rules):
     _levels_rule(site, values, rules)
     if _rule_lifted(rules):
         return
+    for leaving, events in summed(site, _grid_counts, values):
+        if _is_small(leaving, rules.min_level_count) or \
+                _is_small(events, rules.min_level_count):
+            raise Refused("min_level_count", f"a time of the grid has fewer than "
+                          f"{rules.min_level_count} events or rows leaving the risk set here")
+
+
+def _grid_counts(site, values):
+    """Per level: the rows between two grid times (before the first: not at risk) and
+    the events at each grid time."""
     tv, ev, g = survival_rows(site, values["time"], values["event"], values["group"])
     grid = np.asarray(values["times"], dtype=float)
+    out = []
     for mask in _level_masks(site, g, values["levels"]):
         k = np.searchsorted(grid, tv[mask], side="right")  # 0: before the first time
         at = (k > 0) & (tv[mask] == grid[np.maximum(k - 1, 0)])
-        if _is_small(np.bincount(k, minlength=grid.size + 1), rules.min_level_count) or \
-                _is_small(np.bincount(k[at & ev[mask]]), rules.min_level_count):
-            raise Refused("min_level_count", f"a time of the grid has fewer than "
-                          f"{rules.min_level_count} events or rows leaving the risk set here")
+        out.append((np.bincount(k, minlength=grid.size + 1),
+                    np.bincount(k[at & ev[mask]], minlength=grid.size + 1)))
+    return out
 
 
 @site_operation(
@@ -219,7 +255,7 @@ def _times_rule(site, values, rules):
               "inside masked sums)",
     arguments=(_TIME, _EVENT, _GROUP, _LEVELS,
                Arg("times", "floats", most=MAX_TIMES, check=_increasing)),
-    checks=(_times_rule,))
+    checks=(_times_rule,), combine="sum")  # counts per grid time: they add up
 def site_survival_counts(site, time, event, group, levels, times):
     """A site's numbers at risk and of events at each public time, per level.
 
@@ -265,13 +301,23 @@ def _intervals_rule(site, values, rules):
     _levels_rule(site, values, rules)
     if _rule_lifted(rules):
         return
-    tv, ev, g = survival_rows(site, values["time"], values["event"], values["group"])
-    for mask in _level_masks(site, g, values["levels"]):
-        k = np.searchsorted(values["cuts"], tv[mask], side="left")
-        if _is_small(np.bincount(k), rules.min_level_count) or \
-                _is_small(np.bincount(k[ev[mask]]), rules.min_level_count):
+    for removed, events in summed(site, _interval_counts, values):
+        if _is_small(removed, rules.min_level_count) or \
+                _is_small(events, rules.min_level_count):
             raise Refused("min_level_count", "an interval of the time grid holds fewer than "
                           f"{rules.min_level_count} events or rows here")
+
+
+def _interval_counts(site, values):
+    """Per level: the rows and the events in each interval of the cut points."""
+    tv, ev, g = survival_rows(site, values["time"], values["event"], values["group"])
+    cuts = np.asarray(values["cuts"], dtype=float)
+    out = []
+    for mask in _level_masks(site, g, values["levels"]):
+        k = np.searchsorted(cuts, tv[mask], side="left")
+        out.append((np.bincount(k, minlength=cuts.size + 1),
+                    np.bincount(k[ev[mask]], minlength=cuts.size + 1)))
+    return out
 
 
 @site_operation(
@@ -284,7 +330,7 @@ def _intervals_rule(site, values, rules):
     arguments=(_TIME, _EVENT, _GROUP, _LEVELS,
                Arg("cuts", "floats", most=MAX_TIMES, check=_cut_points,
                    convert=lambda c: np.asarray(c, dtype=np.float64))),
-    checks=(_intervals_rule,))
+    checks=(_intervals_rule,), combine="sum")
 def site_life_table(site, time, event, group, levels, cuts):
     """A site's events and rows leaving in each interval of public cut points, per level.
 
