@@ -40,6 +40,7 @@ from ..data.sources import split_table
 from ..federation import dominance
 from ..federation.combine import Combine, tree_combine
 from ..federation.operations import Refused
+from .engine_kept import deferred_checks, row_shares, run_kept
 
 _LOG = logging.getLogger("skfed.site")
 
@@ -55,7 +56,8 @@ NEEDS_ALL_ROWS = (
     ("mixed.", "a group's rows may span partitions (a shuffle by group)"),
     ("glmm.", "a group's rows may span partitions (a shuffle by group)"),
     ("gee.", "a cluster's rows may span partitions (a shuffle by cluster)"),
-    ("boosting.", "boosting's bin edges and fit state are not yet kept per partition"),
+    ("boosting.sketch", "a sketch groups each feature's values in value order across "
+                        "partitions (a sort); fit with binning='exact'"),
     ("evaluate.concordance", "concordance compares pairs of rows across partitions "
                              "(a sort)"),
 )
@@ -132,6 +134,15 @@ def run_plain(frame, offset, keep, *, site, reference, function, args):
     whole dataset at the site)."""
     with dominance.suspended():
         return function(part_rows(frame, offset, site, reference, keep), *args)
+
+
+def keep_part(frame, offset, keep, position, *, site, reference):
+    """A partition's rows of a request, built once and kept on its worker (what a
+    boosting fit's state there is kept beside), with their place among the request's
+    rows (scikit-learn's binning draw counts over them)."""
+    rows = part_rows(frame, offset, site, reference, keep)
+    rows.meta["position"] = int(position)
+    return rows
 
 
 def run_on_objective(objective, *, function, args, audit):
@@ -380,6 +391,49 @@ class EngineRows:
                                           else [target]) + [self.sample_weight,
                                                             reference.get("offset")]
                               if c is not None}}
+        self._kept, self._kept_lock = None, threading.Lock()
+        self._deferred = threading.local()
+
+    def kept(self):
+        """``(futures, shares)``: each partition's rows of this request, built once and
+        kept on its worker (:func:`keep_part`), and its share of the rows."""
+        with self._kept_lock:
+            if self._kept is None:
+                futures, offsets, keep = self.parts
+                sizes = self.engine.gather_map(len, futures) if futures else []
+                sizes = [n if k is None else int(np.count_nonzero(k))
+                         for n, k in zip(sizes, keep)]
+                positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+                self._kept = (self.engine.client.map(
+                    keep_part, futures, offsets, keep, positions.tolist(), site=self.site,
+                    reference=self.reference, pure=False), row_shares(sizes))
+            return self._kept
+
+    def weights(self):
+        """What the site reads of the rows' weights outside an operation (the weight sum
+        a masked-sums key signs, ``np.sum(rows.weights())``): their sum over the
+        partitions (:class:`_WeightSum`); no row's weight is here."""
+        return _WeightSum(self)
+
+    def defer_check(self, check, values, rules):
+        """A declared check that reads rows: run on each partition with the request's
+        function (:mod:`.engine_kept`), its counts decided on the whole dataset."""
+        pending = getattr(self._deferred, "pending", None)
+        if pending is None or pending[1] is not values:  # a new request
+            pending = self._deferred.pending = ([], values, rules)
+        pending[0].append(check)
+
+    def _pending(self, operation, args):
+        """The checks deferred by this request (its arguments are their values)."""
+        pending, self._deferred.pending = getattr(self._deferred, "pending", None), None
+        names = [a.name for a in operation.arguments]
+        if pending is not None and len(names) == len(args) and all(
+                pending[1].get(n) is a for n, a in zip(names, args)):
+            return pending
+        if deferred_checks(operation):  # never run without its checks
+            raise Refused("engine", f"{operation.name}: its checks did not run",
+                          public=True)
+        return None
 
     def supports(self):
         """The row sets a reply's per-column sums are over, as an in-memory site records
@@ -415,6 +469,9 @@ class EngineRows:
             return self._open(operation, args, futures, offsets, keep)
         if operation.combine is None:
             raise refusal(operation)
+        pending = self._pending(operation, args)
+        if pending is not None:
+            return run_kept(self, operation, pending)
         return self.engine.run(operation, run_on_rows, futures, args,
                                extra=(offsets, keep),
                                context={"site": self.site, "reference": self.reference})
@@ -437,6 +494,27 @@ def _describe_objective(objective):
     return {"datafit": objective.datafit, "layout": objective.layout,
             "weighted_rows": bool(getattr(objective, "weighted_rows", False)),
             "n_features": int(objective.X.shape[1])}
+
+
+def part_weight_sum(rows):
+    return float(np.sum(rows.weights()))
+
+
+class _WeightSum:
+    """The weights of a request's rows on an engine, of which only the sum is read
+    (``np.sum`` calls :meth:`sum`): each partition's sum, added in a tree."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def sum(self, *args, **kwargs):
+        futures, _ = self.rows.kept()
+        parts = self.rows.engine.gather_map(part_weight_sum, futures)
+        return float(tree_combine("sum", parts)) if parts else 0.0
+
+    def __array__(self, *args, **kwargs):
+        raise SiteError(self.rows.site, "the rows' weights of a dataset on an engine are "
+                                        "not here (only their sum)")
 
 
 class EngineObjective:
