@@ -292,23 +292,31 @@ MASKED = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
           'require = ["secure_aggregation"]\nconsortium = ["other", "same"]')
 
 
-def test_masked_boosting_on_one_and_three_partitions(tmp_path, certs):
+@pytest.mark.parametrize("task", ["regressor", "classifier"])
+def test_masked_boosting_on_one_and_three_partitions(tmp_path, certs, task):
     """Under required secure aggregation the engine site serves boosting only masked,
     and the masked fit on one partition, on three, and in memory gives the same trees
-    bit for bit (the decoded sums the same bits whatever the partitioning)."""
+    bit for bit, its sums in the same limbs (a bounded loss's three: the bounds its
+    function declares on the partitions are declared again at the site)."""
     from skfed.privacy import SecureAggregation
 
+    make, target, drop = (FedHistGradientBoostingRegressor, "y", ["label"]) \
+        if task == "regressor" else (FedHistGradientBoostingClassifier, "label", ["y"])
     homes = {"memory": None, "one": [500], "three": [200, 250, 50]}
     servers, _ = _servers(tmp_path, certs, homes, MASKED)
     try:
-        refused = _refusal(servers, certs, "three", lambda: FedHistGradientBoostingRegressor(
-            **PARAMS))
+        refused = _refusal(servers, certs, "three", lambda: make(**PARAMS), target, drop)
         assert refused.rule == "require"
-        fits = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(
-            privacy=SecureAggregation(), **PARAMS), "y", ["label"], homes=tuple(homes))
+        fits = _fit_each(servers, certs, lambda: make(privacy=SecureAggregation(), **PARAMS),
+                         target, drop, homes=tuple(homes))
     finally:
         for server in servers.values():
             server.stop()
-    assert fits[0].history_.privacy["secure_aggregation"]
+    privacy = [fit.history_.privacy for fit in fits]
+    assert privacy[0]["secure_aggregation"]
+    for key in ("limbs", "bounded_limbs"):
+        assert privacy[0].get(key) == privacy[1].get(key) == privacy[2].get(key)
+    if task == "classifier":  # log loss: its gradients' public bound
+        assert privacy[2]["bounded_limbs"] == {"gradients": 3, "hessians": 3}
     assert_same_trees(fits[0], fits[1])
     assert_same_trees(fits[0], fits[2])

@@ -18,8 +18,10 @@ The site's caps of a fit's state hold over the partitions together: each partiti
 state is capped at its share of the rows of the caps (the state is made of per-row
 arrays).
 
-This module imports no estimator and nothing of :mod:`skfed.sites.engine` (which uses
-it).
+What the function declares of a masked reply (its public per-row bounds,
+:func:`skfed.privacy.masked_sums.declare_row_bounds`) is declared again at the site,
+where the reply is masked: the same limbs as in memory. This module imports no
+estimator and nothing of :mod:`skfed.sites.engine` (which uses it).
 """
 
 import numpy as np
@@ -27,6 +29,7 @@ import numpy as np
 from ..federation import dominance, whole_counts
 from ..federation.combine import tree_combine
 from ..federation.operations import Refused, Requester, current_requester, requester
+from ..privacy.masked_sums import declare_row_bounds, row_bounds
 
 
 def deferred_checks(operation):
@@ -57,12 +60,13 @@ def run_checked(rows, who, *, request, audit):
                 for check in checks:
                     check(rows, values, rules)
             args = [values[name] for name in names]
-            if audit is None:
-                with dominance.suspended():
-                    return "ok", (function(rows, *args), counts.records), None
-            with dominance.Recording(*audit) as recording:
-                out = function(rows, *args)
-            return "ok", (out, counts.records), recording.records
+            with row_bounds() as bounds:  # a masked reply's public per-row bounds
+                if audit is None:
+                    with dominance.suspended():
+                        return "ok", (function(rows, *args), counts.records, bounds), None
+                with dominance.Recording(*audit) as recording:
+                    out = function(rows, *args)
+            return "ok", (out, counts.records, bounds), recording.records
     except Refused as exc:
         return "refused", (exc.rule, exc.detail, exc.public), None
 
@@ -116,7 +120,20 @@ def run_kept(rows, operation, pending):
             again = engine._replies(run_checked, kept, (whos,), audit=(*spec, wanted),
                                     **context)
             wanted = dominance.merge(audit, [r[2] for r in again], wanted)
+    declared(r[1][2] for r in replies)
     return tree_combine(operation.combine, [r[1][0] for r in replies])
+
+
+def declared(bounds):
+    """The per-row bounds the partitions' function declared (public facts of the
+    analysis, the same in each), declared again at the site, where a masked reply is
+    coded: the same limbs as an in-memory site's."""
+    merged = {}
+    for part in bounds:
+        for field, bound in part.items():
+            merged[field] = max(bound, merged.get(field, bound))
+    if merged:
+        declare_row_bounds(**merged)
 
 
 def row_shares(sizes):
