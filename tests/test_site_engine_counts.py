@@ -354,3 +354,81 @@ def test_kaplan_meier_and_logrank_through_an_engine_site(timed, certs):
         np.testing.assert_allclose(test.p_value, lr.p_value, rtol=1e-12)
     pd.testing.assert_frame_equal(out["twin"][0], out["ragged"][0], check_exact=True)
     pd.testing.assert_frame_equal(out["twin"][1], out["ragged"][1], check_exact=True)
+
+
+PROTECTED = ('min_rows = 10\nmin_level_count = 5\nrequire = ["secure_aggregation"]\n'
+             'consortium = ["other", "twin", "ragged"]')
+
+
+@pytest.fixture(scope="module")
+def protected(tmp_path_factory, certs):
+    """Sites that require secure aggregation: ``other`` and ``twin`` in memory, and the
+    third site's rows (``ragged``) three times: in memory, on an engine in one
+    partition, and on an engine in three."""
+    from skfed.sites.transport import SiteServer
+
+    root, frame = tmp_path_factory.mktemp("engine-count-protected"), _rows()
+    parts = [frame.iloc[:200], frame.iloc[200:400], frame.iloc[400:].reset_index(drop=True)]
+    homes = {"other": (parts[0], None), "twin": (parts[1], None), "memory": (parts[2], None),
+             "one": (parts[2], [200]), "three": (parts[2], [60, 1, 139])}
+    servers = {}
+    for home, (rows, sizes) in homes.items():
+        name = home if home in ("other", "twin") else "ragged"
+        servers[home] = SiteServer(load_config(write_site(
+            root / home, name, rows, certs, sizes, policy=PROTECTED, declare="")))
+        servers[home].start()
+    yield servers, frame
+    for server in servers.values():
+        server.stop()
+
+
+def _protected_data(protected, certs, home):
+    from skfed import FederatedDataset
+
+    servers, _ = protected
+    return FederatedDataset.from_sites(
+        {name: f"127.0.0.1:{servers[name if name != 'ragged' else home].port}"
+         for name in ("other", "twin", "ragged")}, dataset="rows", ca_file=certs.ca.cert,
+        cert_file=certs.client.cert, key_file=certs.client.key)
+
+
+def test_masked_table_one_and_life_table_through_an_engine_site(protected, certs):
+    """Under required secure aggregation the engine site masks its combined counts and
+    sums as the in-memory site masks its own: a Table 1 and a life table decoded from
+    the masked sums are the same numbers with the third site in memory, in one
+    partition or in three (counts exactly; the moments to round-off: a float sum over
+    partitions adds in another order)."""
+    from skfed.privacy import SecureAggregation
+    from skfed.sites import SiteRefusal
+    from skfed.stats import describe, kaplan_meier
+
+    out = {}
+    for home in ("memory", "one", "three"):
+        data = _protected_data(protected, certs, home)
+        try:
+            with pytest.raises(SiteRefusal) as info:  # in the clear: refused, as in memory
+                describe(data, by="sex", columns=["x", "ward"], quantiles=(), privacy=None)
+            assert info.value.rule == "require"
+            out[home] = (describe(data, by="sex", columns=["x", "z", "arm"], quantiles=(),
+                                  privacy=SecureAggregation()),
+                         kaplan_meier(data, time="time", event="event",
+                                      time_grid=[2.0, 5.0, 10.0, 20.0],
+                                      privacy=SecureAggregation()))
+        finally:
+            data.close()
+    rows = protected[1]
+    for table, life in out.values():
+        assert table.masked and life.approximate
+        assert str(int(rows["sex"].eq("f").sum())) in str(table.table)  # pooled, decoded
+    tables = {home: (pd.DataFrame(t.table), pd.DataFrame(life)) for home, (t, life) in
+              out.items()}
+    for k in range(2):
+        one, three = tables["one"][k], tables["three"][k]
+        # counts the same bits; a float sum's partitions add in another order (round-off)
+        exact = [i for i in one.index if str(i[-1]) in ("count", "missing")] if k == 0 \
+            else one.index
+        assert len(exact) >= 5
+        pd.testing.assert_frame_equal(one.loc[exact], three.loc[exact], check_exact=True)
+        pd.testing.assert_frame_equal(one, three, check_exact=False, rtol=1e-14, atol=0)
+        pd.testing.assert_frame_equal(tables["memory"][k], three, check_exact=False,
+                                      rtol=1e-12, atol=0)
