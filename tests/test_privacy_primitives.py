@@ -405,3 +405,34 @@ def test_mask_words_masks_integer_limbs_that_cancel_exactly():
     np.testing.assert_array_equal(sum_masked(messages, 4), plain)
     with pytest.raises(ValueError, match="already masked a message in round 9"):
         parties[0].mask_words(words[0], 9, keys)
+
+
+def test_mask_words_in_place_and_in_threads_give_the_same_masks():
+    """copy=False masks the caller's own words in place (the same message as a copy's);
+    parties masking at once in threads (a site service's) each use their own keystream
+    buffer: every sum still cancels to the plain one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from skfed.privacy.secure_aggregation import sum_masked
+
+    rng = np.random.default_rng(5)
+    words = [rng.integers(0, 2 ** 40, 50_000).view(np.uint64) for _ in range(4)]
+    kept = [w.copy() for w in words]
+    plain = np.zeros(50_000, dtype=np.uint64)
+    for w in words:
+        plain += w
+    parties, keys = make_parties(range(4))
+    for round in range(1, 4):
+        copies = [p.mask_words(w, round, keys) for p, w in zip(parties, words)]
+        for w, k in zip(words, kept):
+            np.testing.assert_array_equal(w, k)  # untouched
+        np.testing.assert_array_equal(sum_masked(copies, 4), plain)
+    own = [w.copy() for w in words]
+    messages = [p.mask_words(w, 7, keys, copy=False) for p, w in zip(parties, own)]
+    assert all(np.shares_memory(m.data, w) for m, w in zip(messages, own))
+    np.testing.assert_array_equal(sum_masked(messages, 4), plain)
+    with ThreadPoolExecutor(4) as pool:
+        for exchange in range(10, 15):
+            threaded = list(pool.map(lambda pw: pw[0].mask_words(pw[1], exchange, keys),
+                                     zip(parties, words)))
+            np.testing.assert_array_equal(sum_masked(threaded, 4), plain)

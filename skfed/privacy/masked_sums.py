@@ -306,7 +306,7 @@ def mask_reply(party, keys, reply, message, fixed_point, ranges=None):
     if len(peers) > fixed_point.n_parties:
         raise ValueError(f"{len(peers)} parties but the limb code is for "
                          f"{fixed_point.n_parties}: a sum could overflow.")
-    masked = party.mask_words(words, int(message["exchange"]), peers)
+    masked = party.mask_words(words, int(message["exchange"]), peers, copy=False)
     return {"masked": masked, "layout": [list(entry) for entry in layout]}
 
 

@@ -79,6 +79,7 @@ K. Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving
 Machine Learning", ACM CCS 2017.
 """
 
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral, Real
@@ -121,6 +122,18 @@ def _zeros(nbytes):
     if len(_ZEROS[0]) < nbytes:
         _ZEROS[0] = bytes(max(nbytes, 2 * len(_ZEROS[0])))
     return memoryview(_ZEROS[0])[:nbytes]
+
+
+_SCRATCH = threading.local()
+
+
+def _keystream_buffer(nbytes):
+    """A keystream buffer of ``nbytes``, kept per thread and grown as needed (a fresh
+    megabyte buffer a sum costs page faults; a site service masks in several threads)."""
+    held = getattr(_SCRATCH, "buffer", None)
+    if held is None or len(held) < nbytes:
+        held = _SCRATCH.buffer = bytearray(max(nbytes, 2 * len(held or b"")))
+    return memoryview(held)[:nbytes]
 
 
 def _require_cryptography():
@@ -524,7 +537,7 @@ class SecureAggregationParty:
         data = fixed_point.encode(weight * x).ravel()
         return self._masked(data, round, peers, x.shape)
 
-    def mask_words(self, words, round, peers_public_keys):
+    def mask_words(self, words, round, peers_public_keys, *, copy=True):
         """Add this party's pairwise masks to words it encoded itself.
 
         Parameters
@@ -536,6 +549,8 @@ class SecureAggregationParty:
             Round identifier, as in :meth:`mask`.
         peers_public_keys : mapping of int to bytes
             As in :meth:`mask`.
+        copy : bool, default=True
+            False: mask ``words`` in place (a caller's own fresh encoding).
 
         Returns
         -------
@@ -547,7 +562,10 @@ class SecureAggregationParty:
             raise TypeError(f"mask_words expects uint64 words, got {words.dtype}.")
         peers = self._peers(peers_public_keys, None)
         self._check_round(round)
-        return self._masked(words.ravel().copy(), round, peers, words.shape)
+        data = words.ravel()
+        if copy and np.may_share_memory(data, words):
+            data = data.copy()
+        return self._masked(data, round, peers, words.shape)
 
     def _peers(self, peers_public_keys, n_parties):
         """``{peer id: key}`` of the other parties, checked."""
@@ -578,7 +596,7 @@ class SecureAggregationParty:
                              f"of the two messages. Use a new round identifier.")
 
     def _masked(self, data, round, peers, shape):
-        buffer = bytearray(8 * data.size + 15)  # one keystream buffer for every pair
+        buffer = _keystream_buffer(8 * data.size + 15)  # one for every pair
         for pid, key in peers.items():
             m = self._pair_mask(pid, key, round, data.size, out=buffer)
             if pid > self.party_id:
