@@ -41,6 +41,10 @@ def _rows(n=600, seed=3):
     frame.loc[[100, 110, 120], ["time", "event", "cause"]] = [0.01, 0, 0]
     frame.loc[[430, 440, 450], ["time", "event", "cause"]] = [0.015, 0, 0]
     frame.loc[[100, 110, 120, 430, 440, 450], "arm"] = "a"
+    # a treatment by the covariates z and grade, and an outcome (a causal analysis)
+    logit = -0.3 + 0.25 * (frame["z"] - 6.0) - 0.3 * (frame["grade"] - 2.0)
+    frame["treat"] = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(float)
+    frame["outcome"] = 1.0 + 2.0 * frame["treat"] + 0.3 * frame["z"] + rng.normal(size=n)
     return frame
 
 
@@ -68,6 +72,10 @@ def hosts(tmp_path_factory, certs):
 
 DATA = {"name": "rows"}
 GRID = [0.05, 2.05, 5.05, 10.05, 20.05]  # between the times (on a 0.1 lattice)
+SPEC = {"treatment": "treat", "outcome": "outcome", "covariates": ["z", "grade"],
+        "estimand": "ATE", "stabilized": False, "truncate": None, "trim": None,
+        "method": "ipw", "family": "gaussian", "scores": "logistic"}
+THETA = [3.0, 1.0, -1.2, 0.25, -0.3]  # the arms' means, the propensity model
 LAYOUT = {"strata": ["f", "m"], "levels": {"ward": ["A", "B", "C", "D"]}}
 REQUESTS = [
     ("stats.levels", {"columns": ["x", "sex", "grade"], "by": "sex",
@@ -90,6 +98,11 @@ REQUESTS = [
                           "levels": None, "cuts": [0.02, 2.0, 5.0, 10.0, 20.0]}),
     ("stats.competing_counts", {"time": "time", "event": "cause", "cause": 2,
                                 "times": [0.02, 2.0, 5.0, 10.0, 20.0], "intervals": True}),
+    ("causal.ee_sums", {"spec": SPEC, "theta": THETA}),
+    ("causal.balance_sums", {"spec": SPEC, "theta": THETA}),
+    # bins of 1 to 4 rows hidden on the whole dataset's counts
+    ("causal.overlap_counts", {"spec": SPEC, "theta": THETA, "n_bins": 40,
+                               "threshold": 4.0, "min_count": 5}),
     ("stats.count_below", {"by": "arm", "queries": [["a", "x"], [None, "z"], ["c", "time"]],
                            "thresholds": [50.0, 6.0, 3.0]}),
 ]
@@ -200,7 +213,7 @@ def _fit_both(services, certs, make, drop):
 
 
 NUMERIC = ["x", "z", "grade"]
-NOT_NUMERIC = ["time", "cause", "ward", "sex", "w", "arm"]
+NOT_NUMERIC = ["time", "cause", "ward", "sex", "w", "arm", "treat", "outcome"]
 
 
 def test_scaler_through_an_engine_site(services, certs):
@@ -243,7 +256,7 @@ def test_one_hot_through_an_engine_site(services, certs):
 
     from skfed.preprocessing import FedOneHotEncoder
 
-    drop = ["x", "z", "time", "cause", "ward", "w", "sex"]
+    drop = ["x", "z", "time", "cause", "ward", "w", "sex", "treat", "outcome"]
     memory, engine = _fit_both(services, certs, FedOneHotEncoder, drop)
     ref = OneHotEncoder().fit(services[1][["grade", "arm"]])
     for fit in (memory, engine):
@@ -257,7 +270,7 @@ def test_one_hot_rare_level_split_across_partitions(services, certs):
     from skfed.preprocessing import FedOneHotEncoder
     from skfed.sites import SiteRefusal
 
-    drop = ["x", "z", "time", "cause", "sex", "grade", "w", "arm"]
+    drop = ["x", "z", "time", "cause", "sex", "grade", "w", "arm", "treat", "outcome"]
     rules = []
     for pair in (("other", "twin"), ("other", "ragged")):
         data = _dataset(services, certs, pair, drop)
@@ -432,3 +445,49 @@ def test_masked_table_one_and_life_table_through_an_engine_site(protected, certs
         pd.testing.assert_frame_equal(one, three, check_exact=False, rtol=1e-14, atol=0)
         pd.testing.assert_frame_equal(tables["memory"][k], three, check_exact=False,
                                       rtol=1e-12, atol=0)
+
+
+def test_causal_estimators_through_an_engine_site(services, certs):
+    """FedIPW (its stacked estimating equations' sums, the balance sums, the overlap
+    counts) and FedAIPW through an engine site: the in-memory site's numbers, and
+    delicatessen's Hajek IPW on the pooled rows."""
+    import warnings
+
+    from skfed.causal import FedAIPW, FedIPW
+
+    delicatessen = pytest.importorskip("delicatessen")
+    from delicatessen.estimating_equations import ee_ipw
+
+    fits = {}
+    for pair in (("other", "twin"), ("other", "ragged")):
+        data = _dataset(services, certs, pair, ["x", "time", "event", "cause", "ward", "sex",
+                                                "w", "arm"])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # the extreme-weight counts
+                fits[pair[1]] = (FedIPW().fit(data, treatment="treat", outcome="outcome"),
+                                 FedAIPW().fit(data, treatment="treat", outcome="outcome"))
+        finally:
+            data.close()
+    for memory, engine in zip(fits["twin"], fits["ragged"]):
+        np.testing.assert_allclose(engine.params_, memory.params_, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(engine.cov_params_, memory.cov_params_, rtol=1e-10)
+    rows = services[1]
+    W = np.column_stack([np.ones(len(rows)), rows[["z", "grade"]]])
+    m = delicatessen.MEstimator(lambda theta: ee_ipw(
+        theta, rows["outcome"], rows["treat"], W, weight_type="hajek"), init=[0.0] * 6)
+    m.estimate(solver="lm", tolerance=1e-13, deriv_method="exact")
+    ipw = fits["ragged"][0]
+    np.testing.assert_allclose(ipw.effect_, m.theta[0], rtol=1e-9)
+    np.testing.assert_allclose(ipw.std_err_ ** 2, m.variance[0, 0], rtol=1e-6)
+
+
+def test_overlap_counts_hidden_on_the_whole(hosts):
+    """The overlap table's small bins are hidden on the combined counts: some are hidden
+    in memory, the same ones on an engine (a per-partition hiding would hide more)."""
+    args = {"spec": SPEC, "theta": THETA, "n_bins": 40, "threshold": 4.0, "min_count": 5}
+    memory = ask(hosts["memory"], "causal.overlap_counts", dataset=DATA, **args)["ok"]
+    assert memory["hidden"].sum() > 0 and (memory["counts"] >= 5).sum() > 5
+    for name in ("three", "ragged"):
+        engine = ask(hosts[name], "causal.overlap_counts", dataset=DATA, **args)["ok"]
+        assert_same(memory, engine)

@@ -20,6 +20,7 @@ import numpy as np
 from .._messages import show
 from ..data.site import SiteError
 from ..federation import dominance
+from ..federation.combine import Combine, tree_combine
 from ..federation.operations import COUNTS, SUMS, Arg, row_step, site_operation
 from ._equations import (ESTIMANDS, FAMILIES, arm_weights, blocks, n_parameters, scores,
                          stacked)
@@ -181,7 +182,7 @@ def treatment_as_target(site, treatment, covariates):
               "stacked estimating equations' k sums, their k x k summed derivative and "
               "k x k sum of outer products (the sandwich's bread and meat), the arms' row "
               "counts and outcome sums; under the dominance rule",
-    arguments=(_SPEC, _THETA, _MODEL))
+    arguments=(_SPEC, _THETA, _MODEL), combine="sum")
 def site_ee_sums(site, spec, theta, model=None):
     """One site's sums of the stacked estimating equations at ``theta``."""
     Z, A, Y = site_arrays(site, spec)
@@ -218,7 +219,7 @@ def ipw_weights(Z, A, theta, spec, e_model=None):
     describes="per arm and covariate, at a broadcast propensity model: the row count, the "
               "sums of the covariate and its square, the weighted sum of the covariate, "
               "and the weights' sum and sum of squares; under the dominance rule",
-    arguments=(_SPEC, _THETA, _MODEL))
+    arguments=(_SPEC, _THETA, _MODEL), combine="sum")
 def site_balance_sums(site, spec, theta, model=None):
     """Per arm (treated first): counts, moments and weight sums of the covariates."""
     Z, A, Y = site_arrays(site, spec)
@@ -229,9 +230,13 @@ def site_balance_sums(site, spec, theta, model=None):
     out = {}
     for arm, rows in (("1", A == 1), ("0", A == 0)):
         x, wa = X[rows], w[rows]
-        if dominance.active() is not None and rows.any():  # an empty arm's sums are 0
-            dominance.check_rows(np.column_stack([x, x * x, wa[:, None] * x, wa, wa * wa]),
-                                 "a balance table's sums")
+        # an empty arm's sums are 0; a partition of an engine records its check all the
+        # same (the site merges the partitions' checks in order)
+        audit = dominance.active()
+        if audit is not None and (rows.any() or isinstance(audit, dominance.Recording)):
+            terms = np.column_stack([x, x * x, wa[:, None] * x, wa, wa * wa])
+            dominance.check_rows(terms if rows.any() else np.zeros((1, terms.shape[1])),
+                                 "a balance table's sums")  # a zero row adds nothing
         out.update({f"n{arm}": float(rows.sum()), f"sx{arm}": x.sum(axis=0),
                     f"sxx{arm}": (x * x).sum(axis=0), f"sw{arm}": float(wa.sum()),
                     f"sww{arm}": float(wa @ wa), f"swx{arm}": wa @ x})
@@ -244,6 +249,20 @@ def _hide(counts, min_count):
     return np.where(small, 0, counts), small.astype(np.int64)
 
 
+def _overlap_part(site, spec, theta, n_bins, threshold, min_count=1, model=None):
+    """A partition's overlap counts, none hidden (hidden on the whole dataset's)."""
+    return site_overlap_counts(site, spec, theta, n_bins, threshold, 1, model)
+
+
+def _hide_overlap(out, args, site):
+    """The whole dataset's counts hidden as :func:`site_overlap_counts` hides them."""
+    min_count = args[4]
+    counts, hidden = _hide(out["counts"], min_count)
+    extreme, extreme_hidden = _hide(out["extreme"], min_count)
+    return {"counts": counts, "hidden": hidden, "extreme": extreme,
+            "extreme_hidden": extreme_hidden}
+
+
 @site_operation(
     "causal.overlap_counts", releases=COUNTS, maskable=True,
     describes="per arm, at a broadcast propensity model: the count of rows in each fixed "
@@ -252,7 +271,9 @@ def _hide(counts, min_count):
               "flagged",
     arguments=(_SPEC, _THETA, Arg("n_bins", "int", low=2, high=200),
                Arg("threshold", "float", low=0),
-               Arg("min_count", "int", low=1, floor="min_level_count"), _MODEL))
+               Arg("min_count", "int", low=1, floor="min_level_count"), _MODEL),
+    # an engine's partitions count every bin; the small counts hidden on the whole
+    combine=Combine("sum", part=_overlap_part, finish=_hide_overlap))
 def site_overlap_counts(site, spec, theta, n_bins, threshold, min_count=1, model=None):
     """Per arm (treated first): binned score counts and the count of extreme weights."""
     Z, A, _ = site_arrays(site, spec)
@@ -278,7 +299,11 @@ def site_overlap_counts(site, spec, theta, n_bins, threshold, min_count=1, model
               "at a broadcast propensity model: per threshold, the count of the site's "
               "scores at or below it and the scores next to it (single rows' values: only "
               "with allow_exact_quantiles)",
-    arguments=(_SPEC, _THETA, Arg("thresholds", "floats", most=64, finite=False)))
+    arguments=(_SPEC, _THETA, Arg("thresholds", "floats", most=64, finite=False)),
+    combine=Combine(lambda parts, args: {  # each partition's count, neighbours combined
+        "count": tree_combine("sum", [p["count"] for p in parts]),
+        "below": np.fmax.reduce([p["below"] for p in parts], axis=0),
+        "above": np.fmin.reduce([p["above"] for p in parts], axis=0)}))
 def site_score_count_below(site, spec, theta, thresholds):
     """Per threshold ``t``: ``count`` of scores ``<= t``, the largest score ``<= t``
     (``below``) and the smallest ``> t`` (``above``), NaN where none."""
