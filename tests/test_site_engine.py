@@ -167,7 +167,7 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
     ("evaluate.concordance", "pairs of rows"), ("stats.describe", "whole columns"),
     ("mixed.totals", "shuffle by group"), ("gee.terms", "shuffle by cluster"),
     ("boosting.sketch", "a sort"),
-    ("causal.ee_sums", "not declared to combine")])
+    ("causal.weighted_life_table", "not declared to combine")])
 def test_every_refusal_names_its_reason(name, why):
     """Each declared operation an engine does not serve is refused with its reason."""
     import importlib
