@@ -24,7 +24,7 @@ applies to it before any row is read (:mod:`skfed.ensemble._site_rules`).
 import numpy as np
 
 from ..data.site import SiteError, weighted_rows
-from ..federation import dominance
+from ..federation import dominance, whole_counts
 from ..privacy.masked_sums import declare_row_bounds
 from ..federation.combine import tree_combine
 from ..federation.whole_counts import on_partitions
@@ -33,6 +33,7 @@ from ._histograms import _joined, _node_histograms
 from ._losses import loss_sums, row_bounds_of
 from ._selection import SortedValues, count_below
 from ._model_chain import content_digest
+from ._site_continued import continued_histograms
 from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype,
                          _present_levels, bin_features, encoded_target, fit_state,
                          model_features, node_rows, pack_nodes, resolve, unpack_nodes)
@@ -359,6 +360,10 @@ def site_histograms(site, context, model, request):
     cache, prep, raw = resolve(site, context, model)
     context = cache.context
     grad, hess = _gradients(cache, prep, raw)
+    # on a partition of an engine: whether its sums add to the in-memory site's bits
+    whole_counts.float_terms(grad)
+    if hess is not None:
+        whole_counts.float_terms(hess)
     # a masked reply's limbs from the loss's public bounds (none under weights)
     declare_row_bounds(**row_bounds_of(prep.loss, prep.sw is not None))
     n_bins = context["max_bins"] + 1
@@ -383,6 +388,10 @@ def site_histograms(site, context, model, request):
     if request["with_loss"]:
         out.update(loss_sums(prep.loss, prep.y, raw, prep.sw))
     return out
+
+
+# where partition sums would round differently, an engine continues them in row order
+site_histograms.continued = continued_histograms
 
 
 @site_operation(

@@ -29,6 +29,7 @@ class Recording:
 
     def __init__(self):
         self.records = {}
+        self.floats = None  # (the terms' absolute sum, their smallest exponent)
 
     def __enter__(self):
         self._token = _RECORDING.set(self)
@@ -56,6 +57,36 @@ def at_least(name, counts, floor, refusal):
     entry = recording.records.setdefault(name, [floor, tuple(refusal), {}])
     for key, value in counts.items():
         entry[2][key] = entry[2].get(key, 0) + np.asarray(value, dtype=np.int64)
+
+
+def float_terms(values):
+    """A site function's float sums add these float32 terms in float64, each sum's terms
+    one by one in row order (a boosting histogram's cells). On a partition, records
+    their absolute sum and smallest exponent (:func:`any_order_exact` decides from every
+    partition's); elsewhere nothing."""
+    recording = _RECORDING.get()
+    if recording is None:
+        return
+    values = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+    nonzero = values[values > 0]
+    if not nonzero.size:
+        return
+    total, low = recording.floats or (0.0, np.inf)
+    recording.floats = (total + float(values.sum()), min(low, int(np.frexp(nonzero.min())[1])))
+
+
+def any_order_exact(floats):
+    """Whether every sum of the recorded float32 terms (``floats``: each partition's
+    :attr:`Recording.floats`) is exact in float64 whatever the order of its additions:
+    a float32 of exponent ``e`` is a multiple of ``2**(e - 24)``, so every partial sum
+    is a multiple of the smallest such unit below the terms' absolute sum; under
+    ``2**53`` units, every one is a float64 and no addition rounds. Then the partitions'
+    sums added equal the in-memory site's row-order sums bit for bit."""
+    parts = [f for f in floats if f is not None]
+    if not parts:
+        return True
+    total, low = sum(f[0] for f in parts), min(f[1] for f in parts)
+    return total * (1 + 1e-9) < 2.0 ** (low - 24 + 53)
 
 
 def decide(records):

@@ -63,10 +63,12 @@ def run_checked(rows, who, *, request, audit):
             with row_bounds() as bounds:  # a masked reply's public per-row bounds
                 if audit is None:
                     with dominance.suspended():
-                        return "ok", (function(rows, *args), counts.records, bounds), None
-                with dominance.Recording(*audit) as recording:
-                    out = function(rows, *args)
-            return "ok", (out, counts.records, bounds), recording.records
+                        out, records = function(rows, *args), None
+                else:
+                    with dominance.Recording(*audit) as recording:
+                        out = function(rows, *args)
+                    records = recording.records
+            return "ok", (out, counts.records, bounds, counts.floats), records
     except Refused as exc:
         return "refused", (exc.rule, exc.detail, exc.public), None
 
@@ -121,7 +123,39 @@ def run_kept(rows, operation, pending):
                                     **context)
             wanted = dominance.merge(audit, [r[2] for r in again], wanted)
     declared(r[1][2] for r in replies)
+    if not whole_counts.any_order_exact([r[1][3] for r in replies]):
+        return continued(rows, operation, context["request"], whos)
     return tree_combine(operation.combine, [r[1][0] for r in replies])
+
+
+def continued(rows, operation, request, whos):
+    """The reply whose float sums would round differently added over partitions than in
+    one process: the operation's ``continued`` function on the partitions one after the
+    other, each continuing the previous ones' sums in row order (the in-memory site's
+    additions, in its order)."""
+    function = getattr(operation.function, "continued", None)
+    if function is None:
+        raise Refused("engine", f"{operation.name}: its float sums would round differently "
+                                "over partitions than over the whole dataset", public=True)
+    client, reply = rows.engine.client, None
+    for part, who in zip(rows.kept()[0], whos):
+        status, value = client.submit(run_continued, part, who, request=request,
+                                      function=function, seed=reply, pure=False).result()
+        if status == "refused":
+            raise Refused(value[0], value[1], public=value[2])
+        reply = value
+    return reply
+
+
+def run_continued(rows, who, *, request, function, seed):
+    """On a partition's kept rows: ``function(rows, seed, *args)``, the checks and the
+    audit already passed on every partition."""
+    args = [request.values[name] for name in request.names]
+    try:
+        with requester(who), dominance.suspended(), row_bounds():
+            return "ok", function(rows, seed, *args)
+    except Refused as exc:
+        return "refused", (exc.rule, exc.detail, exc.public)
 
 
 def declared(bounds):

@@ -1,0 +1,57 @@
+"""Node histograms summed in one site's row order across the partitions of an engine.
+
+An in-memory site sums each histogram cell's float32 gradients (and hessians) in
+float64, one row after the other in row order (scikit-learn's kernel,
+:mod:`._histograms`). A dataset on an engine (:mod:`skfed.sites.engine`) sums each
+partition's rows and adds the partitions' sums: the same bits whenever no addition
+rounds (:func:`skfed.federation.whole_counts.any_order_exact`, checked on every
+request). Where one could, the engine runs :func:`continued_histograms` on the
+partitions one after the other instead, each continuing the previous ones' sums: every
+cell then receives the same additions in the same order as in memory, and so the same
+bits.
+"""
+
+import numpy as np
+
+from ._losses import loss_sums
+from ._site_rows import _cached_rows, _gradients, resolve, unpack_nodes
+
+
+def continued_histograms(site, seed, context, model, request):
+    """:func:`~._site.site_histograms`'s reply on ``site``'s rows, each cell's sums
+    continuing ``seed`` (the previous partitions' reply; ``None`` for the first): the
+    seed first, then this partition's rows' terms one by one in row order
+    (``np.bincount`` adds its weights in order, in float64)."""
+    cache, prep, raw = resolve(site, context, model)
+    context = cache.context
+    grad, hess = _gradients(cache, prep, raw)
+    n_bins = context["max_bins"] + 1
+    columns = {"gradients": grad} if hess is None else {"gradients": grad, "hessians": hess}
+    out = {name: [] for name in (*columns, "counts")}
+    at = 0
+    for k, steps, features in unpack_nodes(request):
+        rows = _cached_rows(cache, prep, steps, context["max_bins"])
+        binned = prep.binned if rows is None else prep.binned[rows]
+        # each row's cells, row by row (a cell's terms in row order)
+        cells = (binned[:, features].astype(np.intp)
+                 + np.arange(len(features), dtype=np.intp) * n_bins).ravel()
+        n_cells = len(features) * n_bins
+        first = np.arange(n_cells, dtype=np.intp)
+        for name, values in columns.items():
+            terms = values[:, k] if rows is None else values[rows, k]
+            start = np.zeros(n_cells) if seed is None else seed[name][at:at + n_cells]
+            out[name].append(np.bincount(
+                np.concatenate([first, cells]), minlength=n_cells,
+                weights=np.concatenate([start, np.repeat(terms.astype(np.float64),
+                                                         len(features))])))
+        counts = np.bincount(cells, minlength=n_cells).astype(np.uint32)
+        out["counts"].append(counts if seed is None else counts + seed["counts"][at:at + n_cells])
+        at += n_cells
+    reply = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
+             for name, parts in out.items()}
+    reply["counts"] = reply["counts"].astype(np.uint32)
+    if request["with_loss"]:
+        sums = loss_sums(prep.loss, prep.y, raw, prep.sw)
+        reply.update(sums if seed is None else {key: seed[key] + value
+                                                 for key, value in sums.items()})
+    return reply
