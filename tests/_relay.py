@@ -95,7 +95,7 @@ class TestRelay(RelayServer):
         if mode == "replay":
             self.extra.append(super().forward(site, envelope, timeout))
         if mode == "break":
-            self._link(site, 1).close()
+            self.disconnect(site)
         if reply is not None:
             self.recorded.append(bytes(reply))
         return reply

@@ -62,11 +62,11 @@ class _CountingRelay(TestRelay):
         super().__init__(**kwargs)
         self.streams, self.break_after = Counter(), None
 
-    def _connect(self, replies, context):
+    async def _connect(self, replies, context):
         from skfed.sites.transport import peer_identity
 
         self.streams[peer_identity(context)[1]] += 1
-        yield from super()._connect(replies, context)
+        await super()._connect(replies, context)
 
     def forward(self, site, envelope, timeout):
         if self.break_after is not None:

@@ -27,7 +27,7 @@ from concurrent import futures
 
 from ..deploy.certificates import RELAY_HOST, ROLE_SITE, certificate_identity
 from .envelope import EnvelopeError, Opener, ReplayRecord, refusal
-from .relay import KEEPALIVE, SERVICE, frame, unframe
+from .relay import KEEPALIVE, SERVICE, drain, frame, unframe
 from .transport import _OPTIONS, _grpc
 
 _LOG = logging.getLogger("skfed.site")
@@ -121,7 +121,7 @@ class DialOutSite:
                                                       options=options)
         outgoing = queue.Queue()
         try:
-            stream = channel.stream_stream(f"/{SERVICE}/Connect")(_drain(outgoing))
+            stream = channel.stream_stream(f"/{SERVICE}/Connect")(drain(outgoing))
             for data in stream:
                 self.connected.set()
                 self._pool.submit(self._answer, data, outgoing)
@@ -158,10 +158,3 @@ class DialOutSite:
         self.host.officer.write(analyst=analyst, operation=None, rule="envelope",
                                 detail=f"{exc.reason}: {exc}")
 
-
-def _drain(outgoing):
-    while True:
-        item = outgoing.get()
-        if item is None:
-            return
-        yield item

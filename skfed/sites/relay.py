@@ -17,22 +17,24 @@ drops, replays, reorders or forges is refused at the site (and logged there)
 or seen by the analyst as a missing or altered reply.
 
 Methods of ``skfed.Relay``: ``Connect`` (the site's stream: frames are an
-8-byte id and an envelope), ``Call`` (the analyst's request: a site's name and
-an envelope) and ``Certificate`` (a connected site's certificate, which the
-analyst checks against the CA before sealing anything to it).
+8-byte id and an envelope), ``Open`` (an analyst's stream: frames are an id,
+the seconds the analyst waits, a site's name and an envelope; answered by the
+id and the site's reply or the relay's error), ``Call`` (one request as a call
+of its own: a site's name and an envelope) and ``Certificate`` (a connected
+site's certificate, which the analyst checks against the CA before sealing
+anything to it).
 """
 
+import asyncio
 import itertools
 import logging
-import queue
 import struct
 import threading
-import time
 from concurrent import futures
 from pathlib import Path
 
 from ..deploy.certificates import ROLE_ANALYST, ROLE_RELAY, ROLE_SITE, certificate_identity
-from .envelope import _unpack
+from .envelope import _pack, _unpack
 from .transport import _OPTIONS, _grpc, peer_identity
 
 SERVICE = "skfed.Relay"
@@ -56,60 +58,73 @@ def unframe(data):
     return struct.unpack_from(">Q", data)[0], bytes(data[8:])
 
 
+def drain(outgoing):
+    """The items put on the queue ``outgoing`` until ``None`` (a stream's messages)."""
+    while True:
+        item = outgoing.get()
+        if item is None:
+            return
+        yield item
+
+
+def analyst_frame(ident, site, envelope, timeout):
+    """An analyst's request on its stream: the id, the seconds it waits, the site, the
+    envelope."""
+    return frame(ident, struct.pack(">d", timeout) + _pack(site.encode(), envelope))
+
+
+def relay_reply(ident, reply=None, error=None):
+    """The relay's answer on an analyst's stream: the site's reply, or the relay's error."""
+    return frame(ident, b"\0" + reply if error is None else b"\1" + error.encode())
+
+
 class SiteLink:
-    """One connected site's stream at the relay: requests out, replies matched by id."""
+    """One connected site's stream at the relay: requests out, replies matched by id
+    (on the relay's event loop only)."""
 
     def __init__(self, name, certificate):
         self.name, self.certificate = name, certificate
-        self.outgoing, self.closed = queue.Queue(), threading.Event()
-        self._pending, self._lock = {}, threading.Lock()
-        self._ids = itertools.count(1)
+        self.outgoing, self.closed = asyncio.Queue(), False
+        self._pending, self._ids = {}, itertools.count(1)
 
-    def send(self, envelope, timeout):
+    async def send(self, envelope, timeout):
         """The site's reply to ``envelope``, or ``None`` if the stream broke or
         ``timeout`` passed."""
-        ident, done = next(self._ids), threading.Event()
-        slot = [done, None]
-        with self._lock:
-            if self.closed.is_set():
-                return None
-            self._pending[ident] = slot
-        self.outgoing.put(frame(ident, envelope))
-        done.wait(timeout)
-        with self._lock:
+        if self.closed:
+            return None
+        ident = next(self._ids)
+        reply = self._pending[ident] = asyncio.get_running_loop().create_future()
+        self.outgoing.put_nowait(frame(ident, envelope))
+        try:
+            return await asyncio.wait_for(reply, timeout)
+        except asyncio.TimeoutError:
+            return None
+        finally:
             self._pending.pop(ident, None)
-        return slot[1]
 
     def resolve(self, data):
         ident, reply = unframe(data)
-        with self._lock:
-            slot = self._pending.pop(ident, None)
-        if slot is not None:  # a reply nobody waits for (late, or forged ids): dropped
-            slot[1] = reply
-            slot[0].set()
+        future = self._pending.pop(ident, None)
+        if future is not None and not future.done():  # else late, or a forged id: dropped
+            future.set_result(reply)
 
     def close(self):
-        with self._lock:
-            self.closed.set()
-            pending, self._pending = list(self._pending.values()), {}
-        for slot in pending:
-            slot[0].set()
-        self.outgoing.put(None)
-
-    def stream(self, context):
-        """The frames for the site, until the stream ends."""
-        while not self.closed.is_set() and context.is_active():
-            try:
-                item = self.outgoing.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            if item is None:
-                return
-            yield item
+        if self.closed:
+            return
+        self.closed, pending, self._pending = True, list(self._pending.values()), {}
+        for future in pending:
+            if not future.done():
+                future.set_result(None)
+        self.outgoing.put_nowait(None)
 
 
 class RelayServer:
     """A running relay (``skfed relay serve CONFIG``).
+
+    The relay is one asyncio event loop (``grpc.aio``) in a thread of its own: a
+    request goes from the analyst's call onto its site's stream, and the reply back,
+    without a hand-off between threads (each cost about as much as the envelope's
+    cryptography on a loaded machine).
 
     Parameters
     ----------
@@ -118,7 +133,8 @@ class RelayServer:
     ca, cert, key : path-like
         The federation's CA certificate, and the relay's certificate (relay role) and key.
     max_workers : int, default=256
-        Threads: each connected site's stream holds one, each request in flight one.
+        Threads for a :meth:`forward` a subclass overrides (a recording relay in the
+        tests); the relay's own forwarding needs none.
     wait_for_site : float, default=30
         Seconds a request waits for its site to (re)connect.
     """
@@ -131,126 +147,217 @@ class RelayServer:
             raise ValueError(f"the relay's certificate is bound to role {role!r} ({name!r}), "
                              "not 'relay'; use one make_certificates(relays=[...]) wrote.")
         self.name, self.wait_for_site = name, float(wait_for_site)
-        self._links, self._cond = {}, threading.Condition()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                                   options=_OPTIONS + KEEPALIVE)
+        self._links, self._stopped = {}, threading.Event()
+        # a subclass's forward (blocking) runs in a thread; the relay's own in the loop
+        self._threads = (None if type(self).forward is RelayServer.forward
+                         else futures.ThreadPoolExecutor(max_workers=max_workers))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="skfed-relay")
+        self._thread.start()
+        credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                                  require_client_auth=True)
+        try:
+            self.port = self._run(self._serve(listen, credentials))
+        except BaseException:
+            self._end_loop()
+            raise
+
+    def _run(self, coroutine):
+        """Run ``coroutine`` on the relay's loop from another thread; its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def _serve(self, listen, credentials):
+        grpc = _grpc()
+        self._arrival = asyncio.Event()  # set (and replaced) whenever a site connects
+        self._server = grpc.aio.server(options=_OPTIONS + KEEPALIVE)
         handler = grpc.method_handlers_generic_handler(SERVICE, {
             "Connect": grpc.stream_stream_rpc_method_handler(self._connect),
+            "Open": grpc.stream_stream_rpc_method_handler(self._open),
             "Call": grpc.unary_unary_rpc_method_handler(self._call),
             "Certificate": grpc.unary_unary_rpc_method_handler(self._certificate)})
         self._server.add_generic_rpc_handlers((handler,))
-        credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
-                                                  require_client_auth=True)
-        self.port = self._server.add_secure_port(listen, credentials)
-        if self.port == 0:
+        try:
+            port = self._server.add_secure_port(listen, credentials)
+        except RuntimeError:
+            port = 0
+        if port == 0:
             raise OSError(f"the relay cannot listen on {listen!r}.")
+        return port
 
     # -- the sites' streams ----------------------------------------------------
-    def _connect(self, replies, context):
+    async def _connect(self, replies, context):
         grpc = _grpc()
         role, name = peer_identity(context)
         if role != ROLE_SITE:
             _LOG.warning("refused a stream from a %s certificate (%r)", role, name)
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          "only a site's certificate may open a site stream")
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                "only a site's certificate may open a site stream")
         link = SiteLink(name, context.auth_context()["x509_pem_cert"][0])
-        with self._cond:
-            old, self._links[name] = self._links.get(name), link
-            self._cond.notify_all()
+        old, self._links[name] = self._links.get(name), link
+        self._arrival.set()
+        self._arrival = asyncio.Event()
         if old is not None:  # a reconnect: requests on the old stream are lost
             old.close()
-        context.add_callback(link.close)
-        threading.Thread(target=self._read, args=(link, replies), daemon=True).start()
+        reader = asyncio.ensure_future(self._read(link, replies))
         _LOG.info("site %r connected", name)
-        yield from link.stream(context)
-
-    def _read(self, link, replies):
         try:
-            for data in replies:
+            while True:
+                item = await link.outgoing.get()
+                if item is None:
+                    return
+                await context.write(item)
+        finally:
+            link.close()
+            reader.cancel()
+            if self._links.get(name) is link:
+                del self._links[name]
+
+    @staticmethod
+    async def _read(link, replies):
+        try:
+            async for data in replies:
                 link.resolve(data)
         except Exception:  # the stream ended (the site left, or the network)
             pass
         link.close()
-        with self._cond:
-            if self._links.get(link.name) is link:
-                del self._links[link.name]
 
-    def _link(self, site, timeout):
+    async def _link(self, site, timeout):
         """The site's stream, waiting up to ``timeout`` for it to (re)connect."""
-        end = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                link = self._links.get(site)
-                if link is not None and not link.closed.is_set():
-                    return link
-                left = end - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(left)
+        end = self._loop.time() + timeout
+        while True:
+            link = self._links.get(site)
+            if link is not None and not link.closed:
+                return link
+            left = end - self._loop.time()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._arrival.wait(), left)
+            except asyncio.TimeoutError:
+                return None
 
     # -- the analysts' requests -------------------------------------------------
-    def _analyst(self, context):
+    async def _analyst(self, context):
         role, name = peer_identity(context)
         if role != ROLE_ANALYST:
-            context.abort(_grpc().StatusCode.PERMISSION_DENIED,
-                          "only an analyst's certificate may send requests through the relay")
+            await context.abort(_grpc().StatusCode.PERMISSION_DENIED,
+                                "only an analyst's certificate may send requests through "
+                                "the relay")
         return name
 
     def _remaining(self, context):
         left = context.time_remaining()
         return self.wait_for_site if left is None else max(0.0, left)
 
-    def _certificate(self, request, context):
-        self._analyst(context)
+    async def _certificate(self, request, context):
+        await self._analyst(context)
         site = request.decode("utf-8", "replace")[:64]
-        link = self._link(site, min(self.wait_for_site, self._remaining(context)))
+        link = await self._link(site, min(self.wait_for_site, self._remaining(context)))
         if link is None:
-            context.abort(_grpc().StatusCode.UNAVAILABLE,
-                          f"site {site!r} is not connected to the relay")
+            await context.abort(_grpc().StatusCode.UNAVAILABLE,
+                                f"site {site!r} is not connected to the relay")
         return link.certificate.encode() if isinstance(link.certificate, str) \
             else link.certificate
 
-    def _call(self, request, context):
+    async def _open(self, requests, context):
+        """An analyst's stream: its requests answered in turn (a message on a stream
+        costs the relay about half a call's CPU)."""
+        await self._analyst(context)
+        async for data in requests:
+            try:
+                ident, body = unframe(data)
+                (timeout,), (site, envelope) = struct.unpack_from(">d", body), \
+                    _unpack(body[8:], 2)
+                site = site.decode()
+            except (ValueError, UnicodeDecodeError, struct.error):
+                await context.abort(_grpc().StatusCode.INVALID_ARGUMENT,
+                                    "not a relay request")
+            if not 0 <= timeout < float("inf"):
+                timeout = self.wait_for_site
+            reply = await self._relayed(site, envelope, timeout)
+            await context.write(relay_reply(ident, reply, None if reply is not None
+                                            else _unanswered(site)))
+
+    async def _call(self, request, context):
+        """One request as a call of its own (``Call``; the analysts' streams are
+        cheaper)."""
         grpc = _grpc()
-        self._analyst(context)
+        await self._analyst(context)
         try:
             site, envelope = _unpack(request, 2)
             site = site.decode()
         except (ValueError, UnicodeDecodeError):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a relay request")
-        reply = self.forward(site, envelope, self._remaining(context))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a relay request")
+        reply = await self._relayed(site, envelope, self._remaining(context))
         if reply is None:
-            context.abort(grpc.StatusCode.UNAVAILABLE,
-                          f"site {site!r} did not answer through the relay (not connected, "
-                          "or its stream broke)")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _unanswered(site))
         return reply
 
-    def forward(self, site, envelope, timeout):
-        """Put ``envelope`` on ``site``'s stream; its reply (``None``: none came)."""
-        start = time.monotonic()
-        link = self._link(site, min(self.wait_for_site, timeout))
+    async def _relayed(self, site, envelope, timeout):
+        if self._threads is None:
+            return await self._forward(site, envelope, timeout)
+        return await self._loop.run_in_executor(self._threads, self.forward, site, envelope,
+                                                timeout)
+
+    async def _forward(self, site, envelope, timeout):
+        start = self._loop.time()
+        link = await self._link(site, min(self.wait_for_site, timeout))
         if link is None:
             return None
-        return link.send(envelope, max(0.0, timeout - (time.monotonic() - start)))
+        return await link.send(envelope, max(0.0, timeout - (self._loop.time() - start)))
+
+    def forward(self, site, envelope, timeout):
+        """Put ``envelope`` on ``site``'s stream; its reply (``None``: none came). Called
+        from any thread but the relay's loop."""
+        return self._run(self._forward(site, envelope, timeout))
+
+    def disconnect(self, site):
+        """Close ``site``'s stream (it reconnects); from any thread but the relay's loop."""
+        async def close():
+            link = self._links.get(site)
+            if link is not None:
+                link.close()
+
+        self._run(close())
 
     def connected(self):
         """The names of the sites whose streams are open."""
-        with self._cond:
-            return sorted(n for n, link in self._links.items() if not link.closed.is_set())
+        return sorted(n for n, link in list(self._links.items()) if not link.closed)
 
     def start(self):
-        self._server.start()
+        self._run(self._server.start())
         return self
 
     def wait(self):
-        self._server.wait_for_termination()
+        while not self._stopped.wait(1.0):
+            pass
 
     def stop(self, grace=1.0):
-        with self._cond:
-            links = list(self._links.values())
-        for link in links:
-            link.close()
-        self._server.stop(grace).wait()
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+
+        async def stop():
+            for link in list(self._links.values()):
+                link.close()
+            await self._server.stop(grace)
+
+        try:
+            self._run(stop())
+        finally:
+            self._end_loop()
+
+    def _end_loop(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+
+
+def _unanswered(site):
+    return (f"site {site[:64]!r} did not answer through the relay (not connected, or its "
+            "stream broke)")
 
 
 def load_relay_config(path):

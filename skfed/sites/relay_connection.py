@@ -8,12 +8,25 @@ and must name the site, so a relay cannot put its own key in its place), and
 its reply opened with the key of that request only. Requests on one connection
 go one at a time, in sequence: the site refuses any number not above the last
 it accepted, so a request a relay holds back cannot be played later.
+
+The requests travel on one long-lived stream to the relay (``Open``), opened
+again after it breaks: a message on a stream costs both ends less than a call
+of its own. A request not answered within the timeout cancels the stream (a
+watchdog thread checks twice a second).
 """
 
+import itertools
+import queue
+import threading
+import time
+
 from ..deploy.certificates import RELAY_HOST, ROLE_SITE, certificate_identity
-from .envelope import RESTART, EnvelopeError, Sealer, _pack
-from .relay import SERVICE
+from .envelope import RESTART, EnvelopeError, Sealer
+from .relay import SERVICE, analyst_frame, drain, unframe
 from .transport import _OPTIONS, DEFAULT_TIMEOUT, SiteConnection, _grpc, _read
+
+#: seconds between the watchdog's looks at a request's deadline
+WATCH = 0.5
 
 
 def check_site_certificate(ca, pem, site):
@@ -54,8 +67,6 @@ class RelayConnection(SiteConnection):
     """
 
     def __init__(self, site, relay, *, ca_file, cert_file, key_file, timeout=DEFAULT_TIMEOUT):
-        import threading
-
         grpc = _grpc()
         self.site, self.address, self.timeout = site, relay, timeout
         ca, cert, key = _read(ca_file), _read(cert_file), _read(key_file)
@@ -64,9 +75,11 @@ class RelayConnection(SiteConnection):
         self._channel = grpc.secure_channel(
             relay, credentials, options=_OPTIONS + [("grpc.ssl_target_name_override",
                                                      RELAY_HOST)])
-        self._call = self._channel.unary_unary(f"/{SERVICE}/Call")
+        self._open = self._channel.stream_stream(f"/{SERVICE}/Open")
         self.bytes_sent = self.bytes_received = 0
         self._lock, self._order = threading.Lock(), threading.Lock()
+        self._stream, self._waiting, self._ids = None, None, itertools.count(1)
+        self._closed = threading.Event()
         try:
             pem = self._rpc(self._channel.unary_unary(f"/{SERVICE}/Certificate"),
                             site.encode(), what="certificate of the site from the relay")
@@ -96,9 +109,65 @@ class RelayConnection(SiteConnection):
         # so the sequence the site checks is the order the analyst asked in
         with self._order:
             envelope, open_reply = self._sealer.seal(request, self.timeout)
-            data = self._rpc(self._call, _pack(self.site.encode(), envelope),
-                             what=f"reply to request {self._sealer.seq}")
+            data = self._relayed(envelope, f"reply to request {self._sealer.seq}")
             with self._lock:
                 self.bytes_sent += len(envelope)
                 self.bytes_received += len(data)
             return open_reply(data)
+
+    def _relayed(self, envelope, what):
+        """The site's reply to ``envelope``, sent on this connection's stream."""
+        from . import SiteUnavailable
+
+        grpc = _grpc()
+        if self._stream is None:
+            self._start_stream()
+        outgoing, replies = self._stream
+        ident = next(self._ids)
+        outgoing.put(analyst_frame(ident, self.site, envelope, self.timeout))
+        self._waiting = waiting = [time.monotonic() + self.timeout, replies, False]
+        try:
+            while True:
+                got, data = unframe(next(replies))
+                if got == ident:  # else a late reply to a request that timed out
+                    break
+        except (grpc.RpcError, StopIteration) as exc:
+            self._end_stream()
+            if waiting[2]:
+                raise SiteUnavailable(self.site, f"no {what} within {self.timeout:g} s"
+                                      ) from None
+            code = exc.code() if hasattr(exc, "code") else None
+            detail = exc.details() if hasattr(exc, "details") else "the stream ended"
+            raise SiteUnavailable(self.site, f"{getattr(code, 'name', code)}: {detail}"
+                                  ) from None
+        finally:
+            self._waiting = None
+        if data[:1] != b"\0":  # the relay's error
+            raise SiteUnavailable(self.site, data[1:].decode("utf-8", "replace"))
+        return data[1:]
+
+    def _start_stream(self):
+        outgoing = queue.Queue()
+        self._stream = (outgoing, self._open(drain(outgoing)))
+        if not getattr(self, "_watchdog", None):
+            self._watchdog = threading.Thread(target=self._watch, daemon=True)
+            self._watchdog.start()
+
+    def _end_stream(self):
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream[0].put(None)
+            stream[1].cancel()
+
+    def _watch(self):
+        """Cancel the stream of a request past its deadline (its caller then raises)."""
+        while not self._closed.wait(WATCH):
+            waiting = self._waiting
+            if waiting is not None and time.monotonic() > waiting[0]:
+                waiting[2] = True
+                waiting[1].cancel()
+
+    def close(self):
+        self._closed.set()
+        self._end_stream()
+        super().close()
