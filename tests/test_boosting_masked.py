@@ -161,36 +161,41 @@ def test_the_limb_count_is_public_not_the_datas():
 def test_a_bounded_loss_sends_its_sums_in_the_limbs_its_public_bounds_need():
     """Binomial and multinomial log loss, absolute error, quantile: gradients at most 1
     and hessians at most 1/4 a row, over rows whose count every site published with
-    its key: three limbs (four sites) instead of four, the trees still the plain fit's
-    bit for bit. Two datasets of one shape, targets and features of other values: the
-    same limbs (never sized from the data). Unbounded losses and weighted rows keep the
-    code's whole range."""
+    its key: three limbs (four sites) instead of four, and three counts to a word, the
+    trees still the plain fit's bit for bit. Two datasets of one shape, targets and
+    features of other values: the same words (never sized from the data). Unbounded
+    losses keep four limbs (their counts packed); weighted rows keep the whole code."""
     X, y, rng = make_data(n=600)
     clients = split(X, rng, "iid")
     labels = (y > np.median(y)).astype(int)
     masked, plain = fit_twice(FedHistGradientBoostingClassifier, X, labels, clients,
                               max_iter=3)
     assert_bitwise_same(masked, plain)
-    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3, "hessians": 3}
+    from skfed.privacy.masked_sums import field_ranges
+
+    # counts in lanes of the bits the rows' count (public: the sites' weight sums) needs
+    per_count = 1 / (63 // field_ranges({"c": 1.0}, len(labels))["c"])
+    bounded = {"gradients": 3, "hessians": 3, "counts": per_count}
+    assert masked.history_.privacy["bounded_limbs"] == bounded
     ratio = masked.history_["bytes"][1:].sum() / plain.history_["bytes"][1:].sum()
-    assert ratio < 2.9  # 7 words a cell against 20 bytes (four limbs: 3.6)
+    assert ratio < 2.5  # 6.2 words a cell against 20 bytes (four limbs, a count: 3.6)
     other = rng.permutation(labels)
     again, _ = fit_twice(FedHistGradientBoostingClassifier, X * 1e6 + 3, other, clients,
                          max_iter=2)
-    assert again.history_.privacy["bounded_limbs"] == {"gradients": 3, "hessians": 3}
+    assert again.history_.privacy["bounded_limbs"] == bounded
     three = np.digitize(y, np.quantile(y, [0.3, 0.7]))
     masked, plain = fit_twice(FedHistGradientBoostingClassifier, X, three, clients,
                               max_iter=2)
     assert_bitwise_same(masked, plain)
-    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3, "hessians": 3}
+    assert masked.history_.privacy["bounded_limbs"] == bounded
     masked, _ = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, max_iter=2,
                           loss="absolute_error")
-    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3}
+    assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3, "counts": per_count}
     for kwargs in ({"loss": "squared_error"}, {"loss": "poisson"}):
         yy = np.abs(y) if kwargs["loss"] == "poisson" else y
         masked, _ = fit_twice(FedHistGradientBoostingRegressor, X, yy, clients, max_iter=2,
                               **kwargs)
-        assert masked.history_.privacy["bounded_limbs"] == {}
+        assert masked.history_.privacy["bounded_limbs"] == {"counts": per_count}
     masked, plain = fit_twice(FedHistGradientBoostingClassifier, X, labels, clients,
                               max_iter=2, sample_weight=rng.uniform(0.5, 2, len(labels)))
     assert masked.history_.privacy["bounded_limbs"] == {}
@@ -218,6 +223,19 @@ def test_a_bounded_range_is_public_and_its_edge_sums_exactly():
         np.testing.assert_array_equal(got, [_exact_sum([v] * n_sites) for v in edge])
         with pytest.raises(ValueError, match="field 'g' .* beyond the exact code"):
             flatten_reply({"g": np.array([2.0 ** ranges["g"]])}, n_sites, ranges)
+    for n_sites in (2, 4, 8191):  # counts, several to a word: each lane's sum stays in it
+        ranges = field_ranges({"c": 1.0}, 5000.0 * n_sites)
+        counts = np.array([5000, 0, 1, 4999, 5000], dtype=np.uint32)
+        words, layout = flatten_reply({"c": counts}, n_sites, ranges)
+        assert layout == [("c", (5,), True, ranges["c"])]
+        assert words.size == -(-5 // (63 // ranges["c"])) < 5
+        got = unflatten_total(words * np.uint64(n_sites), layout, n_sites)["c"]
+        np.testing.assert_array_equal(got, counts * n_sites)
+        with pytest.raises(ValueError, match="field 'c' .* beyond its public bound"):
+            flatten_reply({"c": np.array([2 ** ranges["c"]], np.uint32)}, n_sites, ranges)
+    noise = np.random.default_rng(1).integers(0, 2 ** 64, words.size, dtype=np.uint64)
+    with pytest.raises(ValueError, match="out of range: the words are not a sum"):
+        unflatten_total(words + noise, layout, 8191)
     words, layout = flatten_reply({"g": np.ones(3)}, 4, {"g": 16})
     for bad in (0, RANGE_BITS + 1, 2.5, True):
         with pytest.raises(ValueError, match="range bits"):
@@ -392,7 +410,10 @@ def test_the_masked_fit_is_the_same_in_every_home(tmp_path):
         # sums the sites signed with their keys
         params = dict(PARAMS, loss="absolute_error")
         plain = FedHistGradientBoostingRegressor(**params).fit(data["in-process"])
+        records = {}
         for home, dataset in data.items():
             masked = FedHistGradientBoostingRegressor(**params, privacy=SecureAggregation())
             assert_bitwise_same(masked.fit(dataset), plain)
-            assert masked.history_.privacy["bounded_limbs"] == {"gradients": 3}, home
+            records[home] = masked.history_.privacy["bounded_limbs"]
+            assert records[home]["gradients"] == 3 and records[home]["counts"] <= 1 / 3, home
+        assert all(r == records["in-process"] for r in records.values()), records

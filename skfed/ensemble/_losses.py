@@ -73,19 +73,21 @@ def gradients(loss, y, raw, sample_weight):
 
 
 def row_bounds_of(loss, weighted):
-    """The public per-row bounds of a loss's gradients and hessians (``{field: bound}``),
-    what a masked histogram's limbs are sized from; ``{}`` where there is none (squared
-    error, Poisson, gamma: unbounded gradients) or rows are weighted (sample and class
-    weights multiply them). scikit-learn's binomial and multinomial losses: ``p - y`` and
-    ``p (1 - p)``, at most 1 and 1/4; absolute error and quantile: at most 1 in magnitude,
-    their hessians constant (not sent)."""
+    """The public per-row bounds of a node histogram's fields under a loss (``{field:
+    bound}``), what a masked histogram's words are sized from: a row counts once; the
+    gradients and hessians of scikit-learn's binomial and multinomial losses, ``p - y``
+    and ``p (1 - p)``, are at most 1 and 1/4, absolute error's and quantile's at most 1
+    (their hessians constant, not sent); none for squared error, Poisson or gamma
+    (unbounded gradients). ``{}`` under weights: the public sum the bounds multiply is
+    then the rows' weight sum, not their count (sample and class weights scale the
+    gradients)."""
     if weighted:
         return {}
     if isinstance(loss, (HalfBinomialLoss, HalfMultinomialLoss)):
-        return {"gradients": 1.0, "hessians": 0.25}
+        return {"counts": 1.0, "gradients": 1.0, "hessians": 0.25}
     if isinstance(loss, (AbsoluteError, PinballLoss)):
-        return {"gradients": 1.0}
-    return {}
+        return {"counts": 1.0, "gradients": 1.0}
+    return {"counts": 1.0}
 
 
 def loss_sums(loss, y, raw, sample_weight):

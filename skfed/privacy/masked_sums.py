@@ -223,6 +223,46 @@ def _integer_words(array, field):
     return array.astype(np.int64).ravel()
 
 
+def _lanes(field, lane_bits):
+    """Counts a word holds in lanes of ``lane_bits`` (the top bits left zero: a check
+    that the masks cancelled)."""
+    if isinstance(lane_bits, bool) or not isinstance(lane_bits, (int, np.integer)) or \
+            not 1 <= int(lane_bits) <= 31:
+        raise ValueError(f"field {field!r} of a masked reply: lane bits {lane_bits!r} are "
+                         "not an integer in [1, 31].")
+    return 63 // int(lane_bits)
+
+
+def _packed(array, field, lane_bits):
+    """Non-negative integers below ``2**lane_bits`` (a public bound: row counts), several
+    to a word, lane-major: a sum's lanes do not carry into each other."""
+    values = array.astype(np.uint64).ravel()
+    if values.size and int(values.max()) >= 1 << lane_bits:
+        raise ValueError(f"field {field!r} of a masked reply is beyond its public bound "
+                         f"(a count >= 2**{lane_bits}).")
+    lanes = _lanes(field, lane_bits)
+    width = -(-values.size // lanes)
+    grid = np.zeros(lanes * width, dtype=np.uint64)
+    grid[:values.size] = values
+    grid = grid.reshape(lanes, width)
+    words = grid[0].copy()
+    for j in range(1, lanes):
+        words |= grid[j] << np.uint64(j * lane_bits)
+    return words.view(np.int64)
+
+
+def _unpacked(part, size, field, lane_bits):
+    """The counts of a sum of :func:`_packed` words (its top bits zero, else refused)."""
+    lanes = _lanes(field, lane_bits)
+    words = part.view(np.uint64)
+    if words.size and int((words >> np.uint64(lanes * lane_bits)).max()) != 0:
+        raise ValueError(f"decoded integer field {field!r} out of range: the words are not "
+                         "a sum of valid encodings (masks that did not cancel?).")
+    mask = np.uint64((1 << lane_bits) - 1)
+    grid = [(words >> np.uint64(j * lane_bits)) & mask for j in range(lanes)]
+    return np.concatenate(grid)[:size].astype(np.float64)
+
+
 def flatten_reply(reply, n_parties=MAX_SITES, ranges=None):
     """``(words, layout)``: a site's reply (a dict of numbers and arrays) as one flat
     vector of ``uint64`` words for a sum over ``n_parties`` sites: integer fields as they
@@ -239,12 +279,17 @@ def flatten_reply(reply, n_parties=MAX_SITES, ranges=None):
         if array.dtype.kind not in "biuf":
             raise TypeError(f"field {field!r} of a masked reply is not numeric.")
         integer = array.dtype.kind in "biu"
-        bounded = not integer and ranges.get(str(field), RANGE_BITS) < RANGE_BITS
-        entry = (str(field), tuple(array.shape), integer)
-        layout.append(entry + (int(ranges[str(field)]),) if bounded else entry)
-        parts.append(_integer_words(array, field) if integer
-                     else _limbs(array, field, n_parties, layout[-1][3] if bounded
-                                 else RANGE_BITS))
+        entry, bits = (str(field), tuple(array.shape), integer), ranges.get(str(field))
+        if integer and array.dtype.kind in "bu" and bits is not None and bits <= 31:
+            layout.append(entry + (int(bits),))  # counts: several to a word
+            parts.append(_packed(array, field, int(bits)))
+        elif not integer and bits is not None and bits < RANGE_BITS:
+            layout.append(entry + (int(bits),))
+            parts.append(_limbs(array, field, n_parties, int(bits)))
+        else:
+            layout.append(entry)
+            parts.append(_integer_words(array, field) if integer
+                         else _limbs(array, field, n_parties))
     words = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return words.view(np.uint64), layout
 
@@ -267,6 +312,12 @@ def unflatten_total(total, layout, n_parties=MAX_SITES):
     for field, shape, integer, *bounded in layout:
         shape = tuple(int(d) for d in shape)
         size = int(np.prod(shape, dtype=int))
+        if integer and bounded:
+            width = -(-size // _lanes(field, bounded[0]))
+            part = _unpacked(total[start:start + width], size, field, int(bounded[0]))
+            sums[field] = float(part[0]) if shape == () else part.reshape(shape)
+            start += width
+            continue
         count = limb_count(n_parties, _range_of(field, bounded))
         width = size if integer else count * size
         part = total[start:start + width]
@@ -426,7 +477,8 @@ class MaskedSums:
         self.fixed_point_ = limb_code(self.n_sites)
         self.session_ = os.urandom(16)  # public, fresh: bound into every mask seed
         self.exchanges_ = 0
-        self.bounded_limbs_ = {}  # {field: limbs} of the fields sent in public ranges
+        # {field: words a value} of the fields sent in public ranges (counts: a fraction)
+        self.bounded_limbs_ = {}
         self.opened = False
         # a site service keeps its key pair in a session of its own; elsewhere each
         # site's key pair lives with its rows (this process, or the site's Dask worker)
@@ -466,9 +518,10 @@ class MaskedSums:
                                  f"the fields {_form(reply['layout'])}, site 0's "
                                  f"{_form(layout)}: a masked sum needs one form at every "
                                  "site.")
-        for field, _, _, *bounded in layout:
+        for field, _, integer, *bounded in layout:
             if bounded:
-                self.bounded_limbs_[field] = limb_count(self.n_sites, _range_of(field, bounded))
+                self.bounded_limbs_[field] = 1 / _lanes(field, bounded[0]) if integer else \
+                    limb_count(self.n_sites, _range_of(field, bounded))
         total = sum_masked([r["masked"] for r in replies], self.fixed_point_.n_parties)
         traffic = sum(int(r["masked"].nbytes) for r in replies) + self.n_sites * (
             payload_nbytes(args) + payload_nbytes(message))
