@@ -157,7 +157,9 @@ def site_totals(site, context):
     X = model_features(site, context)
     y, sw = encoded_target(site, context)
     w = np.ones(len(y)) if sw is None else sw
-    out = {"missing": np.isnan(X).sum(axis=0), "n": len(y), "w": float(w.sum())}
+    # numpy's pairwise sums (on an engine: of all the partitions' terms, as one array)
+    out = {"missing": np.isnan(X).sum(axis=0), "n": len(y),
+           "w": whole_counts.pairwise_sum("w", w)}
     if context["classes"] is not None:
         codes = y.astype(np.intp)
         dominance.check_rows(np.eye(len(context["classes"]))[codes] * w[:, None],
@@ -170,7 +172,8 @@ def site_totals(site, context):
     if loss == "poisson" and np.any(y < 0):
         raise SiteError(site.site, "loss='poisson' requires non-negative y.")
     dominance.check_rows(np.column_stack([w, w * y, y]), "a boosting fit's totals")
-    out.update(wy=float(np.multiply(y, w).sum()), y=float(y.sum()))
+    out.update(wy=whole_counts.pairwise_sum("wy", np.multiply(y, w)),
+               y=whole_counts.pairwise_sum("y", y))
     return out
 
 

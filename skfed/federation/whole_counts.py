@@ -27,9 +27,10 @@ class Recording:
     ``recording.records`` (``{name: [floor, refusal, {key: (rows, positive rows)}]}``),
     not decided."""
 
-    def __init__(self):
+    def __init__(self, plan=None):
         self.records = {}
         self.floats = None  # (the terms' absolute sum, their smallest exponent)
+        self.plan, self.pairwise = plan, {}  # this partition's part of pairwise sums
 
     def __enter__(self):
         self._token = _RECORDING.set(self)
@@ -123,3 +124,69 @@ def on_partitions(check):
         return check(target, values, rules)
     checked.on_partitions = True
     return checked
+
+
+# --- numpy's pairwise sum of a dataset's terms, over its partitions -------------------
+#: numpy's pairwise summation: blocks of at most this many terms are summed in eight
+#: interleaved running sums; longer runs are split in two (the first half a multiple of 8)
+PAIRWISE_BLOCK = 128
+
+
+def pairwise_sum(name, terms):
+    """``float(np.sum(terms))``: numpy's pairwise sum of a 1-D float64 array. On a
+    partition of a dataset on an engine, also records what numpy's summation of the
+    whole dataset's terms takes from this partition (:func:`pairwise_plan`): the sums
+    of its ranges, and the terms of the blocks it shares with a neighbour; the site
+    finishes the sum as numpy would (:func:`finish_pairwise`), to the bit."""
+    terms = np.ascontiguousarray(terms, dtype=np.float64).ravel()
+    recording = _RECORDING.get()
+    if recording is not None and recording.plan is not None:
+        ranges, pieces = recording.plan
+        recording.pairwise[name] = ([float(np.sum(terms[a:b])) for a, b in ranges],
+                                    [terms[a:b].copy() for a, b in pieces])
+    return float(np.sum(terms))
+
+
+def pairwise_plan(sizes):
+    """How numpy sums the terms of partitions of ``sizes`` rows as one array:
+    ``(parts, tree)``, each partition's ``(ranges, pieces)`` (local ``(start, stop)``
+    of the runs it sums whole, and of its pieces of the blocks that span partitions),
+    and the tree of additions (numpy's recursion: ``np.sum(a) == np.sum(a[:m]) +
+    np.sum(a[m:])`` for ``len(a) > 128``, ``m`` half of it down to a multiple of 8)."""
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    parts = [([], []) for _ in sizes]
+
+    def part_of(i):
+        return int(np.searchsorted(starts, i, side="right")) - 1
+
+    def plan(lo, hi):
+        k = part_of(lo)
+        if hi <= starts[k + 1]:  # inside one partition: its own np.sum
+            parts[k][0].append((int(lo - starts[k]), int(hi - starts[k])))
+            return ("range", k, len(parts[k][0]) - 1)
+        if hi - lo <= PAIRWISE_BLOCK:  # a block across partitions: its terms
+            refs, at = [], lo
+            while at < hi:
+                k = part_of(at)
+                end = min(hi, starts[k + 1])
+                parts[k][1].append((int(at - starts[k]), int(end - starts[k])))
+                refs.append((k, len(parts[k][1]) - 1))
+                at = end
+            return ("block", refs)
+        half = (hi - lo) // 2
+        half -= half % 8
+        return ("add", plan(lo, lo + half), plan(lo + half, hi))
+
+    return parts, (plan(0, int(starts[-1])) if starts[-1] > 0 else ("block", []))
+
+
+def finish_pairwise(tree, recorded):
+    """The pairwise sum of :func:`pairwise_plan`'s ``tree`` from each partition's
+    ``recorded`` ``(sums, pieces)``: numpy's additions, in its order."""
+    kind = tree[0]
+    if kind == "range":
+        return recorded[tree[1]][0][tree[2]]
+    if kind == "block":  # at most 128 terms: np.sum's blocked sum of them
+        pieces = [recorded[k][1][j] for k, j in tree[1]]
+        return float(np.sum(np.concatenate(pieces))) if pieces else 0.0
+    return finish_pairwise(tree[1], recorded) + finish_pairwise(tree[2], recorded)

@@ -49,8 +49,6 @@ _LOG = logging.getLogger("skfed.site")
 NEEDS_ALL_ROWS = (
     ("fit.cox", "a Cox model's risk sets need the rows sorted by time across partitions "
                 "(a sort)"),
-    ("fit.risk_sets", "a Cox model's risk sets need the rows sorted by time across "
-                      "partitions (a sort)"),
     ("survival.", "risk sets need the rows sorted by time across partitions (a sort)"),
     ("stats.describe", "its quantiles and small-count hiding need whole columns (a sort)"),
     ("mixed.", "a group's rows may span partitions (a shuffle by group)"),
@@ -143,6 +141,12 @@ def keep_part(frame, offset, keep, position, *, site, reference):
     rows = part_rows(frame, offset, site, reference, keep)
     rows.meta["position"] = int(position)
     return rows
+
+
+def objective_plain(objective, *, function, args):
+    """``function`` on a partition's client objective, unaudited (a check's counts)."""
+    with dominance.suspended():
+        return function(objective, *args)
 
 
 def run_on_objective(objective, *, function, args, audit):
@@ -395,8 +399,8 @@ class EngineRows:
         self._deferred = threading.local()
 
     def kept(self):
-        """``(futures, shares)``: each partition's rows of this request, built once and
-        kept on its worker (:func:`keep_part`), and its share of the rows."""
+        """``(futures, shares, sizes)``: each partition's rows of this request, built
+        once and kept on its worker (:func:`keep_part`), its share and number of rows."""
         with self._kept_lock:
             if self._kept is None:
                 futures, offsets, keep = self.parts
@@ -406,7 +410,7 @@ class EngineRows:
                 positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
                 self._kept = (self.engine.client.map(
                     keep_part, futures, offsets, keep, positions.tolist(), site=self.site,
-                    reference=self.reference, pure=False), row_shares(sizes))
+                    reference=self.reference, pure=False), row_shares(sizes), sizes)
             return self._kept
 
     def weights(self):
@@ -508,7 +512,7 @@ class _WeightSum:
         self.rows = rows
 
     def sum(self, *args, **kwargs):
-        futures, _ = self.rows.kept()
+        futures = self.rows.kept()[0]
         parts = self.rows.engine.gather_map(part_weight_sum, futures)
         return float(tree_combine("sum", parts)) if parts else 0.0
 
@@ -539,6 +543,12 @@ class EngineObjective:
         if operation.combine == "objective":  # its evaluations are this object's sums
             return operation.function(self, *args)
         return self.engine.run(operation, run_on_objective, self.objectives, args)
+
+    def map_parts(self, function, *args):
+        """``function(objective, *args)`` on every partition's client objective, in
+        order: what a check reads of the rows (their counts), decided on the whole."""
+        return self.engine.client.gather(self.engine.client.map(
+            objective_plain, self.objectives, function=function, args=args, pure=False))
 
     def lipschitz(self, exact=True):
         """:meth:`~skfed.datafits.ClientObjective.lipschitz` from the partitions' sums:

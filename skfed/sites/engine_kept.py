@@ -47,7 +47,7 @@ class Request:
         self.rules, self.function = rules, function
 
 
-def run_checked(rows, who, *, request, audit):
+def run_checked(rows, who, plan, *, request, audit):
     """On a partition's kept rows, for the analyst ``who`` (its caps its share): the
     declaration's checks (their counts recorded), then the function under the
     partition's recording audit (or none). A refusal returns as a value."""
@@ -55,7 +55,7 @@ def run_checked(rows, who, *, request, audit):
         request.function
     values = dict(request.values)  # a check may rebuild a value (a scored model) here
     try:
-        with requester(who), whole_counts.Recording() as counts:
+        with requester(who), whole_counts.Recording(plan) as counts:
             with dominance.suspended():
                 for check in checks:
                     check(rows, values, rules)
@@ -68,7 +68,8 @@ def run_checked(rows, who, *, request, audit):
                     with dominance.Recording(*audit) as recording:
                         out = function(rows, *args)
                     records = recording.records
-            return "ok", (out, counts.records, bounds, counts.floats), records
+            return "ok", (out, counts.records, bounds, counts.floats, counts.pairwise), \
+                records
     except Refused as exc:
         return "refused", (exc.rule, exc.detail, exc.public), None
 
@@ -106,7 +107,8 @@ def run_kept(rows, operation, pending):
     counts decided on the whole dataset, then its audit merged, its replies combined."""
     checks, values, rules = pending
     engine = rows.engine
-    kept, shares = rows.kept()
+    kept, shares, sizes = rows.kept()
+    parts, tree = whole_counts.pairwise_plan(sizes)
     who = current_requester()
     whos = [Requester(who.analyst, fit_state_mb=who.fit_state_mb * share,
                       analyst_state_mb=who.analyst_state_mb * share) for share in shares]
@@ -114,18 +116,28 @@ def run_kept(rows, operation, pending):
                                   PartRules(rules), operation.function)}
     audit = dominance.active()
     spec = None if audit is None else (audit.min_rows, audit.share)
-    replies = engine._replies(run_checked, kept, (whos,), audit=spec, **context)
+    replies = engine._replies(run_checked, kept, (whos, parts), audit=spec, **context)
     whole_counts.decide([r[1][1] for r in replies])
     if audit is not None:
         wanted = dominance.merge(audit, [r[2] for r in replies])
         while wanted:  # what the bounds could not clear: a dearer bound, then exact
-            again = engine._replies(run_checked, kept, (whos,), audit=(*spec, wanted),
-                                    **context)
+            again = engine._replies(run_checked, kept, (whos, parts),
+                                    audit=(*spec, wanted), **context)
             wanted = dominance.merge(audit, [r[2] for r in again], wanted)
     declared(r[1][2] for r in replies)
     if not whole_counts.any_order_exact([r[1][3] for r in replies]):
         return continued(rows, operation, context["request"], whos)
-    return tree_combine(operation.combine, [r[1][0] for r in replies])
+    return pairwise(tree_combine(operation.combine, [r[1][0] for r in replies]), tree,
+                    [r[1][4] for r in replies])
+
+
+def pairwise(reply, tree, recorded):
+    """The reply's fields that are numpy's pairwise sums of the rows' terms
+    (:func:`skfed.federation.whole_counts.pairwise_sum`), summed as numpy sums all the
+    dataset's terms in one array: the in-memory site's bits."""
+    for name in recorded[0] if recorded else ():
+        reply[name] = whole_counts.finish_pairwise(tree, [r[name] for r in recorded])
+    return reply
 
 
 def continued(rows, operation, request, whos):
