@@ -92,11 +92,21 @@ _ROW_BOUNDS = contextvars.ContextVar("skfed_masked_row_bounds", default=None)
 
 
 def declare_row_bounds(**bounds):
-    """Called by a site function: each named float field of its reply is a sum, over at
-    most the session's rows, of terms at most ``bound`` in magnitude — a public fact of
-    the analysis (a loss's gradient bound), never a property of the rows. Under a masked
-    sum the field then travels in the limbs ``bound`` times the sites' public weight sum
-    needs (:func:`range_bits_for`); elsewhere this does nothing."""
+    """Declare public per-row bounds of the reply's fields, from inside a site function.
+
+    Each named field of the reply is a sum, over at most the session's rows, of terms
+    at most ``bound`` in magnitude: a public fact of the analysis (a loss's gradient
+    bound), never a property of the rows. Under a masked sum a float field then
+    travels in the limbs ``bound`` times the sites' published weight sum needs, a
+    non-negative integer field (counts) several to a word (:func:`field_ranges`);
+    elsewhere this does nothing. Declare nothing for weighted rows unless the bound
+    holds for the weighted terms over the weight sum.
+
+    Parameters
+    ----------
+    **bounds : float
+        ``field=bound``: the largest magnitude of one row's term of that field.
+    """
     held = _ROW_BOUNDS.get()
     if held is not None:
         held.update({str(f): float(b) for f, b in bounds.items()})
@@ -114,8 +124,21 @@ def row_bounds():
 
 
 def field_ranges(bounds, weight_total):
-    """``{field: range_bits}`` of declared per-row bounds over rows of public weight sum
-    ``weight_total`` (every site's rows, unweighted: their count); ``{}`` without one."""
+    """The public range of each declared field: ``|value| < 2**range_bits``.
+
+    Parameters
+    ----------
+    bounds : dict of str to float
+        The per-row bounds a site function declared (:func:`declare_row_bounds`).
+    weight_total : float or None
+        The weight sum of every site's rows, as the sites published it with their keys
+        (their count where rows are unweighted).
+
+    Returns
+    -------
+    dict of str to int
+        ``{field: range_bits}``, one bit to spare; ``{}`` without a weight sum.
+    """
     if not bounds or weight_total is None or not np.isfinite(weight_total) \
             or weight_total <= 0:
         return {}
