@@ -163,7 +163,7 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
 
 
 @pytest.mark.parametrize("name,why", [
-    ("fit.risk_sets", "sorted by time"), ("survival.event_times", "sorted by time"),
+    ("fit.cox_inference", "sorted by time"), ("survival.schoenfeld_sums", "sorted by time"),
     ("evaluate.concordance", "pairs of rows"), ("stats.describe", "whole columns"),
     ("mixed.totals", "shuffle by group"), ("gee.terms", "shuffle by cluster"),
     ("boosting.sketch", "a sort"),

@@ -19,7 +19,8 @@ from .test_site_engine import assert_same, ask, write_site  # noqa: E402
 #: rows per partition; the rare ward's two rows (rows 300 and 500) in different ones
 PARTITIONINGS = {"one": [600], "three": [200, 250, 150], "ragged": [2, 300, 1, 97, 200]}
 POLICY = ('min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true\n'
-          'finer_sums = ["stats.table_counts", "stats.table_sums"]')
+          'finer_sums = ["stats.table_counts", "stats.table_sums", "fit.risk_sets", '
+          '"fit.cox_baseline", "survival.schoenfeld_sums"]')
 
 
 def _rows(n=600, seed=3):
@@ -491,3 +492,63 @@ def test_overlap_counts_hidden_on_the_whole(hosts):
     for name in ("three", "ragged"):
         engine = ask(hosts[name], "causal.overlap_counts", dataset=DATA, **args)["ok"]
         assert_same(memory, engine)
+
+
+@pytest.mark.parametrize("ties", ["efron", "breslow"])
+def test_cox_shared_baseline_through_an_engine_site(timed, certs, ties):
+    """FedCoxPH with a shared baseline (risk-set sums at the event times: they add over
+    partitions) through an engine site: the in-memory site's coefficients and robust
+    standard errors (from the score residuals' sums) to 1e-10, and statsmodels' PHReg
+    on the pooled rows (Breslow and Efron, its sandwich over full risk sets)."""
+    import statsmodels.api as sm
+
+    from skfed import FederatedDataset
+    from skfed.survival import FedCoxPH
+
+    servers, rows = timed
+    fits = {}
+    for name in ("twin", "ragged"):
+        data = FederatedDataset.from_sites(
+            {name: f"127.0.0.1:{servers[name].port}"}, dataset="rows",
+            target=["event", "time"], drop=["x", "ward", "sex", "w", "cause", "arm", "treat",
+                                             "outcome"],
+            ca_file=certs.ca.cert, cert_file=certs.client.cert, key_file=certs.client.key)
+        try:
+            fits[name] = FedCoxPH(ties=ties, cov_type="robust", tol=1e-12).fit(data)
+        finally:
+            data.close()
+    memory, engine = fits["twin"], fits["ragged"]
+    np.testing.assert_allclose(engine.coef_, memory.coef_, rtol=1e-10)
+    np.testing.assert_allclose(engine.bse_, memory.bse_, rtol=1e-10)
+    # statsmodels' PHReg: Breslow and Efron, its sandwich over full risk sets (with tied
+    # times lifelines' robust residuals depend on the row order: tests/test_cox.py)
+    # (statsmodels' sandwich is NaN with rows censored before the first event; they are
+    # in no risk set of an event and have no score residual: left out, nothing changes)
+    rows = rows[rows["time"] > 0.02]
+    ref = sm.PHReg(rows["time"].to_numpy(), rows[["z", "grade"]].to_numpy(),
+                   status=rows["event"].to_numpy(), ties=ties).fit(
+                       groups=np.arange(len(rows)))
+    np.testing.assert_allclose(engine.coef_, ref.params, rtol=1e-8)
+    np.testing.assert_allclose(engine.bse_, np.sqrt(np.diag(ref.cov_params())), rtol=1e-6)
+
+
+def test_cox_time_grid_through_an_engine_site(services, certs):
+    """FedCoxPH on a time grid (no event time released; each interval's events and rows
+    decided on the whole dataset) through an engine site equals the in-memory site's."""
+    from skfed import FederatedDataset
+    from skfed.survival import FedCoxPH
+
+    fits = []
+    for pair in (("other", "twin"), ("other", "ragged")):
+        servers, _ = services
+        data = FederatedDataset.from_sites(
+            {name: f"127.0.0.1:{servers[name].port}" for name in pair}, dataset="rows",
+            target=["event", "time"], drop=["x", "ward", "sex", "w", "cause", "arm", "treat",
+                                             "outcome"],
+            ca_file=certs.ca.cert, cert_file=certs.client.cert, key_file=certs.client.key)
+        try:
+            fits.append(FedCoxPH(time_grid=[2.0, 5.0, 10.0, 20.0], tol=1e-12).fit(data))
+        finally:
+            data.close()
+    np.testing.assert_allclose(fits[1].coef_, fits[0].coef_, rtol=1e-10)
+    np.testing.assert_allclose(fits[1].bse_, fits[0].bse_, rtol=1e-10)

@@ -246,12 +246,11 @@ def _summary_reply(site, values, out, rules):
 
 def combine_summaries(replies):
     """The summaries of parts of a site's rows (partitions on an engine) as one: counts
-    and weight sums added, the classes' union with their counts; a survival target's
-    per-stratum event counts are refused there (its times need a sort)."""
+    and weight sums added, the classes' union with their counts, a survival target's
+    strata's union with their rows and events."""
     first = replies[0]
-    if "n_events" in first or any(set(r) != set(first) for r in replies):
-        raise Refused("engine", "data.summary of a survival target is not served on a "
-                                "dataset on an engine", public=True)
+    if any(set(r) != set(first) for r in replies):
+        raise Refused("engine", "the partitions' summaries differ in form", public=True)
     out = dict(first, n_samples=sum(r["n_samples"] for r in replies),
                weight_sum=tree_combine("sum", [r["weight_sum"] for r in replies]))
     for key in ("n_features", "y_ndim", "n_targets"):
@@ -267,7 +266,20 @@ def combine_summaries(replies):
             s[where] = r["class_weight_sums"]
         out.update(classes=labels, class_counts=counts,
                    class_weight_sums=tree_combine("sum", sums))
+    if "n_events" in first:
+        out.update(_survival_counts(replies))
     return out
+
+
+def _survival_counts(replies):
+    levels = np.unique(np.concatenate([r["strata"] for r in replies]))
+    rows, events = np.zeros(len(levels), dtype=np.int64), np.zeros(len(levels))
+    for r in replies:
+        where = np.searchsorted(levels, r["strata"])
+        rows[where] += r["stratum_rows"]
+        events[where] += r["stratum_events"]
+    return {"n_events": sum(r["n_events"] for r in replies), "strata": levels,
+            "stratum_rows": rows, "stratum_events": events}
 
 
 @site_operation(

@@ -19,7 +19,7 @@ sum covers several rows.
 import numpy as np
 
 from ..datafits.cox import cox_terms, risk_set_sums
-from ..federation.operations import SUMS, Arg, Refused, site_operation
+from ..federation.operations import SUMS, Arg, Refused, operation_for, site_operation
 from ..federation.session import add_fields
 from .newton import FedNewton, pack_upper
 
@@ -49,8 +49,14 @@ def check_risk_sets(Y, grid, rules):
     ``min_level_count``)."""
     if rules.allow_event_times:
         return
-    floor = rules.min_level_count
+    _decide_risk_sets(risk_set_counts(Y, grid), rules)
+
+
+def risk_set_counts(Y, grid):
+    """Per stratum of the grid: the events at each grid time and the rows leaving the
+    risk set after it (what :func:`check_risk_sets` decides on; they add over parts)."""
     time, event, stratum = Y[:, 0], Y[:, 1] > 0, Y[:, 2]
+    out = []
     for code, times in grid.items():
         times = np.asarray(times, dtype=float)
         rows = stratum == float(code)
@@ -59,14 +65,39 @@ def check_risk_sets(Y, grid, rules):
         leaving = np.bincount(k[inside], minlength=times.size)
         events = np.bincount(k[inside & event[rows] & (time[rows] == times[np.maximum(k, 0)])],
                              minlength=times.size)
-        for what, counts in (("events", events), ("rows leaving the risk set", leaving)):
-            if np.any((counts > 0) & (counts < floor)):
+        out.append((events, leaving))
+    return out
+
+
+def check_client_risk_sets(client, grid, rules):
+    """:func:`check_risk_sets` on a fit's client objective; on an engine's partitions,
+    on their counts added (the rule decided on the whole dataset)."""
+    if rules.allow_event_times:
+        return
+    if hasattr(client, "map_parts"):
+        parts = client.map_parts(_client_counts, grid)
+        counts = [tuple(sum(p[j][i] for p in parts) for i in range(2))
+                  for j in range(len(parts[0]))]
+    else:
+        counts = _client_counts(client, grid)
+    _decide_risk_sets(counts, rules)
+
+
+def _client_counts(client, grid):
+    return risk_set_counts(client.Y, grid)
+
+
+def _decide_risk_sets(counts, rules):
+    floor = rules.min_level_count
+    for events, leaving in counts:
+        for what, held in (("events", events), ("rows leaving the risk set", leaving)):
+            if np.any((held > 0) & (held < floor)):
                 raise Refused("min_level_count", f"a time of the grid has fewer than "
                               f"{floor} {what} here; use a coarser time_grid")
 
 
 def _risk_set_rule(client, values, rules):
-    check_risk_sets(client.Y, values["grid"], rules)
+    check_client_risk_sets(client, values["grid"], rules)
 
 
 @site_operation(
@@ -82,11 +113,13 @@ def _risk_set_rule(client, values, rules):
     arguments=(Arg("theta", "floats", most=1 << 20), Arg("grid", "value", check=grid_problem),
                Arg("order", "int", low=0, high=2),
                Arg("scale", "float", low=0, optional=True, default=1.0)),
-    checks=(_risk_set_rule,))
+    checks=(_risk_set_rule,), combine="sum")  # sums at public times: they add up
 def client_risk_set_sums(client, theta, grid, order, scale=1.0):
     """At a site: its risk-set sums at the broadcast event times (see module), times
     the public ``scale`` (the inverse of the total weight: it keeps the sums within
     secure aggregation's fixed-point range)."""
+    if hasattr(client, "map_parts"):  # an engine's partitions: their sums added
+        return client.run(operation_for(client_risk_set_sums), (theta, grid, order, scale))
     eta = client.raw(theta)[:, 0]
     sums = risk_set_sums(client.X, eta, client.Y, client.sample_weight, grid, order=order)
     return {k: np.asarray(v, dtype=float) * scale for k, v in sums.items()}
@@ -120,7 +153,7 @@ class RiskSetNewton(FedNewton):
 
     def check_at_site(self, client, rules):
         """A site's rule on the sums each round carries: the risk-set rule at the grid."""
-        check_risk_sets(client.Y, self.grid, rules)
+        check_client_risk_sets(client, self.grid, rules)
 
     def __init__(self, grid=None, *, subproblem_tol="auto", max_subproblem_iter=10000):
         self.grid = grid

@@ -19,7 +19,8 @@ from ..datafits.cox import (_expand, baseline_increments, cox_terms, event_grid,
 from ..federation import dominance
 from ..federation.operations import COUNTS, SUMS, Arg, Refused, row_step, site_operation
 from ..solvers.newton import pack_upper
-from ..solvers.risk_sets import check_risk_sets, grid_problem
+from ..federation.combine import Combine
+from ..solvers.risk_sets import check_client_risk_sets, check_risk_sets, grid_problem
 from ..stats._site import _coarsen
 from ._grid import intervals_pass, passing_cut_points
 from ._pairs import concordance_counts
@@ -67,16 +68,42 @@ def _event_times_rules(site, values, rules):
 def _event_times_reply(site, values, out, rules):
     if not rules.allow_event_times and np.any(out["events"] < rules.min_level_count):
         if values["time_grid"] is not None:
-            Y, _ = Targets("survival").encode(site.y, site.weights())
-            check_cut_points(Y, values["time_grid"], rules)
+            _check_grid_rows(site, values["time_grid"], rules)
         raise Refused("min_level_count", "an interval of the time grid holds fewer than "
                       f"{rules.min_level_count} events here")
     return out
 
 
+def _check_grid_rows(site, cuts, rules):
+    """:func:`check_cut_points` on the site's rows; on an engine's partitions, on their
+    counts per stratum and interval added (decided on the whole dataset)."""
+    if not hasattr(site, "map_parts"):
+        Y, _ = Targets("survival").encode(site.y, site.weights())
+        return check_cut_points(Y, cuts, rules)
+    whole = {}
+    for part in site.map_parts(_interval_counts, cuts):
+        for code, counts in part.items():
+            whole[code] = counts + whole.get(code, 0)
+    if any(np.any((c > 0) & (c < rules.min_level_count)) for c in whole.values()):
+        raise Refused("min_level_count", "an interval of the time grid holds fewer than "
+                                         f"{rules.min_level_count} events or rows here")
+
+
+def _interval_counts(site, cuts):
+    """Per stratum code: the events and the rows in each interval of ``cuts``."""
+    Y, _ = Targets("survival").encode(site.y, site.weights())
+    out = {}
+    for code in np.unique(Y[:, 2]):
+        rows = Y[:, 2] == code
+        k = np.searchsorted(np.asarray(cuts, dtype=float), Y[rows, 0], side="left")
+        out[float(code)] = np.stack([np.bincount(k[Y[rows, 1] > 0], minlength=len(cuts) + 1),
+                                     np.bincount(k, minlength=len(cuts) + 1)])
+    return out
+
+
 def _grid_of_events(client, values, rules):
     """A shared baseline's rounds carry risk-set sums at a public grid: its rule."""
-    check_risk_sets(client.Y, values["grid"], rules)
+    check_client_risk_sets(client, values["grid"], rules)
 
 
 def _cox_audit(client, theta, meat=None):
@@ -102,7 +129,11 @@ def _cox_audit(client, theta, meat=None):
                    convert=lambda c: np.asarray(c, dtype=np.float64)),
                Arg("min_count", "int", low=1, high=1 << 30, nullable=True)),
     checks=(_event_times_rules,), reply=_event_times_reply,
-    counts=lambda out: [out["events"]])
+    counts=lambda out: [out["events"]],
+    # an engine's partitions' times and events (none merged), added; coarsened on the whole
+    combine=Combine(lambda parts, args: _add_event_times(parts),
+                    part=lambda *a: _raw_event_times(*a),
+                    finish=lambda out, args, site: _coarsened(out, args, site)))
 def site_event_times(site, time_grid, min_count):
     """The site's distinct event times per stratum, with their numbers of events.
 
@@ -113,16 +144,47 @@ def site_event_times(site, time_grid, min_count):
     ``time_grid=k``). Returns ``{"strata", "times", "events"}``: the stratum
     code of each entry, its time and its number of events.
     """
+    return _coarsened(_raw_event_times(site, time_grid), (time_grid, min_count), site.site)
+
+
+def _raw_event_times(site, time_grid, min_count=None):
+    """Per stratum, the distinct event times and their events, none merged (a part's)."""
     y = survival_array(site.y)
     Y, _ = Targets("survival", time_grid=time_grid).encode(y, site.weights())
     strata, times, events = [], [], []
     for code in np.unique(Y[:, 2]):
         rows = (Y[:, 2] == code) & (Y[:, 1] > 0)
         t, counts = np.unique(Y[rows, 0], return_counts=True)
-        if min_count is not None and t.size:
-            if rows.sum() < min_count:
-                raise SiteError(site.site, f"{int(rows.sum())} events in a stratum: fewer "
-                                           f"than {int(min_count)}, so no event time is sent.")
+        strata += [code] * t.size
+        times += list(t)
+        events += list(counts)
+    return {"strata": np.asarray(strata, dtype=float), "times": np.asarray(times, dtype=float),
+            "events": np.asarray(events, dtype=float)}
+
+
+def _add_event_times(parts):
+    """The partitions' (stratum, time) pairs' union, their events added, in order."""
+    pairs = np.concatenate([np.column_stack([p["strata"], p["times"]]) for p in parts])
+    events = np.concatenate([p["events"] for p in parts])
+    keys, index = np.unique(pairs, axis=0, return_inverse=True)
+    return {"strata": keys[:, 0].copy(), "times": keys[:, 1].copy(),
+            "events": np.bincount(index.ravel(), weights=events, minlength=len(keys))}
+
+
+def _coarsened(raw, args, site):
+    """The reply from the distinct times' events: with ``min_count``, adjacent times
+    merged in each stratum until each bin holds that many events."""
+    min_count = args[1]
+    if min_count is None:
+        return raw
+    strata, times, events = [], [], []
+    for code in np.unique(raw["strata"]):
+        rows = raw["strata"] == code
+        t, counts = raw["times"][rows], raw["events"][rows]
+        if t.size:
+            if counts.sum() < min_count:
+                raise SiteError(site, f"{int(counts.sum())} events in a stratum: fewer "
+                                      f"than {int(min_count)}, so no event time is sent.")
             t, counts = _merge(t, counts, int(min_count))
         strata += [code] * t.size
         times += list(t)
@@ -255,18 +317,31 @@ def client_cox_baseline(client, theta, cuts, min_count=None):
     arguments=(Arg("theta", "floats", most=1 << 20), Arg("grid", "value", check=grid_problem),
                Arg("h", "floats", most=1 << 24), Arg("xbar", "array", most=1 << 24),
                Arg("cov_type", "choice", choices=("nonrobust", "robust", "cluster"))),
-    checks=(_grid_of_events,))
+    checks=(_grid_of_events,),
+    # an engine's partitions' r'r and sum of r added; the cluster's outer product on the
+    # whole site's sum
+    combine=Combine("sum", part=lambda *a: _residual_sums(*a),
+                    finish=lambda sums, args, site: _residual_meat(sums, args, site)))
 def client_cox_residual_meat(client, theta, grid, h, xbar, cov_type):
     """At a site, under a shared baseline: the sandwich's meat from its rows'
     score residuals at the broadcast baseline increments ``h`` and risk-set
     means ``xbar`` (sums over its rows; ``"cluster"``: the outer product of
     their sum, the site being the cluster)."""
+    return _residual_meat(_residual_sums(client, theta, grid, h, xbar, cov_type),
+                          (theta, grid, h, xbar, cov_type), None)
+
+
+def _residual_sums(client, theta, grid, h, xbar, cov_type):
     eta = client.raw(theta)[:, 0]
     r = score_residuals(client.X, eta, client.Y, client.sample_weight, grid, np.asarray(h),
                         np.asarray(xbar))
     dominance.check_products(r, r, what="a sandwich's meat")
-    s = r.sum(axis=0)
-    return {"meat": pack_upper(np.outer(s, s) if cov_type == "cluster" else r.T @ r)}
+    return {"rr": r.T @ r, "s": r.sum(axis=0)}
+
+
+def _residual_meat(sums, args, site):
+    s = sums["s"]
+    return {"meat": pack_upper(np.outer(s, s) if args[-1] == "cluster" else sums["rr"])}
 
 
 def risk_set_means(sums, ties):
