@@ -13,6 +13,8 @@ the pooled counts and sums are decoded (:func:`site_table_counts`,
 applies to the pooled cells.
 """
 
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 
@@ -216,7 +218,12 @@ def _centers(value):
     arguments=(Arg("columns", "names", most=MAX_COLUMNS), Arg("by", "name", nullable=True),
                Arg("layout", "value", check=_layout),
                Arg("centers", "value", check=_centers),
-               Arg("power", "int", low=1, high=2)), combine="sum")
+               Arg("power", "int", low=1, high=2)),
+    # exact sums added over an engine's partitions, rounded once: the same bits in any
+    # partitioning (a masked Table 1 decodes the same numbers)
+    combine=Combine(lambda parts, args: _add_exact(parts, args),
+                    part=lambda *a: _exact_table_sums(*a),
+                    finish=lambda sums, args, site: _rounded(sums)))
 def site_table_sums(site, columns, by, layout, centers, power):
     """A site's sums of its numeric columns per stratum (a masked sum's reply).
 
@@ -236,8 +243,15 @@ def site_table_sums(site, columns, by, layout, centers, power):
     Returns
     -------
     reply : dict
-        ``"s{j}"``: float array of shape ``(n_strata,)`` for the ``j``-th column.
+        ``"s{j}"``: float array of shape ``(n_strata,)`` for the ``j``-th column:
+        each the exact sum of the rows' terms, rounded once (the same bits however
+        the rows are split: an engine's partitions, in any number).
     """
+    return _rounded(_exact_table_sums(site, columns, by, layout, centers, power))
+
+
+def _exact_table_sums(site, columns, by, layout, centers, power):
+    """:func:`site_table_sums`'s sums, exact (``Fraction``; a partition's part)."""
     X, masks = _counts(site, columns, by, layout)
     if len(centers) != len(columns) or any(len(c) != len(masks) for c in centers):
         raise SiteError(site.site, "one centre per column and stratum is needed.")
@@ -248,12 +262,42 @@ def site_table_sums(site, columns, by, layout, centers, power):
         v = X[c].to_numpy(dtype=np.float64, na_value=np.nan)
         if np.isinf(v).any():
             raise SiteError(site.site, f"column {show(c)} contains infinity.")
-        sums = np.zeros(len(masks))
+        sums = [Fraction(0)] * len(masks)
         for k, (m, center) in enumerate(zip(masks, centers[j])):
             center = float(center)
             if np.isnan(center):
                 continue
             x = v[m & ~np.isnan(v)] - center
-            sums[k] = np.sum(x if power == 1 else x * x)
+            sums[k] = exact_sum(x if power == 1 else x * x)
         out[f"s{j}"] = sums
     return out
+
+
+def _rounded(sums):
+    return {key: np.array([float(s) for s in values]) for key, values in sums.items()}
+
+
+def _add_exact(parts, args):
+    return {key: [sum(p[key][k] for p in parts) for k in range(len(parts[0][key]))]
+            for key in parts[0]}
+
+
+def exact_sum(values):
+    """The exact sum of float64 values, as a :class:`~fractions.Fraction`: each value
+    is an integer mantissa times a power of two, and the mantissas add exactly per
+    exponent (in halves of 26 bits: no int64 overflow below 2^36 values)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[v != 0]
+    if v.size == 0:
+        return Fraction(0)
+    m, e = np.frexp(v)
+    mant, e = (m * 2.0 ** 53).astype(np.int64), e.astype(np.int64) - 53  # v = mant 2^e
+    order = np.argsort((e - e.min()).astype(np.int16), kind="stable")  # a radix sort
+    mant, e = mant[order], e[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(e) != 0])
+    hi = np.add.reduceat(mant >> 26, starts)
+    lo = np.add.reduceat(mant & ((1 << 26) - 1), starts)
+    low = int(e[0])
+    total = sum((int(h) * (1 << 26) + int(s)) << (int(x) - low)
+                for h, s, x in zip(hi, lo, e[starts]))
+    return Fraction(total) * (Fraction(1, 1 << -low) if low < 0 else 1 << low)
