@@ -242,8 +242,21 @@ class DaskEngine:
                         worker_dashboard_address="127.0.0.1:0")
                     self._client = Client(self._cluster, set_as_default=False)
                 else:
-                    self._client = Client(self.conf.scheduler, set_as_default=False)
+                    self._client = Client(self.conf.scheduler, security=self._security(),
+                                          set_as_default=False)
         return self._client
+
+    def _security(self):
+        """Mutual TLS to a ``tls://`` scheduler (the files of ``scheduler_ca``,
+        ``scheduler_cert``, ``scheduler_key``), never falling back to the clear; ``None``
+        (Dask's default, no TLS) for a scheduler the config reaches without it."""
+        if self.conf.scheduler_tls is None:
+            return None
+        from distributed.security import Security
+
+        ca, cert, key = (str(path) for path in self.conf.scheduler_tls)
+        return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
+                        require_encryption=True)
 
     def parts(self):
         """``(futures, offsets, n_rows, columns)``: each non-empty partition's rows on a

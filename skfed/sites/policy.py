@@ -70,7 +70,8 @@ POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_l
 #: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
 TABLES = {"site": ("name", "listen", "relay"), "tls": ("ca", "cert", "key"),
           "datasets": ("path", "columns", "weights", "domains", "population", "transforms",
-                       "consortium", "engine", "scheduler"),
+                       "consortium", "engine", "scheduler", "scheduler_ca",
+                       "scheduler_cert", "scheduler_key"),
           "policy": POLICY_KEYS, "audit": ("path", "officer_log"),
           "privacy": ("ledger",), "access": ("datasets", "operations")}
 
@@ -118,8 +119,13 @@ class DatasetConfig:
         Dask cluster the site runs reads; its rows never gather in the site's process
         (:mod:`skfed.sites.engine`).
     scheduler : str or None
-        With ``engine = "dask"``: the scheduler's ``"host:port"``, or ``"local"`` for
-        a cluster the site starts in its own process.
+        With ``engine = "dask"``: the scheduler's ``"host:port"`` (``"tls://host:port"``
+        over mutual TLS), or ``"local"`` for a cluster the site starts in its own
+        process.
+    scheduler_tls : tuple of Path or None
+        With a ``tls://`` scheduler: the files of ``scheduler_ca``, ``scheduler_cert``
+        and ``scheduler_key`` (the CA the scheduler's certificate is checked against,
+        and the site's client certificate and key for its own cluster).
     """
 
     name: str
@@ -132,6 +138,7 @@ class DatasetConfig:
     consortium: tuple = None
     engine: str = None
     scheduler: str = None
+    scheduler_tls: tuple = None
 
 
 @dataclass
@@ -514,7 +521,7 @@ def _dataset(name, conf, base, problems):
         take(_domains, conf.get("domains"), f"[datasets.{name}.domains]", default={}),
         take(_population, conf.get("population", "all"), what, default="all"),
         transforms, take(_site_names, conf.get("consortium"), f"{what} consortium"),
-        engine, scheduler)
+        engine, scheduler, take(_scheduler_tls, conf, scheduler, base, what))
 
 
 def _engine(conf, what):
@@ -529,8 +536,59 @@ def _engine(conf, what):
     if not isinstance(scheduler, str) or not scheduler or (
             scheduler != "local" and ":" not in scheduler):
         raise ValueError(f"{what} engine = \"dask\" needs scheduler = \"host:port\" (or "
-                         f"\"local\"); got {scheduler!r}.")
+                         f"\"tls://host:port\", \"local\"); got {scheduler!r}.")
     return engine, scheduler
+
+
+#: the keys naming the files of a TLS link to a dataset's scheduler (as [tls]'s keys)
+SCHEDULER_TLS = ("scheduler_ca", "scheduler_cert", "scheduler_key")
+
+
+def _scheduler_tls(conf, scheduler, base, what):
+    """``(ca, cert, key)`` of a ``tls://`` scheduler, each file readable and the key the
+    certificate's; ``None`` for a scheduler reached without TLS. A config that names
+    the files asks for TLS: a ``tcp://`` or bare address would send them unused and
+    the rows' requests in the clear."""
+    named = [key for key in SCHEDULER_TLS if key in conf]
+    tls = isinstance(scheduler, str) and scheduler.startswith("tls://")
+    if not named and not tls:
+        return None
+    if not tls:
+        raise ValueError(f"{what} names {', '.join(named)}, so its scheduler must be "
+                         f"reached over TLS: scheduler = \"tls://host:port\"; got "
+                         f"{scheduler!r}.")
+    missing = [key for key in SCHEDULER_TLS if key not in conf]
+    if missing:
+        raise ValueError(f"{what} scheduler = {scheduler!r} needs {', '.join(missing)} "
+                         "(the CA file, the site's client certificate and key for its "
+                         "cluster).")
+    files = tuple(_path(conf, what.strip("[]"), key, base) for key in SCHEDULER_TLS)
+    _check_tls_files(files, what)
+    return files
+
+
+def _check_tls_files(files, what):
+    """Each file readable and PEM, the key the certificate's (as the TLS link loads them)."""
+    import ssl
+
+    for key, path in zip(SCHEDULER_TLS, files):
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{what} {key} = {str(path)!r} cannot be read: "
+                             f"{exc.strerror or exc}.") from None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        context.load_verify_locations(cafile=str(files[0]))
+    except ssl.SSLError as exc:
+        raise ValueError(f"{what} scheduler_ca = {str(files[0])!r} is not a PEM CA "
+                         f"certificate: {exc}.") from None
+    try:
+        context.load_cert_chain(str(files[1]), str(files[2]))
+    except ssl.SSLError as exc:
+        raise ValueError(f"{what} scheduler_cert and scheduler_key ({str(files[1])!r}, "
+                         f"{str(files[2])!r}) are not a PEM certificate and its key: "
+                         f"{exc}.") from None
 
 
 def _parse_datasets(raw, base, problems):
