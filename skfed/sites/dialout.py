@@ -14,11 +14,11 @@ and answered with a refusal in the clear (it holds the reason only).
 The stream reconnects with exponential backoff (0.5 s doubling to 30 s, with
 jitter) when it breaks; the fit sessions live in the site's process, so a fit
 goes on across a reconnect between its rounds. An HTTP ``CONNECT`` proxy in
-``HTTPS_PROXY`` (or ``https_proxy``) carries the stream (TLS stays end to end).
+``HTTPS_PROXY`` (or ``https_proxy``) carries the stream (TLS stays end to end),
+unless ``NO_PROXY`` (or ``no_proxy``) names the relay (:mod:`skfed.sites.proxy`).
 """
 
 import logging
-import os
 import queue
 import random
 import threading
@@ -27,6 +27,7 @@ from concurrent import futures
 
 from ..deploy.certificates import RELAY_HOST, ROLE_SITE, certificate_identity
 from .envelope import EnvelopeError, Opener, ReplayRecord, refusal
+from .proxy import proxy_options
 from .relay import KEEPALIVE, SERVICE, drain, frame, unframe
 from .transport import _OPTIONS, _grpc
 
@@ -35,14 +36,6 @@ _LOG = logging.getLogger("skfed.site")
 BACKOFF = (0.5, 30.0)
 #: the replay record's file, in the site's folder
 REPLAY_FILE = "relay-replay.json"
-
-
-def proxy_options(environ=None):
-    """The channel option naming the HTTP CONNECT proxy of ``HTTPS_PROXY`` /
-    ``https_proxy`` (none if unset)."""
-    environ = os.environ if environ is None else environ
-    url = environ.get("HTTPS_PROXY") or environ.get("https_proxy")
-    return [("grpc.http_proxy", url)] if url else []
 
 
 class DialOutSite:
@@ -115,7 +108,7 @@ class DialOutSite:
         ca, key, cert = self._credentials
         credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
                                                    certificate_chain=cert)
-        options = (_OPTIONS + KEEPALIVE + proxy_options()
+        options = (_OPTIONS + KEEPALIVE + proxy_options(self.relay)
                    + [("grpc.ssl_target_name_override", RELAY_HOST)])
         self._channel = channel = grpc.secure_channel(self.relay, credentials,
                                                       options=options)
