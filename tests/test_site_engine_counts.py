@@ -99,6 +99,15 @@ REQUESTS = [
                           "levels": None, "cuts": [0.02, 2.0, 5.0, 10.0, 20.0]}),
     ("stats.competing_counts", {"time": "time", "event": "cause", "cause": 2,
                                 "times": [0.02, 2.0, 5.0, 10.0, 20.0], "intervals": True}),
+    ("data.summary", {"dataset": {"name": "rows", "target": ["event", "time"],
+                                  "drop": ["x", "ward", "sex", "arm"]}, "task": "survival"}),
+    ("survival.event_times", {"dataset": {"name": "rows", "target": ["event", "time"],
+                                          "drop": ["x", "ward", "sex", "arm"]},
+                              "time_grid": [0.02, 2.0, 5.0, 10.0, 20.0], "min_count": None}),
+    # the quantiles of a time grid: the events' bins coarsened on the whole dataset
+    ("survival.event_times", {"dataset": {"name": "rows", "target": ["event", "time"],
+                                          "drop": ["x", "ward", "sex", "arm"]},
+                              "time_grid": None, "min_count": 40}),
     ("causal.ee_sums", {"spec": SPEC, "theta": THETA}),
     ("causal.balance_sums", {"spec": SPEC, "theta": THETA}),
     # bins of 1 to 4 rows hidden on the whole dataset's counts
@@ -113,8 +122,8 @@ REQUESTS = [
 @pytest.mark.parametrize("op,args", REQUESTS, ids=[f"{op}-{k}" for k, (op, _) in
                                                    enumerate(REQUESTS)])
 def test_engine_counts_equal_in_memory(hosts, partitioning, op, args):
-    memory = ask(hosts["memory"], op, dataset=DATA, **args)
-    engine = ask(hosts[partitioning], op, dataset=DATA, **args)
+    args = {"dataset": DATA, **args}
+    memory, engine = ask(hosts["memory"], op, **args), ask(hosts[partitioning], op, **args)
     assert "ok" in memory, memory
     assert "ok" in engine, engine
     assert_same(memory["ok"], engine["ok"])
