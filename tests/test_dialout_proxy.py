@@ -30,6 +30,7 @@ from ._sites import stop_sites  # noqa: E402
     ("relay.example.org:7443", "relay.example.org:7443", True),
     ("relay.example.org:7443", "relay.example.org:443", False),  # another port
     ("relay.example.org:7443", "", False),
+    ("dns:///relay.example.org:7443", "example.org", True),  # a gRPC target's host
     ("10.0.0.5:7443", "10.0.0.5", True),
     ("10.0.0.5:7443", "10.0.0.6", False),
     ("10.0.0.5:7443", "10.0.0.5:7443", True),

@@ -41,8 +41,9 @@ def proxy_options(target, environ=None):
 
 def _split(address):
     """``(host, port)`` of ``host:port``, ``[v6]:port``, ``v6`` or ``host`` (port ``None``),
-    the host lower-case without brackets or a trailing dot."""
-    address = address.strip()
+    the host lower-case without brackets or a trailing dot (a gRPC ``dns:///`` target
+    names its host after the scheme)."""
+    address = address.strip().split("///", 1)[-1]
     if address.startswith("["):
         host, _, rest = address[1:].partition("]")
         port = rest[1:] if rest.startswith(":") else None
