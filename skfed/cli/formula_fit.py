@@ -131,7 +131,7 @@ def _local_frame(args):
         if not Path(path).is_file():
             raise CLIError(f"cannot read {path}: no such file.")
         frame = pd.read_csv(path, skipinitialspace=True, encoding="utf-8-sig",
-                            **pandas_options(missing_tokens(args)))
+                            float_precision="round_trip", **pandas_options(missing_tokens(args)))
         frames.append(frame.rename(columns=lambda c: str(c).strip()))
     if args.site_files:
         if args.clients:

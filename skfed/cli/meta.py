@@ -122,7 +122,7 @@ def _read_estimates(args):
         raise CLIError(f"cannot read {args.data}: no such file.")
     try:
         frame = pd.read_csv(args.data, skipinitialspace=True, encoding="utf-8-sig",
-                            **pandas_options(missing_tokens(args)))
+                            float_precision="round_trip", **pandas_options(missing_tokens(args)))
     except (ValueError, UnicodeDecodeError) as exc:
         raise CLIError(f"cannot read {args.data}: {exc}") from exc
     frame = frame.rename(columns=lambda c: str(c).strip())

@@ -55,7 +55,10 @@ def read_table(site, path):
             except ImportError:
                 raise SiteError(site, "reading Parquet needs pyarrow on the site's worker: "
                                       "pip install 'skfed[parquet]'.") from None
-        return pd.read_csv(p, sep="\t" if kind == "tsv" else ",")
+        # round_trip: each number read as the float nearest its text (pandas' default
+        # parser is off by the last bit now and then; Python's float() and the
+        # analyst's own reads are not)
+        return pd.read_csv(p, sep="\t" if kind == "tsv" else ",", float_precision="round_trip")
     except FileNotFoundError:
         raise SiteError(site, f"no file {str(p)!r} on the site's worker.") from None
     except PermissionError:
