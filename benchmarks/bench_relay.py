@@ -99,7 +99,15 @@ def federation(root, n_sites, n_rows, n_features):
     return certs, names, addresses, f"127.0.0.1:{port}", processes
 
 
-def one_fit(certs, names, addresses, relay, rounds, through):
+def _cpu(processes):
+    """Seconds of CPU the processes (and this one) have used."""
+    import psutil
+
+    return time.process_time() + sum(sum(psutil.Process(p.pid).cpu_times()[:2])
+                                      for p in processes)
+
+
+def one_fit(certs, names, addresses, relay, rounds, through, processes):
     tls = {"ca_file": certs.ca.cert, "cert_file": certs.client.cert,
            "key_file": certs.client.key}
     if through == "relay":
@@ -109,30 +117,37 @@ def one_fit(certs, names, addresses, relay, rounds, through):
         data = FederatedDataset.from_sites(addresses, dataset="rows", target="y", **tls)
     backend = data._backend  # the connections count what they carried
     sent, received = backend.bytes_sent, backend.bytes_received
+    cpu = _cpu(processes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = FedLasso(alpha=0.05, solver="fedavg", max_rounds=rounds, tol=0).fit(data)
+    cpu = _cpu(processes) - cpu
     moved = backend.bytes_sent - sent + backend.bytes_received - received
     data.close()
     wall = np.asarray(est.history_["wall_time"], dtype=float)
-    return 1e3 * float(np.median(np.diff(wall))), moved / rounds, est.coef_
+    return (1e3 * float(np.median(np.diff(wall))), moved / rounds, est.coef_,
+            1e3 * cpu / rounds)
 
 
 def measure(n_sites, args):
     with tempfile.TemporaryDirectory() as tmp:
         certs, names, addresses, relay, processes = federation(
             Path(tmp), n_sites, args.rows, args.features)
+        # the processes each way's requests go through (the analyst's own CPU added)
+        serving = {"relay": [processes[0]] + processes[1 + n_sites:],
+                   "direct": processes[1:1 + n_sites]}
         try:
             runs = {"direct": [], "relay": []}
             for _ in range(args.repeats):  # interleaved: the machine's load hits both
                 for through in ("direct", "relay"):
                     runs[through].append(one_fit(certs, names, addresses, relay,
-                                                 args.rounds, through))
+                                                 args.rounds, through, serving[through]))
         finally:
             stop_sites(processes)
     out = {}
     for through, fits in runs.items():
-        out[through] = (float(np.median([f[0] for f in fits])), fits[0][1])
+        out[through] = (float(np.median([f[0] for f in fits])), fits[0][1],
+                        float(np.median([f[3] for f in fits])))
     out["coef_diff"] = float(np.max(np.abs(runs["relay"][0][2] - runs["direct"][0][2])))
     return out
 
@@ -147,20 +162,23 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print(f"FedLasso fedavg, {args.rounds} rounds, {args.rows} rows x {args.features} "
           f"features a site; medians of {args.repeats} fits each, interleaved\n")
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}\n")
     print("| sites | direct ms / round | relay ms / round | time ratio | direct B / round | "
-          "relay B / round | bytes ratio | max coef diff |")
-    print("|---|---|---|---|---|---|---|---|")
+          "relay B / round | bytes ratio | CPU ms / round direct, relay | max coef diff |")
+    print("|---|---|---|---|---|---|---|---|---|")
     verdicts = []
     for n in args.sites:
         started = time.perf_counter()
         r = measure(n, args)
-        (dt, db), (rt, rb) = r["direct"], r["relay"]
+        (dt, db, dc), (rt, rb, rc) = r["direct"], r["relay"]
         print(f"| {n} | {dt:.1f} | {rt:.1f} | {rt / dt:.2f}x | {db:,.0f} | {rb:,.0f} | "
-              f"{rb / db:.2f}x | {r['coef_diff']:.1e} |", flush=True)
+              f"{rb / db:.2f}x | {dc:.1f}, {rc:.1f} ({rc / dc:.2f}x) | {r['coef_diff']:.1e} |",
+              flush=True)
         verdicts.append(f"{n} sites: time {rt / dt:.2f}x, bytes {rb / db:.2f}x (goal at most "
                         f"{GOAL_RATIO:g}x: "
                         f"{'met' if max(rt / dt, rb / db) <= GOAL_RATIO else 'NOT met'}); "
-                        f"{time.perf_counter() - started:.0f} s to measure")
+                        f"{time.perf_counter() - started:.0f} s to measure, load average "
+                        f"{os.getloadavg()[0]:.1f} at the end")
     print()
     print("\n".join(verdicts))
 

@@ -401,3 +401,33 @@ def test_a_restarted_site_refuses_what_it_answered_before(tmp_path, federation):
     reasons = [line["reason"].split(":")[0] for line in read_audit(folder / "audit.jsonl")
                if line.get("rule") == "envelope"]
     assert reasons == ["sequence", "session-unknown"]
+
+
+@pytest.mark.slow
+def test_a_connection_goes_on_after_the_relay_restarts(tmp_path, federation):
+    """The analyst's stream to the relay ends with the relay; its next request opens
+    another (the site's stream reconnects by itself)."""
+    certs = federation["certs"]
+    tls = {"ca": certs.ca.cert, "cert": certs.relays["relay"].cert,
+           "key": certs.relays["relay"].key}
+    relay = TestRelay(listen="127.0.0.1:0", **tls).start()
+    address = f"127.0.0.1:{relay.port}"
+    folder, site, conn = tmp_path / "hospital-a", None, None
+    try:
+        folder.mkdir()
+        federation["frames"][0].to_csv(folder / "visits.csv", index=False)
+        config = relay_site_config(folder, "hospital-a", address, certs=certs,
+                                   datasets={"visits": ("visits.csv", None)}, policy=POLICY)
+        site = start_dialout_site(config)
+        conn = RelayConnection("hospital-a", address, timeout=20, **_tls(certs))
+        n = conn.call("dataset.describe", dataset=REF)["n_samples"]
+        relay.stop()
+        relay = TestRelay(listen=address, **tls).start()
+        assert wait_until(lambda: relay.connected() == ["hospital-a"])
+        assert conn.call("dataset.describe", dataset=REF)["n_samples"] == n
+        assert len(relay.recorded) == 2  # one request and its reply, on a new stream
+    finally:
+        if conn is not None:
+            conn.close()
+        stop_sites([site] if site is not None else [])
+        relay.stop()

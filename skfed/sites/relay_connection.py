@@ -120,7 +120,8 @@ class RelayConnection(SiteConnection):
         from . import SiteUnavailable
 
         grpc = _grpc()
-        if self._stream is None:
+        if self._stream is None or self._stream[1].done():  # none yet, or it ended idle
+            self._end_stream()
             self._start_stream()
         outgoing, replies = self._stream
         ident = next(self._ids)
