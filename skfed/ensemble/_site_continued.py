@@ -31,22 +31,19 @@ def continued_histograms(site, seed, context, model, request):
     at = 0
     for k, steps, features in unpack_nodes(request):
         rows = _cached_rows(cache, prep, steps, context["max_bins"])
-        binned = prep.binned if rows is None else prep.binned[rows]
-        # each row's cells, row by row (a cell's terms in row order)
-        cells = (binned[:, features].astype(np.intp)
-                 + np.arange(len(features), dtype=np.intp) * n_bins).ravel()
-        n_cells = len(features) * n_bins
-        first = np.arange(n_cells, dtype=np.intp)
-        for name, values in columns.items():
-            terms = values[:, k] if rows is None else values[rows, k]
-            start = np.zeros(n_cells) if seed is None else seed[name][at:at + n_cells]
-            out[name].append(np.bincount(
-                np.concatenate([first, cells]), minlength=n_cells,
-                weights=np.concatenate([start, np.repeat(terms.astype(np.float64),
-                                                         len(features))])))
-        counts = np.bincount(cells, minlength=n_cells).astype(np.uint32)
-        out["counts"].append(counts if seed is None else counts + seed["counts"][at:at + n_cells])
-        at += n_cells
+        terms = {name: (values[:, k] if rows is None else values[rows, k]).astype(np.float64)
+                 for name, values in columns.items()}
+        for f in features:  # a feature's cells: its bins, each row's term in row order
+            bins = prep.binned[:, f] if rows is None else prep.binned[rows, f]
+            cells = np.concatenate([np.arange(n_bins, dtype=np.intp), bins])
+            for name, values in terms.items():
+                start = np.zeros(n_bins) if seed is None else seed[name][at:at + n_bins]
+                out[name].append(np.bincount(cells, weights=np.concatenate([start, values]),
+                                             minlength=n_bins))
+            counts = np.bincount(bins, minlength=n_bins).astype(np.uint32)
+            out["counts"].append(counts if seed is None else
+                                 counts + seed["counts"][at:at + n_bins])
+            at += n_bins
     reply = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
              for name, parts in out.items()}
     reply["counts"] = reply["counts"].astype(np.uint32)

@@ -126,7 +126,7 @@ def run_kept(rows, operation, pending):
             wanted = dominance.merge(audit, [r[2] for r in again], wanted)
     declared(r[1][2] for r in replies)
     if not whole_counts.any_order_exact([r[1][3] for r in replies]):
-        return continued(rows, operation, context["request"], whos)
+        return continued(rows, operation, context["request"], whos, replies[0][1][0])
     return pairwise(tree_combine(operation.combine, [r[1][0] for r in replies]), tree,
                     [r[1][4] for r in replies])
 
@@ -140,17 +140,18 @@ def pairwise(reply, tree, recorded):
     return reply
 
 
-def continued(rows, operation, request, whos):
+def continued(rows, operation, request, whos, first):
     """The reply whose float sums would round differently added over partitions than in
     one process: the operation's ``continued`` function on the partitions one after the
     other, each continuing the previous ones' sums in row order (the in-memory site's
-    additions, in its order)."""
+    additions, in its order), from the first partition's own reply ``first`` (its sums
+    from zero, in its row order: already those)."""
     function = getattr(operation.function, "continued", None)
     if function is None:
         raise Refused("engine", f"{operation.name}: its float sums would round differently "
                                 "over partitions than over the whole dataset", public=True)
-    client, reply = rows.engine.client, None
-    for part, who in zip(rows.kept()[0], whos):
+    client, reply = rows.engine.client, first
+    for part, who in zip(rows.kept()[0][1:], whos[1:]):
         status, value = client.submit(run_continued, part, who, request=request,
                                       function=function, seed=reply, pure=False).result()
         if status == "refused":
