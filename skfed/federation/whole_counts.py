@@ -1,12 +1,21 @@
-"""Smallest-count rules decided on all of a dataset's rows, when they are partitions.
+"""What a site decides, and sums, on all of a dataset's rows when they are partitions.
 
-A declared check that counts rows (``min_rows`` for a boosting node and its sibling,
-``min_level_count`` for a categorical column's levels) calls :func:`at_least`. In one
-process it decides at once. On a partition of a dataset on an engine
-(:mod:`skfed.sites.engine`) it records the counts instead (under :class:`Recording`),
-and the site adds every partition's counts key by key and decides once
-(:func:`decide`): a level held by 3 rows of one partition and 7 of another is held by
-10 rows of the dataset, as an in-memory site counts it.
+Three things a site function or its checks do on its rows differ when the rows are
+partitions of a dataset on an engine (:mod:`skfed.sites.engine`); each is done here,
+the same in one process, and recorded on a partition (under :class:`Recording`) for
+the site to finish on the whole:
+
+- *smallest-count rules*: a declared check that counts rows (``min_rows`` for a
+  boosting node and its sibling, ``min_level_count`` for a categorical column's
+  levels) calls :func:`at_least`; the site adds every partition's counts key by key
+  and decides once (:func:`decide`): a level held by 3 rows of one partition and 7 of
+  another is held by 10 rows of the dataset, as an in-memory site counts it;
+- *float32 terms summed in row order* (:func:`float_terms`): whether adding the
+  partitions' sums can round (:func:`any_order_exact`); where it can, the engine sums
+  partition after partition instead;
+- *numpy's pairwise sums* (:func:`pairwise_sum`): the runs and boundary blocks of
+  numpy's recursion over the whole array (:func:`pairwise_plan`), added at the site in
+  numpy's order (:func:`finish_pairwise`): the in-memory site's bits.
 
 Like :mod:`skfed.federation.operations`, this module imports nothing of skfed's but
 that one, so the estimators' declarations and the site service both use it.
