@@ -435,3 +435,26 @@ def test_a_tree_of_partition_sums_is_not_numpys():
         parts = [float(np.sum(terms[a:b])) for a, b in zip(cuts[:-1], cuts[1:])]
         differ += tree_combine("sum", parts) != float(np.sum(terms))
     assert differ >= 5
+
+
+def test_the_weighted_binning_draw_is_refused_on_a_partition():
+    """Above the subsample size with sample weights, scikit-learn's draw runs over the
+    rows' cumulative weights, across partitions: a partition's rows refuse it with the
+    reason (rule ``engine``); the unweighted draw, by row index, is served."""
+    from skfed.data.sources import split_table
+    from skfed.ensemble._site import _multiplicity
+    from skfed.federation.operations import Refused
+
+    frame = _frame().drop(columns=["label"])
+    rows = split_table("same", frame.iloc[:100].reset_index(drop=True), target="y")
+    rows.meta["position"] = 400  # its place among the site's rows
+    draw = {"mode": "draw", "seed": 0, "n_total": 900, "size": 300,
+            "offsets": {"same": 0}}
+    counts, weights = _multiplicity(rows, None, draw)
+    whole, _ = _multiplicity(split_table("same", frame, target="y"), None, draw)
+    np.testing.assert_array_equal(counts, whole[400:500])  # the same rows drawn
+    assert weights is None
+    with pytest.raises(Refused, match="weighted 200,000-row draw") as info:
+        _multiplicity(rows, None, dict(draw, weight_total=1.0, p_total=1.0,
+                                       weight_offsets={"same": 0.0}))
+    assert info.value.rule == "engine"
