@@ -43,8 +43,9 @@ def homes(root, frames, *, target, policy="min_rows = 10"):
                                  datasets={"rows": ("rows.csv", None)}, policy=policy)
             servers.append(SiteServer(load_config(config)).start())
             addresses[name] = f"127.0.0.1:{servers[-1].port}"
-        pooled = pd.concat([pd.read_csv(root / n / "rows.csv") for n in names],
-                           ignore_index=True)
+        # read as the sites read it (round-trip floats: skfed.data.sources)
+        pooled = pd.concat([pd.read_csv(root / n / "rows.csv", float_precision="round_trip")
+                            for n in names], ignore_index=True)
         site = np.repeat(names, [len(frames[n]) for n in names])
         # the target as a named Series: each home then knows its column's name
         local = FederatedDataset.from_arrays(pooled.drop(columns=[target]), pooled[target],
