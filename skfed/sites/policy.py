@@ -261,8 +261,10 @@ class Policy:
 
     def serves(self, operation):
         """Whether the policy serves ``operation`` (every declared one by default)."""
-        return operation in (served_by_default() if self.operations is None
-                             else self.operations)
+        if self.operations is None:  # asked on every request: a lookup, not a sorted list
+            declared = operations().get(operation)
+            return declared is not None and declared.default
+        return operation in self.operations
 
 
 @dataclass
