@@ -127,8 +127,8 @@ def _fit_each(servers, certs, make, target, drop, homes=("memory", "engine")):
 
 
 def assert_same_trees(a, b):
-    """Every field of every node of every tree, the bins, the baseline: the same bits;
-    the scores to round-off."""
+    """Every field of every node of every tree, the bins, the baseline, the losses: the
+    same bits; the score to round-off."""
     assert len(a._predictors) == len(b._predictors)
     for mine, theirs in zip(a._predictors, b._predictors):
         for x, y in zip(mine, theirs):
@@ -139,10 +139,10 @@ def assert_same_trees(a, b):
     for s, t in zip(a.bin_thresholds_, b.bin_thresholds_):
         np.testing.assert_array_equal(s, t)
     np.testing.assert_array_equal(a._baseline_prediction, b._baseline_prediction)
-    # the losses and the score are float sums over rows (numpy's pairwise sums, BLAS
-    # dot products): the partitions' sums added equal the whole's to round-off
-    np.testing.assert_allclose(a.train_score_, b.train_score_, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(a.validation_score_, b.validation_score_, rtol=1e-12, atol=0)
+    # the losses are numpy's pairwise sums (summed over the partitions as numpy sums
+    # them); the score's sums are BLAS dot products: to round-off
+    np.testing.assert_array_equal(a.train_score_, b.train_score_)
+    np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
     assert a.score_ == pytest.approx(b.score_, rel=1e-12, abs=0)
 
 

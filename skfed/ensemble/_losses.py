@@ -12,7 +12,7 @@ from sklearn._loss.loss import (AbsoluteError, HalfBinomialLoss, HalfGammaLoss,
                                 HalfMultinomialLoss, HalfPoissonLoss, HalfSquaredError,
                                 PinballLoss)
 
-from ..federation import dominance
+from ..federation import dominance, whole_counts
 
 #: the regressor's losses (scikit-learn 1.9's names)
 REGRESSION_LOSSES = ("squared_error", "absolute_error", "gamma", "poisson", "quantile")
@@ -95,6 +95,10 @@ def loss_sums(loss, y, raw, sample_weight):
     per_row = loss.loss(y_true=y, raw_prediction=raw, sample_weight=None)
     dominance.check_rows(per_row if sample_weight is None else per_row * sample_weight,
                          "a loss")
+    # numpy's pairwise sums (on an engine: of all the partitions' terms, as one array);
+    # a weighted loss is a BLAS dot product (on an engine: to round-off)
     if sample_weight is None:
-        return {"loss": float(per_row.sum()), "weight": float(len(per_row))}
-    return {"loss": float(per_row @ sample_weight), "weight": float(sample_weight.sum())}
+        return {"loss": whole_counts.pairwise_sum("loss", per_row),
+                "weight": float(len(per_row))}
+    return {"loss": float(per_row @ sample_weight),
+            "weight": whole_counts.pairwise_sum("weight", sample_weight)}

@@ -125,10 +125,11 @@ def run_kept(rows, operation, pending):
                                     audit=(*spec, wanted), **context)
             wanted = dominance.merge(audit, [r[2] for r in again], wanted)
     declared(r[1][2] for r in replies)
-    if not whole_counts.any_order_exact([r[1][3] for r in replies]):
-        return continued(rows, operation, context["request"], whos, replies[0][1][0])
-    return pairwise(tree_combine(operation.combine, [r[1][0] for r in replies]), tree,
-                    [r[1][4] for r in replies])
+    if whole_counts.any_order_exact([r[1][3] for r in replies]):
+        reply = tree_combine(operation.combine, [r[1][0] for r in replies])
+    else:
+        reply = continued(rows, operation, context["request"], whos, replies[0][1][0])
+    return pairwise(reply, tree, [r[1][4] for r in replies])
 
 
 def pairwise(reply, tree, recorded):
