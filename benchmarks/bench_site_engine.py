@@ -30,7 +30,11 @@ by default; the same features, ``y``), at both sites: its setup (the schema, the
 totals, the exact bins: scikit-learn's 200,000-row draw replayed at the site), its
 milliseconds per tree and per round (a round: one request of node histograms), and
 whether the engine's trees are the in-memory site's bit for bit (printed, with the
-baselines and the largest leaf value difference).
+baselines and the largest leaf value difference). Measured (1 million rows, 4
+partitions, 5 trees of depth 4, load 13-18): a round 123 ms on the engine against 48
+ms in memory (2.6x), the setup 4.8 s against 5.1 s, the trees bit for bit; under a
+load of 18-48 the ratio was 4.9x to 10.9x (20 partitions cost more than 4: each
+request's checks and kernels run once per partition).
 
 Not in the test suite. Usage::
 
