@@ -34,7 +34,7 @@ def rossi(tmp_path_factory):
     frame["site"] = np.array(["young", "middle", "older"])[(rank * 3 // len(frame)).astype(int)]
     path = tmp_path_factory.mktemp("rossi") / "rossi.csv"
     frame.to_csv(path, index=False)
-    return path, pd.read_csv(path)
+    return path, pd.read_csv(path, float_precision="round_trip")
 
 
 def _fit(path, *extra):

@@ -26,7 +26,7 @@ def bmt(tmp_path_factory):
     frame = frames()["bmt"]
     path = tmp_path_factory.mktemp("bmt") / "bmt.csv"
     frame.to_csv(path, index=False)
-    return pd.read_csv(path), str(path)
+    return pd.read_csv(path, float_precision="round_trip"), str(path)
 
 
 def _python(frame, **options):

@@ -140,8 +140,8 @@ def test_lasso_numbers_match_the_python_api(capsys, dataset, one_csv, tmp_path):
     np.testing.assert_allclose(saved[-1].coef_, fed.coef_, rtol=1e-12)
     assert list(saved.feature_names_in_) == names
     pd = pytest.importorskip("pandas")
-    np.testing.assert_allclose(saved.predict(pd.read_csv(one_csv)), fed.predict(d["X"]),
-                               rtol=1e-12)
+    rows = pd.read_csv(one_csv, float_precision="round_trip")
+    np.testing.assert_allclose(saved.predict(rows), fed.predict(d["X"]), rtol=1e-12)
 
 
 def test_site_files_give_the_same_fit(capsys, dataset, one_csv, tmp_path):
@@ -447,7 +447,7 @@ def test_scaled_coefficients_are_sklearns_standardized_lasso_mapped_back(capsys,
     pd = pytest.importorskip("pandas")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the columns by name, and no feature-name chatter
-        predicted = pipe.predict(pd.read_csv(ward_csv))
+        predicted = pipe.predict(pd.read_csv(ward_csv, float_precision="round_trip"))
     np.testing.assert_allclose(predicted, X @ coef + intercept, rtol=1e-7)
 
     # held out: transformed with the training rows' statistics

@@ -29,7 +29,7 @@ def cohort(tmp_path_factory):
     frame["events"] = rng.poisson(np.exp(-3 + 0.03 * frame["age"] + 0.4 * frame["smoker"]))
     path = tmp_path_factory.mktemp("cohort") / "cohort.csv"
     frame.to_csv(path, index=False)
-    return path, pd.read_csv(path)
+    return path, pd.read_csv(path, float_precision="round_trip")
 
 
 @pytest.mark.parametrize("cov_type", ["nonrobust", "HC0", "cluster"])

@@ -89,7 +89,7 @@ def test_impute_fits_and_the_saved_pipeline_predicts_raw_rows(capsys, messy, tmp
     assert "--impute median: filled 14 missing value(s)" in out
     pipe = joblib.load(model)
     assert [name for name, _ in pipe.steps] == ["impute", "encode", "scale", "model"]
-    raw = pd.read_csv(messy["path"])
+    raw = pd.read_csv(messy["path"], float_precision="round_trip")
     test = holdout_split(messy["site"], 0.2, 0)
     # the federated statistics are the pooled training rows' medians / modes
     imp = pipe["impute"]
@@ -139,7 +139,7 @@ def test_final_model_on_every_row(capsys, messy, tmp_path, flag):
     assert "no held-out score: --test-size 0 fits on every row" in out
     assert "held-out R2" not in out
     pipe = joblib.load(model)
-    raw = pd.read_csv(messy["path"])
+    raw = pd.read_csv(messy["path"], float_precision="round_trip")
     np.testing.assert_allclose(pipe["impute"].numeric_imputer_.statistics_,
                                np.nanmean(raw[["bmi", "bp", "s5"]], axis=0), rtol=1e-12)
     assert np.all(np.isfinite(pipe.predict(raw)))
@@ -213,7 +213,7 @@ def test_remote_form_reports_all_problems_imputes_and_saves_a_raw_row_model(
     assert "--impute median: filled the missing feature values" in out
     pipe = joblib.load(model)
     assert [name for name, _ in pipe.steps] == ["impute", "encode", "scale", "model"]
-    raw = pd.read_csv(messy["path"])
+    raw = pd.read_csv(messy["path"], float_precision="round_trip")
     predicted = pipe.predict(raw)  # the whole input file, gaps and text included
     assert np.all(np.isfinite(predicted))
     r2 = 1 - np.sum((predicted - messy["y"]) ** 2) / np.sum((messy["y"] - messy["y"].mean())

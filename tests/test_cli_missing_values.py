@@ -77,7 +77,7 @@ def test_describe_keeps_a_level_written_none(tmp_path):
     """A religion 'none' is a level (it became 1,021 missing values before); 'None' is
     pandas' missing value; the values equal pandas' on the file."""
     path = _religions(tmp_path)
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(path, float_precision="round_trip")
     ours = _frame(path)
     assert ours["religion"].isna().tolist() == frame["religion"].isna().tolist()
     assert ours["religion"].dropna().tolist() == frame["religion"].dropna().tolist()
@@ -85,7 +85,7 @@ def test_describe_keeps_a_level_written_none(tmp_path):
     assert ours["religion"].value_counts().to_dict() == \
         frame["religion"].value_counts().to_dict()
     # --na-values -99: the income's code for a refusal becomes missing, as pandas'
-    income = pd.read_csv(path, na_values=["-99"])["income"]
+    income = pd.read_csv(path, na_values=["-99"], float_precision="round_trip")["income"]
     assert income.isna().sum() > 0
     pd.testing.assert_series_equal(_frame(path, "--na-values", "-99")["income"], income)
 
@@ -106,7 +106,7 @@ def test_skfed_describe_counts_the_level_none_as_pandas(tmp_path, capsys):
 
 def test_no_default_na_keeps_a_region_written_NA(tmp_path):
     path = _religions(tmp_path)
-    frame = pd.read_csv(path, keep_default_na=False)
+    frame = pd.read_csv(path, keep_default_na=False, float_precision="round_trip")
     ours = _frame(path, "--no-default-na")
     assert (ours["region"] == "NA").sum() == (frame["region"] == "NA").sum() > 0
     assert (ours["religion"] == "None").sum() == (frame["religion"] == "None").sum() > 0
@@ -117,7 +117,7 @@ def test_fit_reads_na_values_in_every_path(tmp_path, capsys):
     """--na-values -99 with --drop-incomplete drops pandas' incomplete rows, without and
     with --formula (the formula's rows equal statsmodels' on pandas' frame)."""
     path = _religions(tmp_path)
-    frame = pd.read_csv(path, na_values=["-99"])
+    frame = pd.read_csv(path, na_values=["-99"], float_precision="round_trip")
     complete = frame.dropna(subset=["income"])
     js = tmp_path / "fit.json"
     assert main(["fit", path, "--clients", "site", "--target", "y", "--model", "linear",

@@ -101,7 +101,7 @@ def test_the_epilepsy_trial_equals_statsmodels():
                         "epil.csv")
     if not os.path.exists(path):
         pytest.skip("statsmodels' test data are not installed")
-    epil = pd.read_csv(path)
+    epil = pd.read_csv(path, float_precision="round_trip")
     epil["hospital"] = np.where(epil["subject"] <= 20, "north",
                                 np.where(epil["subject"] <= 40, "centre", "south"))
     results = F.gee("y ~ age + trt + base", epil, groups="subject", family="poisson",

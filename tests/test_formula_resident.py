@@ -24,9 +24,9 @@ def test_resident_rows_give_the_in_process_fit(tmp_path):
     site = np.where(frame["age"] < 60, "north", "south")
     for name in names:
         frame[site == name].to_csv(tmp_path / f"{name}.csv", index=False)
-    # the rows as the workers read them (a CSV's floats are read back to within an ulp)
-    pooled = pd.concat([pd.read_csv(tmp_path / f"{n}.csv") for n in names],
-                       ignore_index=True)
+    # the rows as the workers read them (each number the float nearest its text)
+    pooled = pd.concat([pd.read_csv(tmp_path / f"{n}.csv", float_precision="round_trip")
+                        for n in names], ignore_index=True)
     labels = np.repeat(names, [int(np.sum(site == n)) for n in names])
     formula = "y ~ C(sex) + bs(x, df=4) + np.log(age)"
     local = glm(formula, pooled, family="binomial", clients=labels)

@@ -34,7 +34,7 @@ from skfed.stats import meta_analysis  # noqa: E402
 def dietox():
     path = os.path.join(os.path.dirname(statsmodels.__file__), "regression", "tests",
                         "results", "dietox.csv")
-    return pd.read_csv(path)[["Weight", "Time", "Pig", "Cu"]]
+    return pd.read_csv(path, float_precision="round_trip")[["Weight", "Time", "Pig", "Cu"]]
 
 
 def _reference(data, formula, groups, re_formula, reml, default=True):

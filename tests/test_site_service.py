@@ -82,7 +82,8 @@ def _remote(federation, dataset, target, drop=()):
 
 def _local(federation, dataset, target, drop=()):
     """The same rows, read from the same files, in this process."""
-    frames = [pd.read_csv(federation["folders"][s] / f"{dataset}.csv") for s in SITES]
+    frames = [pd.read_csv(federation["folders"][s] / f"{dataset}.csv",
+                          float_precision="round_trip") for s in SITES]
     frame = pd.concat(frames, ignore_index=True)
     site = np.repeat(list(SITES), [len(f) for f in frames])
     targets = list(target) if isinstance(target, list) else [target]
@@ -667,7 +668,8 @@ def clinic(tmp_path, federation):
             folder = start.folders[name] = tmp_path / f"{name}-{len(servers)}"
             folder.mkdir()
             parts[k].to_csv(folder / "visits.csv", index=False)
-            parts[k] = pd.read_csv(folder / "visits.csv")  # the reference reads the same file
+            # the reference reads the same file
+            parts[k] = pd.read_csv(folder / "visits.csv", float_precision="round_trip")
             path = site_config(folder, name, certs=federation["certs"],
                                datasets={"visits": ("visits.csv", None)}, policy=policy)
             servers.append(SiteServer(load_config(path)).start())
@@ -900,7 +902,7 @@ def test_glm_inference_through_services(tmp_path, federation, secure, cov_type):
             folder = tmp_path / name
             folder.mkdir()
             parts[k].to_csv(folder / "cohort.csv", index=False)
-            parts[k] = pd.read_csv(folder / "cohort.csv")
+            parts[k] = pd.read_csv(folder / "cohort.csv", float_precision="round_trip")
             path = site_config(folder, name, certs=federation["certs"],
                                datasets={"cohort": ("cohort.csv", None)})
             servers.append(SiteServer(load_config(path)).start())
@@ -972,7 +974,8 @@ def test_losses_rule_and_a_parquet_dataset(one_site, tmp_path, federation):
     assert info.value.rule == "losses"
     # a Parquet file serves the same rows as its CSV
     pytest.importorskip("pyarrow")
-    pd.read_csv(folder / "visits.csv").to_parquet(tmp_path / "visits.parquet")
+    pd.read_csv(folder / "visits.csv", float_precision="round_trip").to_parquet(
+        tmp_path / "visits.parquet")
     path = site_config(tmp_path / "pq", "hospital-a", certs=federation["certs"],
                        datasets={"visits": (str(tmp_path / "visits.parquet"), None)})
     server = SiteServer(load_config(path)).start()
