@@ -250,9 +250,10 @@ def test_min_level_count_decided_on_the_whole_dataset(tmp_path, certs):
 
 
 def test_the_fit_state_caps_hold_over_the_partitions(services, certs, monkeypatch):
-    """Each partition keeps its state under its share of the rows of the site's caps
-    (together: the site's caps); a fit's state above them is refused on the engine as
-    in memory (rule ``fit_state_mb``)."""
+    """Each partition keeps its state under its share of the rows of the site's
+    fit_state_mb (together: the site's cap; an analyst's states under the site's
+    analyst_state_mb in the process); a fit's state above it is refused on the engine
+    as in memory (rule ``fit_state_mb``)."""
     from skfed.ensemble import _fit_state
     from skfed.federation.operations import current_requester
 
@@ -273,7 +274,7 @@ def test_the_fit_state_caps_hold_over_the_partitions(services, certs, monkeypatc
     whole = shares[400][0]  # in memory: the site's cap
     for n in RAGGED:
         assert shares[n][0] == pytest.approx(whole * n / sum(RAGGED), rel=1e-12)
-        assert shares[n][1] == pytest.approx(shares[400][1] * n / sum(RAGGED), rel=1e-12)
+        assert shares[n][1] == shares[400][1]  # the analyst's: the site's, per process
     monkeypatch.setattr(_fit_state, "_MB", 1.0)  # a cap of a few bytes
     refused = [_refusal(servers, certs, home, lambda: FedHistGradientBoostingRegressor(
         **PARAMS)) for home in ("memory", "engine")]
@@ -458,3 +459,30 @@ def test_the_weighted_binning_draw_is_refused_on_a_partition():
         _multiplicity(rows, None, dict(draw, weight_total=1.0, p_total=1.0,
                                        weight_offsets={"same": 0.0}))
     assert info.value.rule == "engine"
+
+
+def test_many_partitions_keep_their_fit_state(tmp_path, certs):
+    """More partitions than an analyst may keep fit states (64) in one process: a fit's
+    partitions count as one state of the analyst's, so none evicts another and no
+    request is refused for a lost state (as in memory)."""
+    from skfed.sites.audit import read_audit
+    from skfed.sites.transport import SiteServer
+
+    frame = _frame()
+    servers = {"other": SiteServer(_site(tmp_path / "other", "other", frame.iloc[:400],
+                                         certs))}
+    second = frame.iloc[400:].reset_index(drop=True)
+    for home, sizes in {"memory": None, "engine": [7] * 70 + [10]}.items():
+        servers[home] = SiteServer(_site(tmp_path / home, "same", second, certs, sizes))
+    for server in servers.values():
+        server.start()
+    try:
+        memory, engine = _fit_each(servers, certs, lambda: FedHistGradientBoostingRegressor(
+            **PARAMS), "y", ["label"])
+    finally:
+        for server in servers.values():
+            server.stop()
+    assert_same_trees(memory, engine)
+    lost = [line for line in read_audit(tmp_path / "engine" / "audit.jsonl")
+            if line.get("rule") == "fit_state"]
+    assert not lost

@@ -13,12 +13,15 @@ The state is keyed by the analyst of the request
 a site service), so another analyst naming the same fit and digest finds nothing.
 It is capped: a fit's state above the site's ``fit_state_mb`` is refused (rule
 ``fit_state_mb``); one analyst's states above ``analyst_state_mb`` together, or
-more than :data:`MAX_STATES_PER_ANALYST` of them, are evicted oldest first. The
-state of a dataset's rows goes with those rows (a site service drops rows it no
-longer keeps). None of it changes an answer: a request computes the same sums
+more than :data:`MAX_STATES_PER_ANALYST` of them, are evicted oldest first (the
+partitions of one request's rows on an engine count as one state, all of them kept
+while one is in use). The state of a dataset's rows goes with those rows (a site
+service drops rows it no longer keeps); one request at a time builds a state's rows
+and model (two requests after an eviction would add the trees twice). None of it changes an answer: a request computes the same sums
 from a state as from the whole model.
 """
 
+import collections
 import threading
 import weakref
 from collections import OrderedDict
@@ -70,7 +73,9 @@ class FitState(dict):
         super().__init__()
         self.key, self.context, self.name, self.digest = key, None, None, None
         self.checked, self.digests, self.nbytes = set(), [], 0
+        self.group = key  # what counts as one state of the analyst's (:meth:`_Store.get`)
         self.last = None  # the last full context object received (digested once)
+        self.lock = threading.RLock()  # its rows and model built by one request at a time
         self.accounted = -1  # the model version last measured against the caps
 
     def reset(self, context, name, digest):
@@ -103,6 +108,8 @@ class _Store:
             if not create:
                 return None
             state = FitState(key)
+            # the partitions of one request's rows on an engine: one state of the analyst's
+            state.group = (fit, getattr(site, "meta", {}).get("kept", id(site)))
             if self._track(site):
                 self.states[key] = state
             return state
@@ -137,13 +144,18 @@ class _Store:
                           public=True)
         with self.lock:
             mine = [k for k in self.states if k[0] == who.analyst]  # oldest first
-            total, count = sum(self.states[k].nbytes for k in mine), len(mine)
+            total = sum(self.states[k].nbytes for k in mine)
+            groups = collections.Counter(self.states[k].group for k in mine)
             for key in mine:
-                if total <= who.analyst_state_mb * _MB and count <= MAX_STATES_PER_ANALYST:
+                if total <= who.analyst_state_mb * _MB and \
+                        len(groups) <= MAX_STATES_PER_ANALYST:
                     break
-                if key != state.key:  # the state in use stays
+                group = self.states[key].group
+                if group != state.group:  # the state in use stays (all its partitions)
                     total -= self.states.pop(key).nbytes
-                    count -= 1
+                    groups[group] -= 1
+                    if not groups[group]:
+                        del groups[group]
 
 
 STORE = _Store()

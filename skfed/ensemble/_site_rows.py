@@ -143,11 +143,12 @@ def resolve(site, context, model=None):
     the rows binned for its context, and the raw predictions of ``model`` (a message
     of :func:`~._wire.check_model_message`'s forms), the state's caps held."""
     state = fit_state(site, context)
-    prep = prepared(site, state)
-    raw = None if model is None else apply_model(state, prep, model)
-    if state.accounted != state.get("model_version"):  # measured as it grows
-        STORE.account(state)
-        state.accounted = state.get("model_version")
+    with state.lock:  # two requests rebuilding one state apply its trees once
+        prep = prepared(site, state)
+        raw = None if model is None else apply_model(state, prep, model)
+        if state.accounted != state.get("model_version"):  # measured as it grows
+            STORE.account(state)
+            state.accounted = state.get("model_version")
     return state, prep, raw
 
 

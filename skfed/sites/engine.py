@@ -134,12 +134,13 @@ def run_plain(frame, offset, keep, *, site, reference, function, args):
         return function(part_rows(frame, offset, site, reference, keep), *args)
 
 
-def keep_part(frame, offset, keep, position, *, site, reference):
+def keep_part(frame, offset, keep, position, *, site, reference, group):
     """A partition's rows of a request, built once and kept on its worker (what a
     boosting fit's state there is kept beside), with their place among the request's
-    rows (scikit-learn's binning draw counts over them)."""
+    rows (scikit-learn's binning draw counts over them) and the request's ``group``
+    (its partitions' fit states count as one of the analyst's)."""
     rows = part_rows(frame, offset, site, reference, keep)
-    rows.meta["position"] = int(position)
+    rows.meta.update(position=int(position), kept=group)
     return rows
 
 
@@ -423,7 +424,8 @@ class EngineRows:
                 positions = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
                 self._kept = (self.engine.client.map(
                     keep_part, futures, offsets, keep, positions.tolist(), site=self.site,
-                    reference=self.reference, pure=False), row_shares(sizes), sizes)
+                    reference=self.reference, group=id(self), pure=False),
+                    row_shares(sizes), sizes)
             return self._kept
 
     def weights(self):

@@ -14,9 +14,11 @@ engine's rows defer it, and each partition runs the checks, then the function, o
 its kept rows. What the checks count (a node's rows, a level's rows) is recorded
 there and decided on the whole dataset (:func:`skfed.federation.whole_counts.decide`)
 before the dominance audit, as an in-memory site decides its checks before its audit.
-The site's caps of a fit's state hold over the partitions together: each partition's
-state is capped at its share of the rows of the caps (the state is made of per-row
-arrays).
+The site's cap of a fit's state holds over the partitions together: each
+partition's state is capped at its share of the rows of ``fit_state_mb`` (the state
+is made of per-row arrays). An analyst's states are capped by ``analyst_state_mb`` in
+each worker process (in a local cluster's one process, as in memory), the partitions
+of one request's rows counting as one state of the analyst's.
 
 What the function declares of a masked reply (its public per-row bounds,
 :func:`skfed.privacy.masked_sums.declare_row_bounds`) is declared again at the site,
@@ -110,8 +112,10 @@ def run_kept(rows, operation, pending):
     kept, shares, sizes = rows.kept()
     parts, tree = whole_counts.pairwise_plan(sizes)
     who = current_requester()
+    # a fit's state capped by the partitions' shares of its rows; an analyst's states
+    # by the site's cap in each worker process (all of them in a local cluster's)
     whos = [Requester(who.analyst, fit_state_mb=who.fit_state_mb * share,
-                      analyst_state_mb=who.analyst_state_mb * share) for share in shares]
+                      analyst_state_mb=who.analyst_state_mb) for share in shares]
     context = {"request": Request(checks, values, [a.name for a in operation.arguments],
                                   PartRules(rules), operation.function)}
     audit = dominance.active()
