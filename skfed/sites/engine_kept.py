@@ -50,7 +50,8 @@ class Request:
 
 
 def run_checked(rows, who, plan, *, request, audit):
-    """On a partition's kept rows, for the analyst ``who`` (its caps its share): the
+    """On a partition's kept rows, for the analyst ``who`` (a fit's state capped at
+    this partition's share), with its part of the pairwise sums' ``plan``: the
     declaration's checks (their counts recorded), then the function under the
     partition's recording audit (or none). A refusal returns as a value."""
     checks, names, rules, function = request.checks, request.names, request.rules, \
