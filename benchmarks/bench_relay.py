@@ -22,12 +22,18 @@ printed). On the shared 2-core machine every process (16 + 16 sites, the relay,
 the analyst) competes for the same cores, so the ratios are the measure, not the
 absolute times.
 
-Figures (one run, ``--repeats 5``, 20 rounds, 500 rows x 20 features a site, the
-2-core machine otherwise idle): 4 sites 6.7 ms a round direct, 11.2 through the
-relay (1.68x), bytes 1.26x; 16 sites 25.7 and 33.1 ms (1.29x), bytes 1.25x;
-coefficients equal to the bit. An earlier run under a load average of 16 to 26:
-1.54x and 1.57x. Before per-connection sessions (a key agreement in
-every request): 1.82x and 1.45x the time, 1.37x and 1.36x the bytes.
+Figures (``--repeats 5``, 20 rounds, 500 rows x 20 features a site, the machine
+loaded by other work, load average 10 to 47; docs/deployment.md lists every run):
+with the relay as one asyncio loop and each analyst connection on one stream,
+4 sites 1.38x, 2.01x, 1.59x and 1.39x in four runs (the code before, a call per
+request and a thread-per-stream relay, 1.89x, 1.49x, 1.61x and 1.43x in runs
+alternating with them); 16 sites 1.23x and 1.33x (before: 1.79x and 1.46x);
+bytes 1.26x and 1.25x; coefficients equal to the bit. One run's ratio moves by
+0.3x from the next on that machine; side by side in one sitting (both relays
+running, one fit each way in turn, nine times) 4 sites measured 1.76x before and
+1.36x after. An earlier quiet run of the code before: 1.68x and 1.29x.
+Also printed: the CPU per round of the processes each way (the analyst's, the
+relay's and the dial-out sites' against the analyst's and the direct sites').
 
 Run: python benchmarks/bench_relay.py [--sites 4 16] [--rows 500] [--features 20]
      [--rounds 20] [--repeats 3]
