@@ -351,6 +351,8 @@ class RelayServer:
     def _end_loop(self):
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
         if self._threads is not None:
             self._threads.shutdown(wait=False)
 
