@@ -24,6 +24,7 @@ from scipy import special, stats
 from .._messages import show
 from ..data.site import SiteError, numeric_matrix
 from ..federation import dominance
+from ..federation.combine import Combine
 from ..federation.operations import SUMS, Arg, site_operation
 
 #: the most outcome levels a model may have (bounds a site's work: a Hessian of
@@ -178,6 +179,7 @@ def _check_size(site, params, size, what):
 
 @site_operation(
     "discrete.ordinal_terms", releases=SUMS, maskable=True, reads_design=True,
+    combine="sum",  # sums over rows: an engine's partitions add up
     describes="at the broadcast coefficients and cut points of a proportional-odds model: "
               "the site's log-likelihood, its gradient and Hessian and its row count, "
               "summed over its rows, under the dominance rule",
@@ -220,6 +222,7 @@ def mnlogit_terms(X, codes, n_levels, params):
 
 @site_operation(
     "discrete.mnlogit_terms", releases=SUMS, maskable=True, reads_design=True,
+    combine="sum",  # sums over rows: an engine's partitions add up
     describes="at the broadcast coefficients of a multinomial logit: the site's "
               "log-likelihood, its gradient and Hessian and its row count, summed over its "
               "rows, under the dominance rule",
@@ -260,10 +263,18 @@ def row_scores(model, X, codes, n_levels, distr, params):
               "under the dominance rule",
     arguments=(Arg("model", "choice", choices=("ordinal", "mnlogit")), _RESPONSE, _LEVELS,
                Arg("distr", "choice", choices=DISTRIBUTIONS), Arg("intercept", "bool"),
-               _PARAMS))
+               _PARAMS),
+    # an engine's partitions add s_i s_i' and the score sum; S S' on the whole site's S
+    combine=Combine("sum", part=lambda *a: _meat_sums(*a),
+                    finish=lambda sums, args, site: _meat_of(sums)))
 def site_meat(site, model, response, levels, distr, intercept, params):
     """At the fit: ``sum_i s_i s_i'`` over the site's rows and ``S S'`` of its score sum
     ``S`` (the sandwich's meat, per row and with the site as a cluster)."""
+    return _meat_of(_meat_sums(site, model, response, levels, distr, intercept, params))
+
+
+def _meat_sums(site, model, response, levels, distr, intercept, params):
+    """``sum_i s_i s_i'`` and the score sum ``S`` over the site's rows."""
     X, codes = response_codes(site, response, levels)
     if intercept:
         X = np.hstack([np.ones((X.shape[0], 1)), X])
@@ -276,13 +287,18 @@ def site_meat(site, model, response, levels, distr, intercept, params):
     if dominance.active() is not None:
         dominance.check_products(scores, scores, what="a sandwich's meat")
         dominance.check_rows(scores, "a score sum")
-    total = scores.sum(axis=0)
-    return {"meat": scores.T @ scores, "cluster_meat": np.outer(total, total)}
+    return {"meat": scores.T @ scores, "score": scores.sum(axis=0)}
+
+
+def _meat_of(sums):
+    """The meats from the sums: per row, and with the site as a cluster (``S S'``)."""
+    return {"meat": sums["meat"], "cluster_meat": np.outer(sums["score"], sums["score"])}
 
 
 # --- the proportional-odds test (Brant's) ------------------------------------------------
 @site_operation(
     "discrete.cumulative_logits", releases=SUMS, maskable=True, reads_design=True,
+    combine="sum",  # sums over rows: an engine's partitions add up
     describes="at the broadcast coefficients of the binary logits of y above each cut "
               "point: their log-likelihoods, gradients, and the p x p sums X' diag(w_jl) X "
               "for every pair of cut points (w_jl = p_l - p_j p_l; Brant's test), summed "

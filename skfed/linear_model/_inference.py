@@ -40,8 +40,8 @@ from scipy.special import gammaln, xlogy
 
 from ..datafits.base import hessian_from_raw
 from ..federation import dominance
-from ..federation.combine import tree_combine
-from ..federation.operations import SUMS, Arg, Refused, site_operation
+from ..federation.combine import Combine
+from ..federation.operations import SUMS, Arg, site_operation
 from ..federation.wire import wire_class
 from ..solvers.newton import pack_upper, unpack_upper
 from ..datafits.links import inverse_link, mean_derivative, ratio_measure
@@ -232,18 +232,22 @@ _THETA = Arg("theta", "floats", most=1 << 20)
 _FAMILY = Arg("family", "object", role="family", check=_family)
 
 
-def _combine_terms(replies):
-    """The partitions' sums added (a site on an engine); the cluster meat is the outer
-    product of the site's score sum, not a sum of the partitions' outer products."""
-    if any("cluster_meat" in r for r in replies):
-        raise Refused("engine", "fit.inference with cov_type='cluster' is not served on a "
-                                "dataset on an engine: its meat is the outer product of the "
-                                "site's whole score sum", public=True)
-    return tree_combine("sum", replies)
+def _cluster_meat(sums):
+    """The site's sums with its cluster meat: the outer product of its whole score sum
+    (on an engine, of the partitions' score sums added; never their outer products
+    added)."""
+    if "score" not in sums:
+        return sums
+    out = {key: value for key, value in sums.items() if key != "score"}
+    out["cluster_meat"] = pack_upper(np.outer(sums["score"], sums["score"]))
+    return out
 
 
 @site_operation(
-    "fit.inference", releases=SUMS, target="fit", maskable=True, combine=_combine_terms,
+    "fit.inference", releases=SUMS, target="fit", maskable=True,
+    # an engine's partitions' sums added; the cluster meat from the whole site's score sum
+    combine=Combine("sum", part=lambda *a: _inference_sums(*a),
+                    finish=lambda sums, args, site: _cluster_meat(sums)),
     describes="at the fitted model: the p x p information, and the sandwich's p x p meat "
               "(HC0/HC1) or the outer product of the site's score sum (cluster); Pearson "
               "chi-square, deviance and log-likelihood sums; under the dominance rule",
@@ -251,6 +255,12 @@ def _combine_terms(replies):
                                     choices=("nonrobust", "HC0", "HC1", "cluster"))))
 def client_inference_terms(client, theta, family, cov_type):
     """One site's sums at the optimum ``theta`` (see the module docstring)."""
+    return _cluster_meat(_inference_sums(client, theta, family, cov_type))
+
+
+def _inference_sums(client, theta, family, cov_type):
+    """The sums of :func:`client_inference_terms`; ``"cluster"``: the score sum in place
+    of its outer product."""
     w = client.sample_weight
     eta = client.raw(theta)[:, 0]  # a quadratic loss's offset is folded into its target
     y = family.decode(client.Y)
@@ -268,8 +278,7 @@ def client_inference_terms(client, theta, family, cov_type):
     else:
         out["observed"] = pack_upper(_design_sum(client, w * family.observed_weight(y, mu)))
         if cov_type == "cluster":
-            S = _score_sum(client, w * s)
-            out["cluster_meat"] = pack_upper(np.outer(S, S))
+            out["score"] = _score_sum(client, w * s)
         else:
             out["meat"] = pack_upper(_design_sum(client, w * s * s))
     return out
