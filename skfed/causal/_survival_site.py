@@ -77,10 +77,10 @@ def _audit(A, w, ev):
     if dominance.active() is None:
         return
     for arm in (1, 0):
-        rows = A == arm
-        if rows.any():
-            dominance.check_rows(np.column_stack([w[rows], w[rows] * ev[rows]]),
-                                 "an arm's weighted survival counts")
+        rows = A == arm  # an arm without rows checks nothing, but counts as a check:
+        # an engine's partitions then form the same checks whatever arms they hold
+        dominance.check_rows(np.column_stack([w[rows], w[rows] * ev[rows]]),
+                             "an arm's weighted survival counts")
 
 
 @site_operation(
@@ -93,7 +93,8 @@ def _audit(A, w, ev):
               "grid times number 0 or >= min_level_count per arm",
     arguments=(_SPEC, _THETA, _TIME, _EVENT,
                Arg("times", "floats", most=MAX_TIMES, check=_increasing)),
-    checks=(_arm_times_rule,))
+    checks=(_arm_times_rule,),
+    combine="sum")  # per arm and time: weighted and plain counts add over partitions
 def site_weighted_survival_counts(site, spec, theta, time, event, times):
     """Per arm (treated first), at each grid time: weighted and unweighted counts.
 
@@ -140,7 +141,8 @@ def site_weighted_survival_counts(site, spec, theta, time, event, times):
     arguments=(_SPEC, _THETA, _TIME, _EVENT,
                Arg("cuts", "floats", most=MAX_TIMES, check=_cut_points,
                    convert=lambda c: np.asarray(c, dtype=np.float64))),
-    checks=(_arm_intervals_rule,))
+    checks=(_arm_intervals_rule,),
+    combine="sum")  # per arm and interval: weighted events and removals add up
 def site_weighted_life_table(site, spec, theta, time, event, cuts):
     """Per arm (treated first) and interval ``[0, c_1], (c_1, c_2], ..., (c_m, inf)``:
     ``{"events": (2, n_cuts + 1), "removed": (2, n_cuts + 1)}``, weighted."""

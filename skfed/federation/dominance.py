@@ -92,7 +92,7 @@ def _dense_abs(A):
             raise Refused("dominance", "a design too large to audit at this site")
         A = A.toarray()
     A = np.abs(np.asarray(A, dtype=np.float64))
-    return A.reshape(A.shape[0], -1)
+    return A.reshape(A.shape[0], int(np.prod(A.shape[1:])))  # no rows: still q columns
 
 
 def _top(A, k):
@@ -190,13 +190,13 @@ def check_groups(values, groups, n_groups, what="a sum per group", at_or_after=F
     current.checks += 1
     v = np.abs(np.asarray(values, dtype=np.float64)).ravel()
     g = np.asarray(groups, dtype=np.int64).ravel()
+    if isinstance(current, Recording):  # a part of the rows: per group, its sum and largest
+        current.record_groups(what, v, g, n_groups, at_or_after)
+        return
     if v.size == 0:
         return
     total = np.bincount(g, weights=v, minlength=n_groups)
-    order = np.lexsort((-v, g))  # by group, largest first within it
-    sg, sv = g[order], v[order]
-    starts = np.searchsorted(sg, np.arange(n_groups))
-    rank = np.arange(sg.size) - starts[sg]
+    sg, sv, rank = _ranked(v, g, n_groups)
     keep = rank < current.k
     if not at_or_after:
         top = np.bincount(sg[keep], weights=sv[keep], minlength=n_groups)
@@ -211,6 +211,26 @@ def check_groups(values, groups, n_groups, what="a sum per group", at_or_after=F
             top[j] = carried.sum()
     if np.any(_dominated(top, total, current.share)):
         current.refuse(what)
+
+
+def _ranked(v, g, n_groups):
+    """The values sorted by group, largest first within it, and each one's rank there."""
+    order = np.lexsort((-v, g))
+    sg, sv = g[order], v[order]
+    starts = np.searchsorted(sg, np.arange(n_groups))
+    return sg, sv, np.arange(sg.size) - starts[sg]
+
+
+def _group_tops(v, g, n_groups, k):
+    """``(total, top)``: each group's sum of ``v`` and its ``k`` largest values (``k x
+    n_groups``, largest first, zeros where a group has fewer)."""
+    total = np.bincount(g, weights=v, minlength=n_groups)
+    top = np.zeros((k, n_groups))
+    if v.size and k:
+        sg, sv, rank = _ranked(v, g, n_groups)
+        keep = rank < k
+        top[rank[keep], sg[keep]] = sv[keep]
+    return total, top
 
 
 def check_products(A, B, weights=None, what="a sum of products"):
@@ -272,6 +292,14 @@ class Recording(Audit):
         self.records.append(("rows", what, _top(C, self.k) if want is not None else None,
                              C.sum(axis=0), maxima))
 
+    def record_groups(self, what, v, g, n_groups, at_or_after):
+        """Per-group sums of one value a row: each group's total and its ``k`` largest
+        values (the rows at or after a group are gathered on the whole, in
+        :func:`merge`)."""
+        total, top = _group_tops(v, g, int(n_groups), self.k)
+        self.records.append(("groups", what, {"total": total, "top": top,
+                                              "after": bool(at_or_after)}))
+
     def record_products(self, what, fa, fb, absA, absB, w, total, w_max):
         k, want = self.k, self.wanted.get(self.checks - 1)
         record = {"total": total, "max_a": fa.maxima(absA), "max_b": fb.maxima(absB),
@@ -319,6 +347,9 @@ def merge(audit, parts, wanted=None):
         kind, what = records[0][0], records[0][1]
         if wanted is not None and index not in wanted:
             continue  # decided on an earlier pass
+        if kind == "groups":  # decided on the first pass: its records hold the largest
+            _groups_step(audit, [r[2] for r in records], what)
+            continue
         if kind == "rows":
             step = _rows_step(audit, records, wanted is not None, what)
             if step is not None:
@@ -333,6 +364,27 @@ def merge(audit, parts, wanted=None):
 
 def _shape(record):
     return np.shape(record[3]) if record[0] == "rows" else np.shape(record[2]["total"])
+
+
+def _groups_step(audit, records, what):
+    """Per-group sums, merged: each group's total added over the parts and its ``k``
+    largest among the parts' ``k`` largest; with ``after``, group ``j``'s sum over the
+    groups ``>= j`` (the rows at risk), its ``k`` largest carried down from the last
+    group, as :func:`check_groups` does in one process."""
+    if len({r["after"] for r in records}) != 1:
+        raise Refused("dominance", "the parts of the dataset formed different sums; "
+                                   "the audit cannot decide them as one")
+    total = np.sum([r["total"] for r in records], axis=0)
+    top = _stacked_top([r["top"] for r in records], audit.k)
+    largest = top.sum(axis=0)
+    if records[0]["after"]:
+        total = np.cumsum(total[::-1])[::-1]
+        carried = np.zeros(0)
+        for j in range(top.shape[1] - 1, -1, -1):
+            carried = -np.sort(-np.concatenate([carried, top[:, j]]))[:audit.k]
+            largest[j] = carried.sum()
+    if np.any(_dominated(largest, total, audit.share)):
+        audit.refuse(what)
 
 
 def _rows_step(audit, records, asked, what):
