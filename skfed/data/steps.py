@@ -51,7 +51,7 @@ def split_site(site, test_size, seed, held_out):
     return holdout_rows(site, test_size, seed, held_out, min_rows=MIN_SITE_ROWS)
 
 
-@site_operation("data.check", releases=NOTHING,
+@site_operation("data.check", releases=NOTHING, combine="sum",  # each part checked
                 describes="nothing (the site's features are checked to be numeric and "
                           "finite; a refusal names the column)")
 def check_numeric(site):
@@ -185,6 +185,7 @@ def _small_counts_blanked(site, values, out, rules):
               "non-finite values, rows without a target and incomplete rows; each count "
               "from 1 to min_level_count - 1 blanked",
     arguments=(Arg("categorical", "names", most=1 << 16),), reply=_small_counts_blanked,
+    combine="sum",  # counts per value add over partitions; blanked on the whole's sums
     counts=lambda out: [c for counts in out["columns"].values() for c in counts
                         if c is not None] + [c for c in (out["no_target"], out["incomplete"],
                                                          out["rows"]) if c is not None])

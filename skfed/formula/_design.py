@@ -359,7 +359,8 @@ def site_levels(site, columns, min_count):
              "(the minimum and maximum)",
     describes="per spline column of a formula, its non-missing count, minimum and maximum "
               "(single rows' values: only with allow_exact_quantiles)",
-    arguments=(Arg("columns", "names", most=1024),))
+    arguments=(Arg("columns", "names", most=1024),),
+    combine=lambda replies: _merge_extremes(replies))  # counts added, min of minima ...
 def site_extremes(site, columns):
     """At a site (a per-site release): each column's non-missing count, minimum and
     maximum (two single rows' values: the ends of a spline's knots)."""
@@ -369,6 +370,18 @@ def site_extremes(site, columns):
         values = values[~np.isnan(values)]
         out[name] = (int(values.size), float(values.min()) if values.size else np.nan,
                      float(values.max()) if values.size else np.nan)
+    return out
+
+
+def _merge_extremes(replies):
+    """Parts' extremes as the whole's (an engine's partitions): counts added, the least
+    minimum and the greatest maximum of the parts with values."""
+    out = {}
+    for name in replies[0]:
+        parts = [r[name] for r in replies if r[name][0] > 0]
+        out[name] = (int(sum(p[0] for p in parts)),
+                     float(min(p[1] for p in parts)) if parts else np.nan,
+                     float(max(p[2] for p in parts)) if parts else np.nan)
     return out
 
 
