@@ -167,14 +167,15 @@ def test_engine_refuses_naming_the_reason(hosts, op, args, why):
     ("evaluate.concordance", "pairs of rows"), ("stats.describe", "whole columns"),
     ("mixed.totals", "shuffle by group"), ("gee.terms", "shuffle by cluster"),
     ("boosting.sketch", "a sort"),
-    ("causal.weighted_life_table", "not declared to combine")])
+    ("evaluate.local_baseline", "not declared to combine")])
 def test_every_refusal_names_its_reason(name, why):
     """Each declared operation an engine does not serve is refused with its reason."""
     import importlib
 
     from skfed.federation.operations import operations
 
-    for package in ("causal", "ensemble", "gee", "mixed", "stats", "survival"):
+    for package in ("causal", "ensemble", "gee", "mixed", "model_selection", "stats",
+                    "survival"):
         importlib.import_module(f"skfed.{package}")  # each declares its operations
     from skfed.sites.engine import refusal
 
