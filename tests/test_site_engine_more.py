@@ -245,3 +245,80 @@ def test_cluster_inference_through_an_engine_site(services, certs):
         tol=1e-12, cov_type="cluster", cov_kwds={"groups": groups})
     np.testing.assert_allclose(engine.coef_, ref.params[1:], rtol=1e-6)
     np.testing.assert_allclose(engine.bse_, ref.bse, rtol=1e-6)
+
+
+# --- the discrete models through site services --------------------------------------
+def _data(servers, certs, ports, target="b", drop=("c", "y", "w")):
+    from skfed import FederatedDataset
+
+    return FederatedDataset.from_sites(
+        {name: f"127.0.0.1:{servers[home].port}" for name, home in ports.items()},
+        dataset="rows", target=target, drop=list(drop), ca_file=certs.ca.cert,
+        cert_file=certs.client.cert, key_file=certs.client.key)
+
+
+def test_discrete_models_through_an_engine_site(services, certs):
+    """FedMNLogit (HC0, and the sites as clusters) through a site on an engine equals the
+    in-memory site's fit, and statsmodels' on the pooled rows with the sites as the
+    groups (the ordinal model's terms and meats, of three levels, are held equal to the
+    in-memory site's above: this data's outcome has two)."""
+    import statsmodels.api as sm
+
+    from skfed.discrete import FedMNLogit
+
+    fits = {}
+    for home in ("twin", "ragged"):
+        data = _data(services[0], certs, {"other": "other", home: home})
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # two clusters: few, and said so
+                fits[home] = (FedMNLogit(cov_type="cluster").fit(data),
+                              FedMNLogit(cov_type="HC0").fit(data))
+        finally:
+            data.close()
+    for memory, engine in zip(fits["twin"], fits["ragged"]):
+        np.testing.assert_allclose(engine.params_, memory.params_, rtol=1e-10)
+        np.testing.assert_allclose(engine.bse_, memory.bse_, rtol=1e-10)
+        assert abs(engine.llf_ - memory.llf_) < 1e-9
+    frame = services[1]
+    groups = np.repeat([0, 1], [400, len(frame) - 400])
+    ref = sm.MNLogit(frame["b"], sm.add_constant(frame[["x0", "x1", "x2", "x3"]])).fit(
+        method="newton", tol=1e-12, disp=0, cov_type="cluster", cov_kwds={"groups": groups})
+    np.testing.assert_allclose(fits["ragged"][0].params_, ref.params.to_numpy().ravel(
+        order="F"), atol=1e-6)
+    np.testing.assert_allclose(fits["ragged"][0].bse_, ref.bse.to_numpy().ravel(order="F"),
+                               rtol=1e-6)
+    ref = sm.MNLogit(frame["b"], sm.add_constant(frame[["x0", "x1", "x2", "x3"]])).fit(
+        method="newton", tol=1e-12, disp=0, cov_type="HC0")
+    np.testing.assert_allclose(fits["ragged"][1].bse_, ref.bse.to_numpy().ravel(order="F"),
+                               rtol=1e-6)
+
+
+protected = _engine.protected
+
+
+def test_discrete_masked_through_an_engine_site(protected, certs):
+    """Where the sites require secure aggregation, the plain multinomial logit is refused
+    by the engine site as by the in-memory one; its masked sums (terms, null model,
+    the cluster meat) give the in-memory site's fit."""
+    from skfed.discrete import FedMNLogit
+    from skfed.privacy import SecureAggregation
+    from skfed.sites import SiteRefusal
+
+    fits, rules = {}, {}
+    for home in ("memory", "engine"):
+        data = _data(protected[0], certs, {"other": "other", "twin": "twin",
+                                           "ragged": home})
+        try:
+            with pytest.raises(SiteRefusal) as info:
+                FedMNLogit().fit(data)
+            rules[home] = info.value.rule
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # three clusters: few, and said so
+                fits[home] = FedMNLogit(cov_type="cluster",
+                                        privacy=SecureAggregation()).fit(data)
+        finally:
+            data.close()
+    assert rules == {"memory": "require", "engine": "require"}
+    np.testing.assert_allclose(fits["engine"].params_, fits["memory"].params_, rtol=1e-10)
+    np.testing.assert_allclose(fits["engine"].bse_, fits["memory"].bse_, rtol=1e-10)
