@@ -7,6 +7,7 @@ in-memory site of the same rows; the merged per-group audit decides as one proce
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("distributed")
@@ -322,3 +323,58 @@ def test_discrete_masked_through_an_engine_site(protected, certs):
     assert rules == {"memory": "require", "engine": "require"}
     np.testing.assert_allclose(fits["engine"].params_, fits["memory"].params_, rtol=1e-10)
     np.testing.assert_allclose(fits["engine"].bse_, fits["memory"].bse_, rtol=1e-10)
+
+
+# --- the IPW survival counts, masked, through site services -------------------------
+def test_ipw_survival_masked_through_an_engine_site(tmp_path, certs):
+    """Where the sites require secure aggregation, the weighted curves (exact event
+    times, and a life table on cut points) from masked counts through a site on an
+    engine equal those through the in-memory site and in process; the plain counts
+    are refused by both (rule ``require``)."""
+    from skfed import FederatedDataset
+    from skfed.causal import ipw_survival
+    from skfed.privacy import SecureAggregation
+    from skfed.sites import SiteRefusal
+    from skfed.sites.transport import SiteServer
+
+    from .test_causal_survival import _fit, _frame
+
+    frame, site = _frame(n=900)
+    parts = [frame[site == k].reset_index(drop=True) for k in range(3)]
+    policy = ('min_rows = 10\nallow_event_times = true\nrequire = ["secure_aggregation"]\n'
+              'consortium = ["other", "twin", "ragged"]')
+
+    def serve(folder, name, rows, sizes=None):
+        return SiteServer(load_config(write_site(tmp_path / folder, name, rows, certs, sizes,
+                                                 policy=policy, declare="")))
+
+    servers = {"other": serve("o", "other", parts[0]), "twin": serve("t", "twin", parts[1]),
+               "memory": serve("m", "ragged", parts[2]),
+               "engine": serve("e", "ragged", parts[2], [2, 150, 148])}
+    local_data = FederatedDataset.from_arrays(frame.drop(columns=["y"]),
+                                              frame["y"].to_numpy(), site)
+    local = _fit(local_data)
+    expected = [ipw_survival(local, local_data, time="t", event="e", cox=False),
+                ipw_survival(local, local_data, time="t", event="e", cox=False,
+                             time_grid=[0.25, 0.5, 1.0, 2.0])]
+    try:
+        for server in servers.values():
+            server.start()
+        for home in ("memory", "engine"):
+            data = _data(servers, certs, {"other": "other", "twin": "twin", "ragged": home},
+                         target="y", drop=())
+            try:
+                ipw = _fit(data, privacy=SecureAggregation())
+                with pytest.raises(SiteRefusal) as info:
+                    ipw_survival(ipw, data, time="t", event="e", cox=False)
+                assert info.value.rule == "require"
+                for grid, want in zip((None, [0.25, 0.5, 1.0, 2.0]), expected):
+                    got = ipw_survival(ipw, data, time="t", event="e", cox=False,
+                                       privacy=SecureAggregation(), time_grid=grid)
+                    pd.testing.assert_frame_equal(got.curves, want.curves, rtol=1e-10)
+                    pd.testing.assert_frame_equal(got.rmst, want.rmst, rtol=1e-10)
+            finally:
+                data.close()
+    finally:
+        for server in servers.values():
+            server.stop()
