@@ -30,8 +30,11 @@ request and a thread-per-stream relay, 1.89x, 1.49x, 1.61x and 1.43x in runs
 alternating with them); 16 sites 1.23x and 1.33x (before: 1.79x and 1.46x);
 bytes 1.26x and 1.25x; coefficients equal to the bit. One run's ratio moves by
 0.3x from the next on that machine; side by side in one sitting (both relays
-running, one fit each way in turn, nine times) 4 sites measured 1.76x before and
-1.36x after. An earlier quiet run of the code before: 1.68x and 1.29x.
+running, one fit each way in turn, seven or nine times) 4 sites measured 1.76x
+before and 1.36x after at load 33, 1.99x and 1.56x at load 6.5. A second sitting
+at load 5 to 8: 4 sites 1.65x and 1.68x before, 2.02x and 1.78x after (the direct
+rounds of the newer tree faster too); 16 sites 1.56x before, 1.38x after. An
+earlier quiet run of the code before: 1.68x and 1.29x.
 Also printed: the CPU per round of the processes each way (the analyst's, the
 relay's and the dial-out sites' against the analyst's and the direct sites').
 
