@@ -102,3 +102,46 @@ def test_a_site_process_bypasses_the_proxy_when_no_proxy_names_the_relay(
     finally:
         stop_sites([process] if process is not None else [])
         proxy.close()
+
+
+@pytest.mark.parametrize("variables,through_proxy", [
+    ({"HTTPS_PROXY": "{proxy}"}, True),
+    ({"https_proxy": "{proxy}", "NO_PROXY": "{relay}"}, False),
+])
+def test_the_analyst_reaches_the_relay_through_its_proxy_unless_no_proxy_names_it(
+        relay, monkeypatch, variables, through_proxy):
+    """The analyst's side of a relay honours the same variables as a dial-out site:
+    its stream to the relay goes through ``HTTPS_PROXY`` (a real CONNECT proxy sees
+    it), and not when ``NO_PROXY`` names the relay; the site's rows are read either
+    way."""
+    from skfed.data import FederatedDataset
+
+    server, certs, root = relay
+    address = f"127.0.0.1:{server.port}"
+    site = "hospital-a"
+    folder = root / f"analyst-{through_proxy}"
+    folder.mkdir()
+    (folder / "visits.csv").write_text("a,b\n" + "".join(f"{k},{k % 3}\n" for k in range(12)))
+    config = relay_site_config(folder, site, address, certs=certs,
+                               datasets={"visits": ("visits.csv", None)})
+    proxy, process = ConnectProxy(), None
+    clean = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    try:
+        process = start_dialout_site(config, env=clean)  # the site dials out directly
+        assert wait_until(lambda: site in server.connected())
+        for name in [k for k in os.environ if "proxy" in k.lower()]:
+            monkeypatch.delenv(name)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value.format(proxy=f"http://127.0.0.1:{proxy.port}",
+                                                  relay=address))
+        data = FederatedDataset.from_sites(
+            [site], relay=address, dataset="visits", target=None, ca_file=certs.ca.cert,
+            cert_file=certs.client.cert, key_file=certs.client.key)
+        try:
+            assert data.n_samples == 12
+        finally:
+            data.close()
+        assert proxy.requests == ([address] if through_proxy else [])
+    finally:
+        stop_sites([process] if process is not None else [])
+        proxy.close()

@@ -22,6 +22,7 @@ import time
 
 from ..deploy.certificates import RELAY_HOST, ROLE_SITE, certificate_identity
 from .envelope import RESTART, EnvelopeError, Sealer
+from .proxy import proxy_options
 from .relay import SERVICE, analyst_frame, drain, unframe
 from .transport import _OPTIONS, DEFAULT_TIMEOUT, SiteConnection, _grpc, _read
 
@@ -72,9 +73,10 @@ class RelayConnection(SiteConnection):
         ca, cert, key = _read(ca_file), _read(cert_file), _read(key_file)
         credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
                                                    certificate_chain=cert)
+        # the analyst's own HTTPS_PROXY / NO_PROXY, as a dial-out site's
         self._channel = grpc.secure_channel(
             relay, credentials, options=_OPTIONS + [("grpc.ssl_target_name_override",
-                                                     RELAY_HOST)])
+                                                     RELAY_HOST)] + proxy_options(relay))
         self._open = self._channel.stream_stream(f"/{SERVICE}/Open")
         self.bytes_sent = self.bytes_received = 0
         self._lock, self._order = threading.Lock(), threading.Lock()
