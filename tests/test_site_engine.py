@@ -66,20 +66,35 @@ def certs(tmp_path_factory):
     return make_certificates(root, ["memory", "one", "three", "ragged", "other", "twin"])
 
 
+def engine_hosts(root, frame, certs, partitionings, **site_options):
+    """``{name: SiteHost}``: the in-memory site of ``frame`` and one engine site per
+    partitioning (``{name: partition sizes}``), all under one name and one secret (a
+    held-out draw is seeded by both: the same held-out rows everywhere)."""
+    secret = json.dumps({"rows": "ab" * 32})
+    for name in ("memory", *partitionings):
+        (root / name).mkdir()
+        (root / name / "partition-secrets.json").write_text(secret)
+    out = {"memory": SiteHost(load_config(write_site(root / "memory", "memory", frame, certs,
+                                                     **site_options)))}
+    for name, sizes in partitionings.items():
+        out[name] = SiteHost(load_config(write_site(root / name, "memory", frame, certs,
+                                                    sizes, **site_options)))
+    return out
+
+
+def assert_engine_answers_as_memory(hosts, partitioning, op, args):
+    """``op`` answered by the engine site of ``partitioning`` as by the in-memory site."""
+    memory, engine = ask(hosts["memory"], op, **args), ask(hosts[partitioning], op, **args)
+    assert "ok" in memory, memory
+    assert "ok" in engine, engine
+    assert_same(memory["ok"], engine["ok"])
+
+
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory, certs):
     """``{name: SiteHost}``: the in-memory site and one engine site per partitioning."""
-    root, frame = tmp_path_factory.mktemp("engine-sites"), _rows()
-    secret = json.dumps({"rows": "ab" * 32})  # one secret: the same held-out partitions
-    for name in ("memory", *PARTITIONINGS):
-        (root / name).mkdir()
-        (root / name / "partition-secrets.json").write_text(secret)
-    # one name: a held-out draw is seeded by the site's name
-    out = {"memory": SiteHost(load_config(write_site(root / "memory", "memory", frame,
-                                                     certs)))}
-    for name, sizes in PARTITIONINGS.items():
-        out[name] = SiteHost(load_config(write_site(root / name, "memory", frame, certs,
-                                                    sizes)))
+    out = engine_hosts(tmp_path_factory.mktemp("engine-sites"), _rows(), certs,
+                       PARTITIONINGS)
     yield out
     for host in out.values():
         host.close()
@@ -136,10 +151,7 @@ REQUESTS = [
 @pytest.mark.parametrize("op,args", REQUESTS, ids=[f"{op}-{k}" for k, (op, _) in
                                                    enumerate(REQUESTS)])
 def test_engine_equals_in_memory(hosts, partitioning, op, args):
-    memory, engine = ask(hosts["memory"], op, **args), ask(hosts[partitioning], op, **args)
-    assert "ok" in memory, memory
-    assert "ok" in engine, engine
-    assert_same(memory["ok"], engine["ok"])
+    assert_engine_answers_as_memory(hosts, partitioning, op, args)
 
 
 def test_engine_errors_as_in_memory(hosts):

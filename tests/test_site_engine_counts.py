@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
 
-from skfed.sites.host import SiteHost  # noqa: E402
 from skfed.sites.policy import load_config  # noqa: E402
 
-from .test_site_engine import assert_same, ask, write_site  # noqa: E402
+from .test_site_engine import (assert_engine_answers_as_memory, assert_same, ask,  # noqa: E402
+                               engine_hosts, write_site)
 
 #: rows per partition; the rare ward's two rows (rows 300 and 500) in different ones
 PARTITIONINGS = {"one": [600], "three": [200, 250, 150], "ragged": [2, 300, 1, 97, 200]}
@@ -60,12 +60,8 @@ def certs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory, certs):
     """``{name: SiteHost}``: the in-memory site and one engine site per partitioning."""
-    root, frame = tmp_path_factory.mktemp("engine-count-sites"), _rows()
-    out = {"memory": SiteHost(load_config(write_site(
-        root / "memory", "memory", frame, certs, policy=POLICY, declare="")))}
-    for name, sizes in PARTITIONINGS.items():
-        out[name] = SiteHost(load_config(write_site(root / name, "memory", frame, certs,
-                                                    sizes, policy=POLICY, declare="")))
+    out = engine_hosts(tmp_path_factory.mktemp("engine-count-sites"), _rows(), certs, PARTITIONINGS,
+                       policy=POLICY, declare="")
     yield out
     for host in out.values():
         host.close()
@@ -123,10 +119,7 @@ REQUESTS = [
                                                    enumerate(REQUESTS)])
 def test_engine_counts_equal_in_memory(hosts, partitioning, op, args):
     args = {"dataset": DATA, **args}
-    memory, engine = ask(hosts["memory"], op, **args), ask(hosts[partitioning], op, **args)
-    assert "ok" in memory, memory
-    assert "ok" in engine, engine
-    assert_same(memory["ok"], engine["ok"])
+    assert_engine_answers_as_memory(hosts, partitioning, op, args)
 
 
 def test_crosstab_hides_on_the_whole_table(hosts):

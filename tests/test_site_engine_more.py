@@ -19,7 +19,8 @@ from skfed.sites.policy import load_config  # noqa: E402
 
 from . import test_site_engine as _engine  # noqa: E402
 from .test_site_engine import (_decide_merged, _decide_whole, _fit_both,  # noqa: E402
-                               _parts, assert_same, ask, write_site)
+                               _parts, assert_engine_answers_as_memory, assert_same, ask,
+                               engine_hosts, write_site)
 from .test_site_engine_counts import _rows  # noqa: E402
 
 certs, services = _engine.certs, _engine.services  # its fixtures: the same certificates
@@ -31,12 +32,8 @@ POLICY = "min_rows = 10\nmin_level_count = 5\nallow_exact_quantiles = true"
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory, certs):
     """``{name: SiteHost}``: the in-memory site and one engine site per partitioning."""
-    root, frame = tmp_path_factory.mktemp("engine-more-sites"), _rows()
-    out = {"memory": SiteHost(load_config(write_site(
-        root / "memory", "memory", frame, certs, policy=POLICY, declare="")))}
-    for name, sizes in PARTITIONINGS.items():
-        out[name] = SiteHost(load_config(write_site(root / name, "memory", frame, certs,
-                                                    sizes, policy=POLICY, declare="")))
+    out = engine_hosts(tmp_path_factory.mktemp("engine-more-sites"), _rows(), certs, PARTITIONINGS,
+                       policy=POLICY, declare="")
     yield out
     for host in out.values():
         host.close()
@@ -85,10 +82,7 @@ REQUESTS = [
 @pytest.mark.parametrize("op,args", REQUESTS, ids=[f"{op}-{k}" for k, (op, _) in
                                                    enumerate(REQUESTS)])
 def test_engine_equals_in_memory(hosts, partitioning, op, args):
-    memory, engine = ask(hosts["memory"], op, **args), ask(hosts[partitioning], op, **args)
-    assert "ok" in memory, memory
-    assert "ok" in engine, engine
-    assert_same(memory["ok"], engine["ok"])
+    assert_engine_answers_as_memory(hosts, partitioning, op, args)
 
 
 def test_inspect_blanks_on_the_whole(hosts):
