@@ -318,7 +318,8 @@ def test_clipping_bound_must_be_positive(bound):
 def test_distributed_noise_sums_to_the_central_noise():
     sigma, C, n = 1.3, 0.7, 8
     assert distributed_noise_std(sigma, C, n) == pytest.approx(sigma * C / np.sqrt(n))
-    assert distributed_noise_std(sigma, C, n, min_honest=6) == pytest.approx(sigma * C / np.sqrt(6))
+    assert distributed_noise_std(sigma, C, n, min_honest=6) == pytest.approx(
+        sigma * C / np.sqrt(6))
     rng = np.random.default_rng(0)
     shares = np.array([distributed_noise_share(20000, sigma, C, n, random_state=rng)
                        for _ in range(n)])

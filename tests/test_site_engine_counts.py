@@ -60,8 +60,8 @@ def certs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory, certs):
     """``{name: SiteHost}``: the in-memory site and one engine site per partitioning."""
-    out = engine_hosts(tmp_path_factory.mktemp("engine-count-sites"), _rows(), certs, PARTITIONINGS,
-                       policy=POLICY, declare="")
+    out = engine_hosts(tmp_path_factory.mktemp("engine-count-sites"), _rows(), certs,
+                       PARTITIONINGS, policy=POLICY, declare="")
     yield out
     for host in out.values():
         host.close()
