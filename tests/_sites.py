@@ -5,6 +5,7 @@ certificate, data folder, policy and audit log; the analyst connects over
 gRPC with mutual TLS.
 """
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -41,6 +42,9 @@ def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0
     lines += ["[policy]", policy, "[audit]", 'path = "audit.jsonl"', extra]
     path = folder / "site.toml"
     path.write_text("\n".join(lines) + "\n")
+    for dname in datasets:  # held-out rows the same in every run (a test's may override)
+        fix_partition_secret(folder, dname, hashlib.sha256(f"{name}/{dname}".encode())
+                             .hexdigest(), replace=False)
     return path
 
 
@@ -76,6 +80,19 @@ def split_frames(frame, n_sites, *, by=None):
         rank = frame[by].rank(method="first").to_numpy() - 1
         site = (rank * n_sites // len(frame)).astype(int)
     return [frame[site == k] for k in range(n_sites)]
+
+
+def fix_partition_secret(folder, dataset, secret="ab" * 32, *, replace=True):
+    """Give the site in ``folder`` a fixed secret for ``dataset``'s held-out partitions
+    (a service draws one at random when it first needs it): a test whose held-out rows
+    meet a site's small-count rules then meets them in every run (``replace=False``:
+    unless the site has one already)."""
+    import json
+
+    path = Path(folder) / "partition-secrets.json"
+    secrets = json.loads(path.read_text()) if path.exists() else {}
+    if replace or dataset not in secrets:
+        path.write_text(json.dumps(dict(secrets, **{dataset: secret})))
 
 
 def with_site_partitions(local, folders, dataset, min_rows=10):
