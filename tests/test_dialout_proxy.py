@@ -76,6 +76,7 @@ def relay(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.slow  # site processes behind a CONNECT proxy
 @pytest.mark.parametrize("site,variables,through_proxy", [
     ("hospital-a", {"HTTPS_PROXY": "{proxy}", "NO_PROXY": "example.org, {relay}"}, False),
     # gRPC reads lower-case https_proxy itself: the match must turn that off too
@@ -104,6 +105,7 @@ def test_a_site_process_bypasses_the_proxy_when_no_proxy_names_the_relay(
         proxy.close()
 
 
+@pytest.mark.slow  # site processes behind a CONNECT proxy
 @pytest.mark.parametrize("variables,through_proxy", [
     ({"HTTPS_PROXY": "{proxy}"}, True),
     ({"https_proxy": "{proxy}", "NO_PROXY": "{relay}"}, False),

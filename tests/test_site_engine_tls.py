@@ -130,6 +130,7 @@ def _keeps_talking(address, ca, pair=None):
         return False
 
 
+@pytest.mark.slow  # a TLS cluster of worker processes
 def test_clients_without_the_sites_certificate_refused(tmp_path, certs, cluster):
     """The attack fails: a client with a certificate of another CA, one with none, and
     one in the clear reach no scheduler; the site's own files do."""
@@ -160,6 +161,7 @@ def test_clients_without_the_sites_certificate_refused(tmp_path, certs, cluster)
         assert client.submit(sum, [1, 2]).result() == 3
 
 
+@pytest.mark.slow  # a TLS cluster of worker processes
 def test_glm_through_a_site_on_a_tls_cluster(tmp_path, certs, cluster):
     """The engine site over its TLS cluster equals the in-memory site (rounds,
     coefficients, standard errors) and statsmodels on the pooled rows."""
