@@ -143,6 +143,18 @@ def diabetes_service(root, policy):
 
 
 @contextmanager
+def serving(servers):
+    """Start ``servers`` (``{name: SiteServer}``), yield them, stop them on exit."""
+    try:
+        for server in servers.values():
+            server.start()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@contextmanager
 def services_of(root, frames, *, policy="min_rows = 10", dataset="rows", declare="",
                 **options):
     """Three services in this process (gRPC over mutual TLS), site ``k`` serving

@@ -20,7 +20,7 @@ from skfed.sites.codec import decode, encode  # noqa: E402
 from skfed.sites.host import SiteHost  # noqa: E402
 from skfed.sites.policy import load_config  # noqa: E402
 
-from ._sites import site_config  # noqa: E402
+from ._sites import serving, site_config  # noqa: E402
 
 #: rows per partition: one file; a few; and ragged, with partitions under min_rows
 PARTITIONINGS = {"one": [600], "three": [200, 250, 150], "ragged": [2, 300, 1, 97, 200]}
@@ -380,11 +380,8 @@ def services(tmp_path_factory, certs):
         "twin": SiteServer(load_config(write_site(root / "t", "twin", second, certs))),
         "ragged": SiteServer(load_config(write_site(root / "r", "ragged", second, certs,
                                                     [3, 197, 1, 299])))}
-    for server in servers.values():
-        server.start()
-    yield servers, frame
-    for server in servers.values():
-        server.stop()
+    with serving(servers):
+        yield servers, frame
 
 
 def _dataset(services, certs, pair, target, drop):
@@ -495,11 +492,8 @@ def protected(tmp_path_factory, certs):
                                                     policy=PROTECTED))),
         "engine": SiteServer(load_config(write_site(root / "e", "ragged", parts[2], certs,
                                                     [1, 150, 2, 197], policy=PROTECTED)))}
-    for server in servers.values():
-        server.start()
-    yield servers, frame
-    for server in servers.values():
-        server.stop()
+    with serving(servers):
+        yield servers, frame
 
 
 def _protected_data(protected, certs, home):

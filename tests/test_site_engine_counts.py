@@ -13,6 +13,7 @@ pytest.importorskip("pyarrow")
 
 from skfed.sites.policy import load_config  # noqa: E402
 
+from ._sites import serving  # noqa: E402
 from .test_site_engine import (assert_engine_answers_as_memory, assert_same, ask,  # noqa: E402
                                engine_hosts, write_site)
 
@@ -186,11 +187,8 @@ def services(tmp_path_factory, certs):
         "ragged": SiteServer(load_config(write_site(root / "r", "ragged", second, certs,
                                                     [2, 150, 1, 197], policy=POLICY,
                                                     declare="")))}
-    for server in servers.values():
-        server.start()
-    yield servers, frame
-    for server in servers.values():
-        server.stop()
+    with serving(servers):
+        yield servers, frame
 
 
 def _dataset(services, certs, pair, drop):
@@ -322,11 +320,8 @@ def timed(tmp_path_factory, certs):
         "ragged": SiteServer(load_config(write_site(root / "r", "ragged", frame, certs,
                                                     PARTITIONINGS["ragged"], policy=policy,
                                                     declare="")))}
-    for server in servers.values():
-        server.start()
-    yield servers, frame
-    for server in servers.values():
-        server.stop()
+    with serving(servers):
+        yield servers, frame
 
 
 def _one_site(timed, certs, name):
