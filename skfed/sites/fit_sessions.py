@@ -23,7 +23,8 @@ from ..federation.wire import role_of
 from ..solvers.base import message_nbytes
 from . import service_operations  # noqa: F401  (fit.close, sums.*: the service's own)
 from .codec import MessageError, decode
-from .engine import EngineObjective, refusal
+from .engine import refusal
+from .engine_objective import EngineObjective
 from .gate import check_work, release_rule
 from .guard import PrivateRounds, SecureAggregationGuard
 

@@ -36,7 +36,8 @@ from ..federation.operations import (COUNTS, SUMS, Refused, Requester, deadline,
                                      requester)
 from .audit import AuditLog
 from .codec import MessageError, decode, encode
-from .engine import EngineObjective, EngineRows, refusal
+from .engine import EngineRows, refusal
+from .engine_objective import EngineObjective
 from .fit_sessions import FitSessions
 from .gate import (SiteContext, check_counts, check_flag, check_work, mentioned_columns,
                    public_message, release_rule, shown_columns)
