@@ -87,6 +87,43 @@ def test_site_check_names_a_clear_address(tmp_path, certs):
         load_config(path)
 
 
+def test_an_unreachable_scheduler_is_a_clear_refusal(tmp_path, certs, caplog):
+    """A scheduler that does not answer (here: nothing listens on its port) reaches the
+    analyst as a refusal that says so, not as an internal error; the address and the
+    cause go to the site's log only, and the next request tries again."""
+    import logging
+    import socket
+
+    import dask
+
+    from skfed.sites.host import SiteHost
+
+    from .test_site_engine import ask
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = write_site(tmp_path / "e", "engine", _rows(40), certs, [20, 20])
+    config.write_text(config.read_text().replace(
+        'scheduler = "local"', _engine_lines(f"tls://127.0.0.1:{port}", certs)
+        .replace('engine = "dask"\n', "")))
+    host = SiteHost(load_config(config))
+    try:
+        with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
+                caplog.at_level(logging.WARNING, logger="skfed.site"):
+            replies = [ask(host, "dataset.describe", dataset={"name": "rows"})
+                       for _ in range(2)]
+    finally:
+        host.close()
+    for reply in replies:
+        error = reply["error"]
+        assert error["kind"] == "policy" and error["rule"] == "engine", error
+        assert "did not answer" in error["message"]
+        assert str(port) not in error["message"] and str(tmp_path) not in error["message"]
+    logged = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(logged) == 2 and all(f"127.0.0.1:{port}" in m for m in logged)
+
+
 # --- a TLS cluster -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster(certs):

@@ -216,9 +216,22 @@ class DaskEngine:
                         worker_dashboard_address="127.0.0.1:0")
                     self._client = Client(self._cluster, set_as_default=False)
                 else:
-                    self._client = Client(self.conf.scheduler, security=self._security(),
-                                          set_as_default=False)
+                    self._client = self._connected(Client)
         return self._client
+
+    def _connected(self, client_class):
+        """A client of the configured scheduler, or a refusal the analyst can read: the
+        cause (an address, a certificate the scheduler refused) goes to the site's log
+        only, and the next request tries again."""
+        try:
+            return client_class(self.conf.scheduler, security=self._security(),
+                                set_as_default=False)
+        except Exception as exc:  # OSError, TimeoutError, ssl errors: all alike here
+            _LOG.warning("dataset %r: the scheduler %s did not answer: %s: %s",
+                         self.conf.name, self.conf.scheduler, type(exc).__name__, exc)
+            raise Refused("engine", f"dataset {self.conf.name!r}: the cluster this site "
+                                    "keeps it on did not answer (the site's officer finds "
+                                    "why in the site's log)", public=True) from None
 
     def _security(self):
         """Mutual TLS to a ``tls://`` scheduler (the files of ``scheduler_ca``,
