@@ -15,7 +15,7 @@ the step it rode on does not run.
 import hashlib
 import warnings
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,8 @@ pytest.importorskip("cryptography")
 from skfed import FedLasso  # noqa: E402
 from skfed.data.site import Targets  # noqa: E402
 from skfed.datafits import Quadratic  # noqa: E402
+from skfed.datafits.base import ClientObjective  # noqa: E402
+from skfed.federation import dominance  # noqa: E402
 from skfed.deploy import make_certificates  # noqa: E402
 from skfed.federation.layout import Layout  # noqa: E402
 from skfed.federation.operations import default_operations  # noqa: E402
@@ -35,6 +37,7 @@ from skfed.privacy import SecureAggregation  # noqa: E402
 from skfed.sites import SiteRefusal  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 from skfed.sites.codec import encode  # noqa: E402
+from skfed.sites.monitor_reuse import MonitorTap, Reusing  # noqa: E402
 from skfed.sites.policy import load_config  # noqa: E402
 from skfed.sites.remote import SiteServiceExecutor  # noqa: E402
 from skfed.sites.transport import SiteConnection, SiteServer  # noqa: E402
@@ -192,7 +195,8 @@ def _open(conn):
 def _step(conn, session, solver=None, first=True, **extra):
     blob = np.frombuffer(encode(_solver() if solver is None else solver), dtype=np.uint8)
     args = dict(session=session, solver_digest=hashlib.sha256(blob).hexdigest(), client=0,
-                seed=0, message={"w": np.zeros(4), "round": 0}, **extra)
+                seed=0, message={"w": np.zeros(4), "round": 0})
+    args.update(extra)
     if first:
         args.update(solver=blob, state=None)
     return conn.call("fit.step", **args)
@@ -268,3 +272,129 @@ def test_a_protected_step_carries_no_monitor_in_the_clear(site):
     with pytest.raises(SiteRefusal, match="no monitor in the clear") as fused:
         _step(conn, session, solver=masked, monitor={"theta": np.zeros(4)})
     assert fused.value.rule == "message"
+
+
+# --- the step reuses its fused monitor's gradient ------------------------------------------
+@pytest.fixture
+def evaluations(monkeypatch):
+    """Count the site's passes over its rows for a loss or gradient (the services run in
+    this process): ``{"value": ..., "gradient": ...}``."""
+    counts = Counter()
+    evaluate = ClientObjective._evaluate
+
+    def counting(self, theta, rows, with_value):
+        counts["value" if with_value else "gradient"] += 1
+        return evaluate(self, theta, rows, with_value)
+    monkeypatch.setattr(ClientObjective, "_evaluate", counting)
+    return counts
+
+
+def test_a_fused_fit_computes_each_monitored_gradient_once(federation, monkeypatch,
+                                                           evaluations):
+    """Each step that starts at the model its monitor was asked at takes the monitor's
+    audited gradient (one pass over the rows instead of two), and the fit is the one the
+    separate passes give, bit for bit (a step whose only gradient is the monitor's is
+    still one an audit saw: it is answered)."""
+    data, frames = federation
+    params = dict(solver="fedavg", max_rounds=8, tol=0)
+    fused, _ = _fit(data, monkeypatch, True, **params)
+    fused_passes = dict(evaluations)
+    evaluations.clear()
+    plain, _ = _fit(data, monkeypatch, False, **params)
+    np.testing.assert_array_equal(fused.coef_, plain.coef_)
+    assert fused.intercept_ == plain.intercept_
+    for key in ("objective", "stationarity", "monitor_bytes", "bytes_up", "bytes_down"):
+        np.testing.assert_array_equal(fused.history_[key], plain.history_[key])
+    carried = fused.n_iter_ - 1  # rounds 2..8 start at a monitored model
+    assert fused_passes["value"] == evaluations["value"]  # every monitor still computed
+    assert evaluations["gradient"] - fused_passes["gradient"] == carried * len(frames)
+
+
+def _step_at(conn, session, w, **extra):
+    return _step(conn, session, message={"w": w, "round": 0}, **extra)
+
+
+def test_a_fused_step_at_its_monitors_model_answers_as_the_two_requests(site, evaluations):
+    conn, _ = site()
+    w = np.array([0.5, -0.5, 0.0, 0.1])
+    fused = _step_at(conn, _open(conn), w, monitor={"theta": w.copy()})
+    assert dict(evaluations) == {"value": 1}  # the step's gradient was the monitor's
+    value, grad = conn.call("fit.monitor", session=_open(conn), theta=w)
+    alone = _step_at(conn, _open(conn), w)
+    assert fused["monitor"][0] == value
+    np.testing.assert_array_equal(fused["monitor"][1], grad)
+    np.testing.assert_array_equal(fused["reply"]["dw"], alone["dw"])
+    assert fused["reply"]["delta"] == alone["delta"]
+
+
+@pytest.mark.parametrize("change", ["one bit", "negative zero", "float32"])
+def test_a_monitor_at_another_model_lends_the_step_nothing(site, evaluations, change):
+    """A crafted request whose monitor asks at a model that differs from the step's in
+    one bit (or in its sign of zero, or its type) gets no reuse: the step computes its own
+    gradient under its own audit, and answers as it would alone."""
+    conn, _ = site()
+    w = np.array([0.5, -0.5, 0.0, 0.1])
+    theta = w.copy()
+    if change == "one bit":
+        theta[1] = np.nextafter(theta[1], 0.0)
+    elif change == "negative zero":
+        theta[2] = -0.0
+    else:
+        theta = theta.astype(np.float32)
+    fused = _step_at(conn, _open(conn), w, monitor={"theta": theta})
+    assert dict(evaluations) == {"value": 1, "gradient": 1}
+    alone = _step_at(conn, _open(conn), w)
+    np.testing.assert_array_equal(fused["reply"]["dw"], alone["dw"])
+    value, grad = conn.call("fit.monitor", session=_open(conn), theta=theta)
+    assert fused["monitor"][0] == value
+    np.testing.assert_array_equal(fused["monitor"][1], grad)
+
+
+def test_a_refused_monitor_at_the_steps_model_refuses_the_request(site, evaluations):
+    conn, folder = site()
+    session = _open(conn)
+    with pytest.raises(SiteRefusal) as fused:
+        _step_at(conn, session, ATTACK, monitor={"theta": ATTACK.copy()})
+    assert fused.value.rule == "dominance"
+    assert "gradient" not in evaluations  # the step never ran
+    line = [r for r in read_audit(folder / "audit.jsonl") if r["operation"] == "fit.step"][-1]
+    assert line["outcome"] == "refused" and line["kind"] == "fit.step+fit.monitor"
+
+
+def _objective():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 3))
+    return ClientObjective(Quadratic(), X, (X[:, :1] + rng.normal(size=(30, 1))),
+                           np.ones(30), Layout(1, 3))
+
+
+def test_only_an_audited_monitor_is_kept_and_only_under_its_rule():
+    objective, theta = _objective(), np.array([0.2, 0.0, -1.0, 0.5])
+    for context in (dominance.suspended, None):  # no audit saw it: nothing kept
+        tap = MonitorTap(objective)
+        with (context() if context else nullcontext()):
+            tap.value_and_gradient(theta)
+        assert tap.kept is None
+    tap = MonitorTap(objective)
+    with dominance.audit(5, 0.95) as seen:
+        value, grad = tap.value_and_gradient(theta)
+    kept = tap.kept
+    assert kept.checks == seen.checks > 0
+    grad[:] = np.nan  # what the monitor's reply does with its array is not the step's
+    with dominance.audit(5, 0.95) as own:  # the step's own pass, audited
+        expected = objective.gradient(theta)
+    reusing = Reusing(objective, kept)
+    with dominance.audit(5, 0.95) as step:
+        g = reusing.gradient(theta.copy())
+        g[:] = 0.0  # a solver adds to its gradient in place: the kept one stays
+        np.testing.assert_array_equal(reusing.gradient(theta.copy()), expected)
+    assert step.checks == 2 * kept.checks  # the monitor's checks, credited per reuse
+    for rule in ((4, 0.95), (5, 0.9)):  # another rule: the step audits its own sums
+        with dominance.audit(*rule) as other:
+            reusing.gradient(theta.copy())
+        assert other.checks == own.checks > 0
+    with dominance.audit(5, 0.95) as plain:  # other rows, or another objective: its own
+        reusing.gradient(theta, rows=np.arange(10))
+        Reusing(_objective(), kept).gradient(theta)
+    assert plain.checks == 2 * own.checks and Reusing(objective, kept).n_samples == 30
+    assert not MonitorTap.taps(object())

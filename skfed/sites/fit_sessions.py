@@ -27,6 +27,7 @@ from .engine import refusal
 from .engine_objective import EngineObjective
 from .gate import check_work, release_rule
 from .guard import PrivateRounds, SecureAggregationGuard
+from .monitor_reuse import MonitorTap, Reusing
 
 
 class FitSessions:
@@ -65,15 +66,17 @@ class FitSessions:
         message = args.get("message")
         protection = solver.site_protection
         # the monitor a plain step carries, answered first (a refusal leaves the state as
-        # it was), as a fit.monitor request of its own would be
-        monitored = (self._fused_monitor(analyst, session, solver, args, state)
-                     if "monitor" in args else None)
+        # it was), as a fit.monitor request of its own would be; what it computed and
+        # audited at its model is the step's gradient there (monitor_reuse)
+        monitored, kept = (self._fused_monitor(analyst, session, solver, args, state)
+                           if "monitor" in args else (None, None))
         with session.lock:  # the state of one client advances one round at a time
             if "state" in args:  # the first round: the initial state the server built
                 session.states[client] = args["state"]
             step_state = session.states.get(client)
             if protection is None:  # plain: its sums are audited as they are formed
-                result = self._plain_step(session, solver, inner, step_state, message, seed)
+                result = self._plain_step(session, solver, inner, step_state, message, seed,
+                                          kept)
             else:
                 message = self._guard(session, solver, message, step_state, analyst, state)
                 with dominance.suspended():  # masked: the consortium rule instead
@@ -93,7 +96,8 @@ class FitSessions:
         round), under every rule of that operation's own request: served here and
         allowed to this analyst, its declared arguments, its release class (refused
         where the policy requires protection), its checks and its dominance audit. A
-        masked or noised step carries none: its monitor is a protected pass."""
+        masked or noised step carries none: its monitor is a protected pass. Returns its
+        reply and what it kept (:class:`~skfed.sites.monitor_reuse.Kept`, or ``None``)."""
         if solver.site_protection is not None:
             raise Refused("message", "a masked or noised step carries no monitor in the "
                                      "clear", public=True)
@@ -104,12 +108,18 @@ class FitSessions:
         if problem is not None:
             raise Refused("message", f"the step's monitor: {problem}", public=True)
         state.record["kind"] = "fit.step+fit.monitor"
-        return self.run(operation, session.objective, named, state, dataset=session.dataset)
+        objective = session.objective
+        if not MonitorTap.taps(objective):  # an engine's: its partitions' sums
+            return self.run(operation, objective, named, state,
+                            dataset=session.dataset), None
+        tap = MonitorTap(objective)
+        return self.run(operation, tap, named, state, dataset=session.dataset), tap.kept
 
-    def _plain_step(self, session, solver, inner, step_state, message, seed):
+    def _plain_step(self, session, solver, inner, step_state, message, seed, kept=None):
         """A plain step: its sums audited by the dominance rule as they are formed, or, for
         a solver whose replies are a declared operation's finer sums (risk sets), that
-        operation's rule (its checks ran: ``check_at_site``) where the policy allows it."""
+        operation's rule (its checks ran: ``check_at_site``) where the policy allows it.
+        ``kept``: the fused monitor's audited gradient, reused at its model exactly."""
         finer = inner.replies_as
         if finer is not None:
             operation = operations()[finer]
@@ -117,9 +127,10 @@ class FitSessions:
             with dominance.suspended():
                 return _failed(client_round(session.objective, solver, step_state, message,
                                             seed), self.name)
+        objective = session.objective if kept is None else Reusing(session.objective, kept)
         with dominance.audit(self.policy.min_rows, self.policy.dominance) as audit:
-            result = _failed(client_round(session.objective, solver, step_state, message,
-                                          seed), self.name)
+            result = _failed(client_round(objective, solver, step_state, message, seed),
+                             self.name)
         if not isinstance(result, SiteError) and audit.checks == 0:
             raise Refused("dominance", "a step whose sums no audit saw")
         return result
