@@ -21,7 +21,12 @@ Part 3, secure aggregation: the same fit with ``privacy=SecureAggregation()``
 (every sum masked at the sites in exact integer limbs), ``--repeat`` times
 interleaved with the plain federated fit: median fit time and the trees'
 bytes (history_, setup excluded, as issue 37's 4.4x) against the plain fit's,
-setup rounds, and whether the trees are the plain fit's bit for bit.
+setup rounds, and whether the trees are the plain fit's bit for bit. Then the
+floors no exact masking beats here: in time, the plain fit plus the sites' pairwise
+masks alone (every message of one masked fit, recorded, masked again with no sum,
+encoding or decoding: the keystreams and their additions), and in bytes, the bits
+a histogram cell's exact code needs (each float sum on the 2**-149 grid of float32
+gradients, within its public range, with a sign) against the plain cell's 160.
 
 Last, issue 37's goals as one table (benchmarks/_measure.py): what, today's
 figure from the issue, the median now, the floor (scikit-learn's pooled fit;
@@ -76,6 +81,7 @@ Measured (issue 37, item 3; the 2-core machine shared with other work, its load
 """
 
 import argparse
+import time
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
@@ -193,6 +199,7 @@ def masked_cost(args):
     print(f"  setup rounds     masked {hm.setup_rounds}   plain {hp.setup_rounds}; "
           f"masked sums {hm.privacy['masked_sums']}; trees bit for bit the plain "
           f"fit's: {same}")
+    report_masking_floors(args, X, y, site, params, t["plain"].median)
     issue = size(args) == ISSUE_SIZE
     what = f"masked boosting, {args.rows:,} x {args.features}, {args.sites} sites"
     keep = dict(holds=same, condition="the plain fit's trees bit for bit")
@@ -200,6 +207,67 @@ def masked_cost(args):
                  "the plain fit", 1.5, **keep),
             Goal(f"{what}: the trees' bytes", "4.4x" if issue else "-", b_masked, b_plain,
                  "the plain fit's", 2.0, unit="B", **keep)]
+
+
+def _masked_message_sizes(X, y, site, params):
+    """``[(party, words)]``: every message the sites mask in one masked fit, recorded by
+    wrapping the parties' masking (a fit of its own: the timed fits run unwrapped)."""
+    from skfed.privacy import SecureAggregation
+    from skfed.privacy.secure_aggregation import SecureAggregationParty
+
+    sizes, original = [], SecureAggregationParty.mask_words
+
+    def recording(party, words, *rest, **options):
+        sizes.append((party.party_id, int(np.asarray(words).size)))
+        return original(party, words, *rest, **options)
+
+    SecureAggregationParty.mask_words = recording
+    try:
+        FedHistGradientBoostingClassifier(**params, privacy=SecureAggregation()).fit(
+            X, y, clients=site)
+    finally:
+        SecureAggregationParty.mask_words = original
+    return sizes
+
+
+def _masks_alone(sizes, n_sites, repeat):
+    """Median seconds of the masks alone of those messages: each party's pairwise
+    keystreams (its seeds, AES-128-CTR) added to zero words, the fit's work without
+    its sums, encoding or decoding."""
+    from skfed.privacy.secure_aggregation import SecureAggregationParty
+
+    times = []
+    for rep in range(repeat):
+        parties = [SecureAggregationParty(j, session=f"floor-{rep}") for j in range(n_sites)]
+        keys = {j: p.public_key() for j, p in enumerate(parties)}
+        largest = max(words for _, words in sizes)
+        zeros = np.zeros(largest, dtype=np.uint64)
+        start = time.perf_counter()
+        for exchange, (party, words) in enumerate(sizes):
+            parties[party].mask_words(zeros[:words], exchange, keys, copy=False)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def report_masking_floors(args, X, y, site, params, plain_seconds):
+    """What no exact masking of these sums can beat here: in time, the plain fit plus
+    the sites' pairwise masks alone (four sites simulated one after another in this
+    process); in bytes, the exact code's bits per histogram cell against the plain
+    cell's 20 bytes (float64 gradient and hessian sums, uint32 count)."""
+    from skfed.privacy.masked_sums import EXPONENT, range_bits_for
+
+    sizes = _masked_message_sizes(X, y, site, params)
+    masks = _masks_alone(sizes, args.sites, args.repeat)
+    words = sum(w for _, w in sizes)
+    print(f"  floors: the masks alone {masks:.2f} s ({len(sizes)} messages, "
+          f"{words * 8 * (args.sites - 1) / 1e9:.2f} GB of keystream): the plain fit plus "
+          f"them {(plain_seconds + masks) / plain_seconds:.2f}x the plain fit's time")
+    # a log loss's cell: |sum g| <= rows, 0 <= sum h <= rows / 4, a count <= rows; each
+    # float exact on the 2**-EXPONENT grid (float32 gradients) with a sign
+    bits = (EXPONENT + range_bits_for(args.rows) + 1) + \
+        (EXPONENT + range_bits_for(args.rows / 4) + 1) + range_bits_for(args.rows)
+    print(f"          a cell's exact code needs {bits} bits against the plain cell's 160: "
+          f"{bits / 160:.2f}x the plain bytes")
 
 
 def heterogeneous_value(args):
