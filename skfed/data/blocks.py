@@ -38,7 +38,7 @@ def row_blocks(values, indices):
         base = values
         bounds = [(idx[0], idx[-1] + 1) if len(idx) else (0, 0) for idx in indices]
     else:  # one reordering copy instead of one copy per site
-        base = values[np.concatenate(indices)]
+        base = np.take(values, np.concatenate(indices), axis=0)  # faster than values[idx]
         ends = np.cumsum([len(idx) for idx in indices])
         bounds = list(zip(ends - [len(idx) for idx in indices], ends))
     blocks = []

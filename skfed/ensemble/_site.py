@@ -307,6 +307,11 @@ def _sorted_features(site, state, sampling):
         cache.pop("bin_counts", None)  # free the previous search's arrays first
         X = model_features(site, context)
         m, sw = _multiplicity(site, context, sampling)
+        counted = m > 0
+        if not counted.all():  # a draw counts a few rows: those alone, once for all features
+            rows = np.flatnonzero(counted)
+            X, m = np.take(X, rows, axis=0), m[rows]
+            sw = None if sw is None else sw[rows]
         features = []
         for f in sampling["features"]:
             x = X[:, int(f)]
