@@ -36,7 +36,8 @@ from ._model_chain import content_digest
 from ._site_continued import continued_histograms
 from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype,
                          _present_levels, bin_features, encoded_target, fit_state,
-                         model_features, node_rows, pack_nodes, resolve, unpack_nodes)
+                         missing_counts, model_features, node_rows, pack_nodes, resolve,
+                         unpack_nodes)
 from ._site_rules import (bin_count_rules, context_rules, histogram_rules, loss_rules,
                           residual_rules, schema_reply, schema_rules, score_rules,
                           sketch_reply, sketch_rules)
@@ -154,11 +155,11 @@ def site_totals(site, context):
     """Pooled totals: missing values per feature, rows, weights, and the target's
     sums (``wy``, ``y``) or per-class weights (``class_w``)."""
     context = fit_state(site, context).context
-    X = model_features(site, context)
+    missing = missing_counts(site, context)
     y, sw = encoded_target(site, context)
     w = np.ones(len(y)) if sw is None else sw
     # numpy's pairwise sums (on an engine: of all the partitions' terms, as one array)
-    out = {"missing": np.isnan(X).sum(axis=0), "n": len(y),
+    out = {"missing": missing, "n": len(y),
            "w": whole_counts.pairwise_sum("w", w)}
     if context["classes"] is not None:
         codes = y.astype(np.intp)

@@ -75,15 +75,28 @@ def _codes(values, categories):
                      for v in values.tolist()], dtype=np.float64)
 
 
+def _model_column(site, context, j):
+    """Column ``j`` of :func:`model_features` (a view of the site's rows where one serves)."""
+    col = int(context["order"][j])
+    if context["categorical"][j]:
+        return _codes(_column(site, col), context["categories"][j])
+    return _numeric(site, col)
+
+
 def model_features(site, context):
     """The site's features in the model's order (categorical first, as codes), float64
     (column-major: every later pass reads a column)."""
-    order, categorical = context["order"], context["categorical"]
-    out = np.empty((site.n_samples, len(order)), dtype=np.float64, order="F")
-    for j, (col, is_cat) in enumerate(zip(order, categorical)):
-        out[:, j] = (_codes(_column(site, int(col)), context["categories"][j]) if is_cat
-                     else _numeric(site, int(col)))
+    out = np.empty((site.n_samples, len(context["order"])), dtype=np.float64, order="F")
+    for j in range(out.shape[1]):
+        out[:, j] = _model_column(site, context, j)
     return out
+
+
+def missing_counts(site, context):
+    """The missing values of each of :func:`model_features`' columns, column by column
+    (no copy of the rows where the site's columns are float64 already)."""
+    return np.array([np.count_nonzero(np.isnan(_model_column(site, context, j)))
+                     for j in range(len(context["order"]))], dtype=np.int64)
 
 
 #: rows binned at a time (bounds the search's temporary arrays)
