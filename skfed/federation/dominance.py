@@ -26,6 +26,7 @@ where that bound fails are checked exactly.
 """
 
 import contextvars
+import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,7 +93,7 @@ def _dense_abs(A):
             raise Refused("dominance", "a design too large to audit at this site")
         A = A.toarray()
     A = np.abs(np.asarray(A, dtype=np.float64))
-    return A.reshape(A.shape[0], int(np.prod(A.shape[1:])))  # no rows: still q columns
+    return A.reshape(A.shape[0], math.prod(A.shape[1:]))  # no rows: still q columns
 
 
 def _top(A, k):
@@ -171,9 +172,10 @@ def check_rows(contributions, what="a sum"):
         return
     total = C.sum(axis=0)
     # k times the largest contribution bounds the k largest: most sums pass on it unsorted
-    quick = current.k * FixedFactor(C).maxima(C)
-    suspects = np.flatnonzero(_dominated(quick, total, current.share))
-    if suspects.size:
+    quick = current.k * (C.max(axis=0) if C.shape[0] else np.zeros(C.shape[1]))
+    dominated = _dominated(quick, total, current.share)
+    if dominated.any():
+        suspects = np.flatnonzero(dominated)
         top = _top(C[:, suspects], current.k).sum(axis=0)
         if np.any(_dominated(top, total[suspects], current.share)):
             current.refuse(what)
