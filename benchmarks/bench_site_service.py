@@ -30,7 +30,14 @@ tables print each figure beside today's and the goal. After item 4 (16 sites, 20
 rounds, the shared machine): 23.3 ms a round with the monitor fused against 35.9 ms
 with separate monitoring passes (medians of five fits each, interleaved through the
 same services); transport 1.9x the algorithm's and monitor's bytes (1.4x for the
-rounds alone); 16 ``fit.curvature`` requests.
+rounds alone); 16 ``fit.curvature`` requests. Then the fused step takes its monitor's
+audited gradient where it starts at the monitor's model (one pass and one dominance
+audit, not two: :mod:`skfed.sites.monitor_reuse`), and the audit's checks lost some
+numpy overhead: the gate's ``fit.step+fit.monitor`` row (500 x 20) 405 -> 337 -> 323
+µs a request (medians of five alternating runs, load 2.2-3.5). The 16-site round
+through services, two runs each interleaved: 22.0 and 30.3 ms before, 33.8 and 21.7
+ms after (load 2.5-9.8): the ~1.3 ms of site CPU a round saved is under this shared
+machine's noise, and a no-op gRPC + mTLS reply alone costs 10-14 ms a round here.
 
 Reported, as ratios, against the goals of issue 27 (item 6):
 
@@ -351,9 +358,12 @@ def run(n_sites, n_rows, n_features, rounds, root):
 
 
 # -- the gate's cost per request --------------------------------------------------------
+#: a round's one request per site: the step carrying its monitor
+FUSED = "fit.step+fit.monitor"
 #: where each measured operation's own site function is looked up when the gate calls it
 SITE_FUNCTIONS = {"dataset.describe": "describe", "stats.describe": "site_describe",
-                  "fit.step": "client_round", "fit.monitor": "client_monitor"}
+                  "fit.step": "client_round", "fit.monitor": "client_monitor",
+                  FUSED: "client_monitor + client_round"}
 
 
 def _median_us(fn, repeat):
@@ -382,24 +392,28 @@ def _timed(fn, part, spent):
 
 
 def _capture_function(host, op, captured):
-    """Wrap the gate's call of ``op``'s site function so that its target and arguments
-    are kept: the function is then timed alone, outside the gate and its audit."""
+    """Wrap the gate's calls of ``op``'s site functions so that their targets and
+    arguments are kept: the functions are then timed alone, outside the gate and its
+    audit (a fused request's two: its monitor's and its step's, each computed)."""
     from skfed.sites import fit_sessions
 
-    if op == "fit.step":  # a step calls client_round itself (fit_sessions)
+    patches = []
+    if op in ("fit.step", FUSED):  # a step calls client_round itself (fit_sessions)
         original = fit_sessions.client_round
 
         def client_round(*args):
-            captured.setdefault("call", (original, args))
+            captured.setdefault("client_round", (original, args))
             return original(*args)
-        return mock.patch.object(fit_sessions, "client_round", client_round)
-    original = host._call
+        patches.append(mock.patch.object(fit_sessions, "client_round", client_round))
+    if op == "fit.step":
+        return patches
+    original_call = host._call
 
     def call(operation, target, values, release, masked):
         args = [values[a.name] for a in operation.arguments]
-        captured.setdefault("call", (operation.function, (target, *args)))
-        return original(operation, target, values, release, masked)
-    return mock.patch.object(host, "_call", call)
+        captured.setdefault(operation.name, (operation.function, (target, *args)))
+        return original_call(operation, target, values, release, masked)
+    return [*patches, mock.patch.object(host, "_call", call)]
 
 
 def gate_cost(host, analyst, op, request, repeat):
@@ -414,7 +428,8 @@ def gate_cost(host, analyst, op, request, repeat):
     from skfed.sites.codec import decode
 
     spent, captured = Counter(), {}
-    compute = "_plain_step" if op == "fit.step" else "_call"
+    compute = {"fit.step": ["_plain_step"], FUSED: ["_call", "_plain_step"]}.get(op,
+                                                                                ["_call"])
     patches = [
         mock.patch.object(host_module, "decode", _timed(decode, "decode", spent)),
         mock.patch.object(host_module, "encode", _timed(host_module.encode, "encode", spent)),
@@ -427,10 +442,12 @@ def gate_cost(host, analyst, op, request, repeat):
         mock.patch.object(host, "fit_session", _timed(host.fit_session, "rows", spent)),
         mock.patch.object(host.audit, "record", _timed(host.audit.record, "audit", spent))]
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_capture_function(host, op, captured))
-        # the computation: the function under the gate's dominance audit
-        stack.enter_context(mock.patch.object(host, compute, _timed(getattr(host, compute),
-                                                                    "computation", spent)))
+        for patch in _capture_function(host, op, captured):
+            stack.enter_context(patch)
+        # the computation: the functions under the gate's dominance audit
+        for name in compute:
+            stack.enter_context(mock.patch.object(host, name, _timed(getattr(host, name),
+                                                                     "computation", spent)))
         for patch in patches:
             stack.enter_context(patch)
         rows = []
@@ -439,11 +456,12 @@ def gate_cost(host, analyst, op, request, repeat):
             start = time.perf_counter()
             host.handle(analyst, request)
             rows.append(dict(spent, handle=time.perf_counter() - start))
-    function, args = captured["call"]
+    calls = list(captured.values())
 
     def alone():
         with dominance.suspended():
-            function(*args)
+            for function, args in calls:
+                function(*args)
     function_us = _median_us(alone, repeat)
     out = {part: 1e6 * float(np.median([r.get(part, 0.0) for r in rows]))
            for part in ("handle", "decode", "checks", "rows", "computation", "encode",
@@ -532,10 +550,12 @@ def gate(root, n_rows, n_features, rounds=5, n_sites=4, seconds=0.5):
             # the step alone (its fused monitor is timed as fit.monitor's request)
             "fit.step": {k: v for k, v in kept["fit.step"][1].items() if k != "monitor"}
             | {"session": session},
-            "fit.monitor": dict(kept["fit.monitor"][1], session=session)}
+            "fit.monitor": dict(kept["fit.monitor"][1], session=session),
+            # the request a round sends: the step and the monitor of the model it starts at
+            FUSED: dict(kept["fit.step"][1], session=session)}
         out = {}
         for op, args in requests.items():
-            request = encode({"op": op, "args": args})
+            request = encode({"op": "fit.step" if op == FUSED else op, "args": args})
             reply = decode(host.handle(analyst, request))  # warm; a refusal stops here
             if "ok" not in reply:
                 raise RuntimeError(f"{op} was not answered: {reply['error']}")
@@ -654,13 +674,13 @@ def print_gate(costs, n_rows, n_features, record):
     print("\n(medians over the requests; gate: handle less the site function alone; rows: "
           "the dataset reference's rows, steps and the row-set record, or the fit session; "
           "dominance audit: the computation under the gate less the function alone)")
-    if "fit.step" in costs and "fit.monitor" in costs:
-        per_site = sum(costs[op]["gate"] for op in ("fit.step", "fit.monitor"))
+    if FUSED in costs:
+        per_site = costs[FUSED]["handle"]
         print(f"\na FedAvg round asks each site for one fit.step carrying its fit.monitor "
-              f"(at most the two requests' gates): "
-              f"{per_site:.0f} µs of gate per site and round, {16 * per_site / 1e3:.1f} ms of "
-              f"CPU at 16 sites ({8 * per_site / 1e3:.1f} ms of wall time if two cores share "
-              f"it), against the goal of {GOAL_MS_AT_16:g} ms a round at 16 sites "
+              f"(its step starts at the monitor's model and takes its audited gradient): "
+              f"{per_site:.0f} µs of handle per site and round, {16 * per_site / 1e3:.1f} ms "
+              f"of CPU at 16 sites ({8 * per_site / 1e3:.1f} ms of wall time if two cores "
+              f"share it), against the goal of {GOAL_MS_AT_16:g} ms a round at 16 sites "
               "(gRPC, TLS and threads come on top; issue 27 sets no goal for the gate itself)")
     for what, r in record.items():
         print(f"\nthe row-set record at {r['rows']:,} rows, {what}: {r['requests']} "
