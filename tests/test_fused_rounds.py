@@ -12,10 +12,12 @@ serve, arguments of the wrong form, a masked step's monitor in the clear), and
 the step it rode on does not run.
 """
 
+import functools
 import hashlib
 import warnings
 from collections import Counter
 from contextlib import contextmanager, nullcontext
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -31,12 +33,14 @@ from skfed.datafits.base import ClientObjective  # noqa: E402
 from skfed.federation import dominance  # noqa: E402
 from skfed.deploy import make_certificates  # noqa: E402
 from skfed.federation.layout import Layout  # noqa: E402
+from skfed.federation.operations import Refused  # noqa: E402
 from skfed.federation.operations import default_operations  # noqa: E402
 from skfed.federation.problem import FederatedProblem  # noqa: E402
 from skfed.privacy import SecureAggregation  # noqa: E402
 from skfed.sites import SiteRefusal  # noqa: E402
 from skfed.sites.audit import read_audit  # noqa: E402
 from skfed.sites.codec import encode  # noqa: E402
+from skfed.sites.fit_sessions import FitSessions  # noqa: E402
 from skfed.sites.monitor_reuse import MonitorTap, Reusing  # noqa: E402
 from skfed.sites.policy import load_config  # noqa: E402
 from skfed.sites.remote import SiteServiceExecutor  # noqa: E402
@@ -398,3 +402,40 @@ def test_only_an_audited_monitor_is_kept_and_only_under_its_rule():
         Reusing(_objective(), kept).gradient(theta)
     assert plain.checks == 2 * own.checks and Reusing(objective, kept).n_samples == 30
     assert not MonitorTap.taps(object())
+
+
+class _Stub:
+    """A step that asks its client for the gradient at ``at`` (or for nothing)."""
+
+    replies_as = None
+
+    def __init__(self, at):
+        self.at = at
+
+    def client_update(self, client, state, message, rng):
+        grad = None if self.at is None else client.gradient(self.at.copy())
+        return {"grad": grad}, state
+
+
+@pytest.mark.parametrize("at, answered", [("monitor", True), ("other", True), (None, False)])
+def test_a_step_no_audit_saw_is_refused_though_its_monitor_was_audited(at, answered,
+                                                                      evaluations):
+    """The monitor's checks count for the step only when the step takes its gradient (it
+    then computes nothing and is answered): a step whose own sums no audit saw is
+    refused whatever the monitor was."""
+    objective, theta = _objective(), np.array([0.2, 0.0, -1.0, 0.5])
+    tap = MonitorTap(objective)
+    with dominance.audit(5, 0.95):
+        tap.value_and_gradient(theta)
+    host = SimpleNamespace(policy=SimpleNamespace(min_rows=5, dominance=0.95), name="a")
+    step = _Stub({"monitor": theta, "other": theta + 1.0, None: None}[at])
+    run = functools.partial(FitSessions._plain_step, host, SimpleNamespace(
+        objective=objective), step, step, None, {}, 0, tap.kept)
+    if not answered:
+        with pytest.raises(Refused, match="no audit saw"):
+            run()
+        return
+    reply, _ = run()
+    assert evaluations["gradient"] == (at == "other")
+    at_theta = objective.gradient(step.at)
+    np.testing.assert_array_equal(reply["grad"], at_theta)
