@@ -78,6 +78,17 @@ Measured (issue 37, item 3; the 2-core machine shared with other work, its load
   of them ones scikit-learn's run needs (the rest keep a tree within depth + 1
   rounds); an oracle asking for those alone took 19% less CPU time with the
   same rounds and trees: the histograms' bytes, not Python, are what is left.
+- issue 37, item 3/6 at 1M x 28 on 8 sites (one thread): the sites bin their rows by
+  a branch-free binary search vectorised over the rows (0.053 s a 125k x 28 site
+  against 0.177 s for np.searchsorted and 0.170 s for scikit-learn's _map_to_bins;
+  the same bins), the bin search sorts only the rows the 200,000-row draw counts,
+  interleaved rows are reordered with np.take. Interleaved with the code before, load
+  about 1: 15 trees 6.78-7.19 s -> 5.33-5.56 s CPU (three pairs), 40 trees 11.52 s ->
+  10.17 s; the same trees. One --large pair at load 2-4 was noise-bound: 24.06 s (ratio
+  1.41, scikit-learn 17.10 s) before, 26.37 s (1.58, 16.67 s) after, its trees' part
+  2.4 s slower, which the 15- and 40-tree pairs (the same 1.35-1.4 s saved) rule out as
+  a per-tree cost. 20,000 x 20: 2.73 -> 2.54 s CPU
+  (medians of three pairs, load 9-12), ratio about 5 either way.
 """
 
 import argparse
