@@ -1,8 +1,9 @@
-"""The order-statistic search's merge of probe keys (skfed/ensemble/_selection.py)."""
+"""The order-statistic search's merge of probe keys and a site's answer to its probes
+(skfed/ensemble/_selection.py)."""
 
 import numpy as np
 
-from skfed.ensemble._selection import KEY_CEIL, KEY_FLOOR, _merged
+from skfed.ensemble._selection import KEY_CEIL, KEY_FLOOR, SortedValues, _merged, value_keys
 
 
 def test_the_merge_is_the_sorted_union():
@@ -21,3 +22,27 @@ def test_the_merge_is_the_sorted_union():
         assert np.array_equal(merged, np.union1d(keys, probes))
         assert np.array_equal(old, np.searchsorted(merged, keys))
         assert np.array_equal(new, np.searchsorted(merged, probes))
+
+
+def test_a_sites_answer_counts_and_sums_each_gap():
+    """Counts at or below each probe and each gap's sum of values times multiplicity,
+    against a direct count and sum over the gap's rows: rows left out (multiplicity 0)
+    or counted twice, ties, -0.0 beside 0.0, huge and tiny values, probes below, at,
+    between and above every value, no probe, no row."""
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        n = int(rng.integers(0, 50))
+        values = rng.choice([-2.0, -0.0, 0.0, 1.5, 3.0, 1e300, -1e-300], n) if trial % 2 \
+            else rng.normal(size=n)
+        multiplicity = rng.integers(0, 3, n)
+        pool = value_keys(np.concatenate([values, rng.normal(size=5), [np.inf, -np.inf]]))
+        probes = np.unique(rng.choice(pool, int(rng.integers(0, 12))))
+        answer = SortedValues(values, multiplicity, None).count_below(probes)
+        keys = value_keys(values)
+        below = np.concatenate([[np.iinfo(np.int64).min], probes[:-1]])
+        for j, probe in enumerate(probes):
+            assert answer["count"][j] == multiplicity[keys <= probe].sum()
+            gap = (keys > below[j]) & (keys <= probe) if j else keys <= probe
+            expected = np.sum(multiplicity[gap] * values[gap])
+            np.testing.assert_allclose(answer["sum"][j], expected, rtol=1e-12, atol=0)
+        assert answer["count"].shape == answer["sum"].shape == probes.shape

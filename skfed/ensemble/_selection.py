@@ -288,15 +288,15 @@ class SortedValues:
         # weights every answer is the same whatever it is (and quicksort is faster)
         order = np.argsort(keys, kind="stable" if weights is not None else "quicksort")
         self.sorted_keys = keys[order]
-        # each row's sorted position: all a round needs of the order
-        self.rank = np.empty(len(order), dtype=np.intp)
-        self.rank[order] = np.arange(len(order))
         self.cum_count = None if np.all(multiplicity == 1) else np.concatenate(
             [[0], np.cumsum(multiplicity[order], dtype=np.int64)])
         self.total = int(multiplicity.sum())
         self.cum_weight = None if weights is None else np.concatenate(
             [[0.0], np.cumsum(np.asarray(weights)[keep][order])])
-        self.weighted_values = multiplicity * values  # in row order
+        # each value times its multiplicity, in sorted order, and a zero past the last:
+        # a gap's values are then one run of it
+        self.sorted_terms = np.concatenate(
+            [np.multiply(multiplicity[order], values[order], dtype=np.float64), [0.0]])
 
     def count_below(self, probes):
         """The answer for sorted ``probes`` (see :func:`count_below`)."""
@@ -305,13 +305,13 @@ class SortedValues:
         out = {"count": count.astype(np.int32 if self.total < 2**31 else np.int64)}
         if self.cum_weight is not None:
             out["weight"] = self.cum_weight[at]
-        # a value's gap is the number of probes below it: the sorted values fall in
-        # the gaps in turn, ``at`` marking where each gap ends
-        n = len(self.sorted_keys)
-        gap = np.take(np.repeat(np.arange(len(probes) + 1),
-                                np.diff(np.concatenate([[0], at, [n]]))), self.rank)
-        # summed in row order (values above the last probe go to a dropped extra gap)
-        # (float64 even without values: numpy's bincount of nothing counts in integers)
-        out["sum"] = np.bincount(gap, weights=self.weighted_values,
-                                 minlength=len(probes) + 1)[:len(probes)].astype(np.float64)
+        # gap j holds the sorted values from at[j - 1] to at[j] (from 0 for the first):
+        # each gap's sum in one pass, in sorted order (a sum only guides the next probes,
+        # a gap of one row's sum is its value in any order, and a value is known only
+        # once its gap has width one); reduceat gives an empty run its first term, so
+        # empty gaps are set to zero
+        starts = np.concatenate([[0], at])
+        sums = np.add.reduceat(self.sorted_terms, starts)[:len(probes)]
+        sums[starts[:-1] >= at] = 0.0
+        out["sum"] = sums
         return out
