@@ -216,16 +216,18 @@ class DaskEngine:
                         worker_dashboard_address="127.0.0.1:0")
                     self._client = Client(self._cluster, set_as_default=False)
                 else:
-                    self._client = self._connected(Client)
+                    self._client = self._connected()
         return self._client
 
-    def _connected(self, client_class):
+    def _connected(self):
         """A client of the configured scheduler, or a refusal the analyst can read: the
         cause (an address, a certificate the scheduler refused) goes to the site's log
         only, and the next request tries again."""
+        from distributed import Client
+
         try:
-            return client_class(self.conf.scheduler, security=self._security(),
-                                set_as_default=False)
+            return Client(self.conf.scheduler, security=self._security(),
+                          set_as_default=False)
         except Exception as exc:  # OSError, TimeoutError, ssl errors: all alike here
             _LOG.warning("dataset %r: the scheduler %s did not answer: %s: %s",
                          self.conf.name, self.conf.scheduler, type(exc).__name__, exc)
