@@ -283,18 +283,25 @@ class SortedValues:
     def __init__(self, values, multiplicity, weights):
         keep = multiplicity > 0
         values, multiplicity = values[keep], multiplicity[keep]
+        self.total = int(multiplicity.sum())
+        if weights is None:
+            # a row counted m times is m equal values: one sort of the values (keys keep
+            # their order; -0.0 and 0.0 share a key) and no running counts
+            if not np.all(multiplicity == 1):
+                values = np.repeat(values, multiplicity)
+            values = np.sort(values)
+            self.sorted_keys, self.cum_count, self.cum_weight = value_keys(values), None, None
+            # a zero past the last value: a gap's values are then one run of it
+            self.sorted_terms = np.concatenate([values, [0.0]])
+            return
         keys = value_keys(values)
-        # the order among equal keys shows only in the running weights: without
-        # weights every answer is the same whatever it is (and quicksort is faster)
-        order = np.argsort(keys, kind="stable" if weights is not None else "quicksort")
+        # the order among equal keys shows in the running weights: a stable sort
+        order = np.argsort(keys, kind="stable")
         self.sorted_keys = keys[order]
         self.cum_count = None if np.all(multiplicity == 1) else np.concatenate(
             [[0], np.cumsum(multiplicity[order], dtype=np.int64)])
-        self.total = int(multiplicity.sum())
-        self.cum_weight = None if weights is None else np.concatenate(
-            [[0.0], np.cumsum(np.asarray(weights)[keep][order])])
-        # each value times its multiplicity, in sorted order, and a zero past the last:
-        # a gap's values are then one run of it
+        self.cum_weight = np.concatenate([[0.0], np.cumsum(np.asarray(weights)[keep][order])])
+        # each value times its multiplicity, in sorted order, and a zero past the last
         self.sorted_terms = np.concatenate(
             [np.multiply(multiplicity[order], values[order], dtype=np.float64), [0.0]])
 

@@ -34,7 +34,7 @@ from ._losses import loss_sums, row_bounds_of
 from ._selection import SortedValues, count_below
 from ._model_chain import content_digest
 from ._site_continued import continued_histograms
-from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype,
+from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype, _model_column,
                          _present_levels, bin_features, encoded_target, fit_state,
                          missing_counts, model_features, node_rows, pack_nodes, resolve,
                          unpack_nodes)
@@ -306,16 +306,15 @@ def _sorted_features(site, state, sampling):
     digest = content_digest(sampling)
     if cache.get("bin_counts", (None,))[0] != digest:
         cache.pop("bin_counts", None)  # free the previous search's arrays first
-        X = model_features(site, context)
         m, sw = _multiplicity(site, context, sampling)
-        counted = m > 0
-        if not counted.all():  # a draw counts a few rows: those alone, once for all features
-            rows = np.flatnonzero(counted)
-            X, m = np.take(X, rows, axis=0), m[rows]
-            sw = None if sw is None else sw[rows]
+        rows = None
+        if not (m > 0).all():  # a draw counts a few rows: those alone
+            rows = np.flatnonzero(m)
+            m, sw = m[rows], None if sw is None else sw[rows]
         features = []
-        for f in sampling["features"]:
-            x = X[:, int(f)]
+        for f in sampling["features"]:  # the searched columns alone, no copy of the rest
+            x = _model_column(site, context, int(f))
+            x = np.asarray(x if rows is None else np.take(x, rows), dtype=np.float64)
             ok = ~np.isnan(x)
             features.append(SortedValues(x[ok], m[ok], None if sw is None else sw[ok]))
         cache["bin_counts"] = (digest, features)

@@ -286,14 +286,17 @@ def _add_leaf_values(column, tree, prep, missing_bin, known):
     the histogram requests of the tree's iteration met are taken from ``known``."""
     (is_leaf, feature, threshold, missing_left, categorical, bitset_row, bitsets, left, right,
      value) = tree
+    if is_leaf[0]:
+        column += value[0]
+        return
+    # the leaves part the rows: each row's leaf value written once, then one addition
+    # per row (a scatter and a pass, cheaper than a gather-add-scatter a leaf)
+    leaf_value = np.empty(len(column))
     stack = [(0, None, ())]  # (node, its rows (None: every row), its key in ``known``)
     while stack:
         node, rows, key = stack.pop()
         if is_leaf[node]:
-            if rows is None:
-                column += value[node]
-            else:
-                column[rows] += value[node]
+            leaf_value[rows] = value[node]
             continue
         bitset = bitsets[bitset_row[node]] if categorical[node] else None
         step = _step_key(prep, (feature[node], threshold[node], missing_left[node],
@@ -306,6 +309,7 @@ def _add_leaf_values(column, tree, prep, missing_bin, known):
                                                threshold[node], missing_left[node],
                                                categorical[node], bitset, rows)
         stack += [(right[node], right_rows, right_key), (left[node], left_rows, left_key)]
+    column += leaf_value
 
 
 def _step_key(prep, split):
