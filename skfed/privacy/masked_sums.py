@@ -160,22 +160,28 @@ def _limbs(x, field, n_parties, range_bits=RANGE_BITS):
     value (every limb below ``2**bits`` in magnitude, the top one ``2**(bits - 1)``);
     ``limb_count(n_parties, range_bits)`` limbs for values below ``2**range_bits``."""
     x = np.asarray(x, dtype=np.float64).ravel()
-    if not np.all(np.isfinite(x)):
+    top = float(np.max(np.abs(x))) if x.size else 0.0  # NaN and inf show here
+    if not np.isfinite(top):
         raise ValueError(f"field {field!r} of a masked reply is not finite.")
-    if x.size and np.max(np.abs(x)) >= 2.0 ** range_bits:
+    if top >= 2.0 ** range_bits:
         raise ValueError(f"field {field!r} of a masked reply is beyond the exact code's range "
                          f"(|x| >= 2**{range_bits}).")
     bits, count = limb_bits(n_parties), limb_count(n_parties, range_bits)
-    signed = np.rint(x * float(2 ** EXPONENT))  # a power of two: exact
-    y = np.abs(signed)  # the magnitude's limbs hold bits of y only: exact in float64
     base, inverse = float(2 ** bits), float(2 ** -bits)
-    out = np.empty((count, x.size))
-    for k in range(len(out) - 1):
-        high = np.floor(y * inverse)  # every step exact: powers of two, integers
-        np.subtract(y, high * base, out=out[k])  # in [0, 2**bits)
-        y = high
+    # the magnitude's limbs hold bits of |round(x 2**EXPONENT)| only: every step exact
+    # (powers of two, integers below 2**53 a limb), in place, two buffers swapped
+    y = np.multiply(x, float(2 ** EXPONENT))
+    np.rint(y, out=y)
+    np.abs(y, out=y)
+    high, out = np.empty_like(y), np.empty((count, x.size))
+    for k in range(count - 1):
+        np.multiply(y, inverse, out=high)
+        np.floor(high, out=high)
+        np.multiply(high, base, out=out[k])
+        np.subtract(y, out[k], out=out[k])  # in [0, 2**bits)
+        y, high = high, y
     out[-1] = y  # below 2**(bits - 1): the range
-    np.copysign(out, signed, out=out)  # signed limbs: a sum's carries are the decoder's
+    np.copysign(out, x, out=out)  # signed limbs (x's sign is its rounding's)
     return out.astype(np.int64).ravel()
 
 
@@ -189,10 +195,17 @@ def _carried(digits, bits):
 
 
 def _bit_length(words):
-    """Exact bit lengths of uint64 words (float64 holds 32-bit halves exactly)."""
-    high = (words >> np.uint64(32)).astype(np.float64)
-    low = (words & np.uint64(0xFFFFFFFF)).astype(np.float64)
-    return np.where(high > 0, 32 + np.frexp(high)[1], np.frexp(low)[1]).astype(np.int64)
+    """Exact bit lengths of uint64 words: the exponent of the nearest float, one less
+    where that float rounded up to the next power of two (numpy shifts by 64 or more
+    give 0)."""
+    length = np.frexp(words.astype(np.float64))[1].astype(np.int64)
+    length -= (words >> np.maximum(length - 1, 0).astype(np.uint64)) == 0
+    return np.maximum(length, 0)
+
+
+def _power_of_two(exponent):
+    """``2.0 ** exponent`` for integer exponents of normal floats (its bits, no ldexp)."""
+    return ((np.asarray(exponent, dtype=np.int64) + 1023) << 52).view(np.float64)
 
 
 def _from_limbs(sums, size, n_parties):
@@ -221,21 +234,22 @@ def _from_limbs(sums, size, n_parties):
 
 def _rounded(a_, b_, c_, below, bits, k):
     """The float nearest ``(a 2**(2 bits) + b 2**bits + c + below) 2**(bits (k - 2) -
-    EXPONENT)`` (``below``: any nonzero limb under ``c``; ``a > 0``)."""
+    EXPONENT)`` (``below``: any nonzero limb under ``c``; ``a > 0``). numpy's shifts by
+    64 or more give 0, so the bits of ``c`` past the window need no case of their own."""
+    one = np.uint64(1)
     b_ = b_ if b_.size else np.zeros_like(a_)
     c_ = c_ if c_.size else np.zeros_like(a_)
     width = _bit_length(a_)  # bits of the top limb
-    shift = width + 2 * bits - 64  # of the three limbs, the 64 leading bits (>= 37)
+    shift = width + (2 * bits - 64)  # of the three limbs, the 64 leading bits (>= 37)
     lead = a_ << (64 - width).astype(np.uint64)
     down = np.maximum(shift - bits, 0).astype(np.uint64)
-    up = np.maximum(bits - shift, 0).astype(np.uint64)
-    lead |= (b_ >> down) << up
-    low = np.minimum(shift, 63).astype(np.uint64)
-    lead |= np.where(shift < 64, c_ >> low, 0).astype(np.uint64)
-    dropped = (b_ & ((np.uint64(1) << down) - np.uint64(1))) != 0
-    dropped |= np.where(shift < 64, c_ & ((np.uint64(1) << low) - np.uint64(1)), c_) != 0
-    lead |= (dropped | below).astype(np.uint64)  # sticky: 64 > 53 + 1 bits, one rounding
-    return np.ldexp(lead.astype(np.float64), shift + bits * (k - 2) - EXPONENT)
+    lead |= (b_ >> down) << np.maximum(bits - shift, 0).astype(np.uint64)
+    low = shift.astype(np.uint64)
+    lead |= c_ >> low  # 0 where the window ends above c
+    sticky = (b_ & ((one << down) - one)) | (c_ & ((one << low) - one)) | below
+    lead |= (sticky != 0).astype(np.uint64)  # sticky: 64 > 53 + 1 bits, one rounding
+    # the conversion rounds once; the power of two is exact (no subnormal: >= 2**-149)
+    return lead.astype(np.float64) * _power_of_two(shift + bits * (k - 2) - EXPONENT)
 
 
 def _integer_words(array, field):
