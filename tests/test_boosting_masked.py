@@ -354,6 +354,21 @@ def test_limb_sums_are_rounded_once_as_python_divides_integers(n_sites):
     np.testing.assert_array_equal(_from_limbs(sums.ravel(), size, n_sites), exact)
 
 
+def test_bit_lengths_are_exact_where_the_float_rounds_up():
+    """The decoder's bit lengths come from the nearest float, which rounds ``2**k - 1``
+    up to ``2**k`` for k > 53: corrected, they are Python's ``int.bit_length``."""
+    from skfed.privacy.masked_sums import _bit_length
+
+    edges = [0, 1, 2, 3, 2 ** 53 - 1, 2 ** 53, 2 ** 53 + 1, 2 ** 54 - 1, 2 ** 61 - 1,
+             2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1]
+    edges += [(1 << k) - d for k in range(54, 65) for d in (1, 2, 1 << (k - 54))]
+    rng = np.random.default_rng(11)
+    edges += [int(v) >> int(s) for v, s in zip(rng.integers(0, 2 ** 63, 200, dtype=np.uint64),
+                                               rng.integers(0, 63, 200))]
+    words = np.array(edges, dtype=np.uint64)
+    np.testing.assert_array_equal(_bit_length(words), [int(w).bit_length() for w in edges])
+
+
 def test_a_tiny_exact_case_of_the_limbs():
     """1.5 is 3 * 2**148: limbs of 61 bits for four sites, lowest first."""
     vector, layout = flatten_reply({"x": np.array([1.5, -1.5])}, 4)
