@@ -147,6 +147,52 @@ def test_a_node_of_fewer_than_min_rows_is_refused(tmp_path):
     assert (line["operation"], line["rule"]) == ("boosting.histograms", "min_rows")
 
 
+def _weighted_frames(dominant=False):
+    """:func:`_frames` with a declared weight column ``w`` (with ``dominant``, one row
+    of each site holds nearly all of its weight)."""
+    rng = np.random.default_rng(5)
+    frames = _frames()
+    for frame in frames:
+        frame["w"] = rng.uniform(0.5, 2.0, len(frame)).round(2)
+        if dominant:
+            frame.loc[0, "w"] = 1e6
+    return frames
+
+
+@pytest.mark.parametrize("target", ["y", "label"])
+def test_a_weighted_fit_through_services_equals_in_process(tmp_path, target):
+    """A declared weight column: the site's schema audits its weight sums (and each
+    class's) by the dominance rule, as ``data.summary`` does, and the fit through three
+    services equals the weighted fit in this process node for node (it was refused:
+    the schema's weight sums reached no audit)."""
+    other = "label" if target == "y" else "y"
+    with services_of(tmp_path, _weighted_frames(), policy=OPEN, declare='weights = ["w"]',
+                     target=target, drop=[other], sample_weight="w") as remote:
+        pooled, labels = _as_read(tmp_path)
+        X, y, w = pooled.drop(columns=["y", "label", "w"]), pooled[target], pooled["w"]
+        Model = FedHistGradientBoostingRegressor if target == "y" else \
+            FedHistGradientBoostingClassifier
+        through = Model(**PARAMS).fit(remote)
+        here = Model(**PARAMS).fit(X, y, clients=labels, sample_weight=w)
+        unweighted = Model(**PARAMS).fit(X, y, clients=labels)
+    _assert_same_trees(through, here)
+    assert not np.array_equal(here._predictors[0][0].nodes["value"],
+                              unweighted._predictors[0][0].nodes["value"])
+
+
+def test_a_weight_column_dominated_by_one_row_is_refused(tmp_path):
+    """One row holding nearly all of a site's weight: the weight sums are not released
+    (the dominance rule), and the refusal is in the site's audit log."""
+    with services_of(tmp_path, _weighted_frames(dominant=True), policy=OPEN,
+                     declare='weights = ["w"]', target="y", drop=["label"],
+                     sample_weight="w") as remote:
+        with pytest.raises(SiteRefusal) as info:
+            FedHistGradientBoostingRegressor(**PARAMS).fit(remote)
+    assert info.value.rule == "dominance"
+    line = read_audit(tmp_path / info.value.site / "audit.jsonl")[-1]
+    assert (line["operation"], line["rule"]) == ("boosting.schema", "dominance")
+
+
 MASKED = 'min_rows = 60\nmin_level_count = 5\nallow_exact_quantiles = true\n' \
     'require = ["secure_aggregation"]\nconsortium = ["hospital-a", "hospital-b", "hospital-c"]'
 

@@ -103,7 +103,8 @@ def combine_schema(replies):
     "boosting.schema", releases=weighted_rows, keeps_rows=True, combine=combine_schema,
     describes="the row count; per categorical column the levels the site holds, for a "
               "classifier the classes with their counts (each >= min_level_count); the "
-              "weight sums where the rows carry a weight column",
+              "weight sums (over all rows and per class) where the rows carry a weight "
+              "column, under the dominance rule",
     arguments=(Arg("request", "value", check=_value),), checks=(on_partitions(schema_rules),),
     reply=schema_reply, counts=lambda out: [out["n_samples"]] + (
         [out["class_counts"]] if "class_counts" in out else []))
@@ -128,6 +129,8 @@ def site_schema(site, request):
     if sw.shape != (n,) or not np.all(np.isfinite(sw)) or np.any(sw < 0):
         raise SiteError(site.site, "sample weights must be finite, non-negative and one per "
                                    "row.")
+    if site.sample_weight is not None:  # sums of a weight column: audited as data.summary's
+        dominance.check_rows(sw, "the weight sum")
     out["weight_sum"] = float(sw.sum())
     y = None if site.y is None else np.asarray(site.y)
     if y is None or y.shape[0] != n or y.ndim != 1:
@@ -138,6 +141,9 @@ def site_schema(site, request):
     if request["task"] == "classification":
         out["classes"], index, out["class_counts"] = np.unique(y, return_inverse=True,
                                                                return_counts=True)
+        if site.sample_weight is not None:
+            dominance.check_groups(sw, index.ravel(), len(out["classes"]),
+                                   "a class's weight sum")
         out["class_weight_sums"] = np.bincount(index.ravel(), weights=sw,
                                                minlength=len(out["classes"]))
     elif y.dtype.kind not in "fiub":
