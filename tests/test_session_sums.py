@@ -37,3 +37,22 @@ def test_weighted_or_ragged_replies_keep_the_general_formula():
     np.testing.assert_array_equal(add_fields(ragged), _general(ragged, np.ones(2)))
     scalars = [np.array(1.5), np.array(-2.0)]  # 0-d arrays: a numpy scalar, as before
     assert add_fields(scalars) == _general(scalars, np.ones(2)) == -0.5
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("top", ["small", "at the wrap", "past the wrap"])
+def test_counts_added_in_their_own_type_never_wrap(dtype, top):
+    """Unsigned counts are added in their own type only where the replies' largest values
+    cannot wrap it; at and past the edge the sums are still the exact integers."""
+    limit = int(np.iinfo(dtype).max)
+    rng = np.random.default_rng(2)
+    replies = [rng.integers(0, 50, size=(3, 5)).astype(dtype) for _ in range(4)]
+    if top != "small":
+        share = limit // 4 + (0 if top == "at the wrap" else 1)
+        for r in replies:
+            r[0, 0] = share
+    out = add_fields(replies)
+    expected = sum(r.astype(np.int64) for r in replies).astype(np.float64)
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, expected)
+    assert out[0, 0] == (4 * share if top != "small" else expected[0, 0])
