@@ -63,6 +63,7 @@ def start_site(config, timeout=60):
 
 
 def stop_sites(processes):
+    """Stop the processes, then close the pipes they wrote to (no unclosed files)."""
     for proc in processes:
         proc.terminate()
     for proc in processes:
@@ -70,6 +71,10 @@ def stop_sites(processes):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def split_frames(frame, n_sites, *, by=None):
