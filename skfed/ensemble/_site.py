@@ -319,8 +319,9 @@ def _sorted_features(site, state, sampling):
             m, sw = m[rows], None if sw is None else sw[rows]
         features = []
         for f in sampling["features"]:  # the searched columns alone, no copy of the rest
-            x = _model_column(site, context, int(f))
-            x = np.asarray(x if rows is None else np.take(x, rows), dtype=np.float64)
+            x = _model_column(site, context, int(f))  # float64 already
+            if rows is not None:
+                x = np.take(x, rows)
             ok = ~np.isnan(x)
             features.append(SortedValues(x[ok], m[ok], None if sw is None else sw[ok]))
         cache["bin_counts"] = (digest, features)
