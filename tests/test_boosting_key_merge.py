@@ -3,7 +3,8 @@
 
 import numpy as np
 
-from skfed.ensemble._selection import KEY_CEIL, KEY_FLOOR, SortedValues, _merged, value_keys
+from skfed.ensemble._selection import (KEY_CEIL, KEY_FLOOR, OrderQuery, SortedValues,
+                                        _merged, value_keys)
 
 
 def test_the_merge_is_the_sorted_union():
@@ -46,3 +47,39 @@ def test_a_sites_answer_counts_and_sums_each_gap():
             expected = np.sum(multiplicity[gap] * values[gap])
             np.testing.assert_allclose(answer["sum"][j], expected, rtol=1e-12, atol=0)
         assert answer["count"].shape == answer["sum"].shape == probes.shape
+
+
+
+def _search_one_gap(values):
+    """The rounds a query of ``values`` (distinct ones wanted) takes, from probes at
+    2**20 units below and above them, and the probes of the round after the first
+    (when the gap's count and sum are known)."""
+    query = OrderQuery(cap=10)
+    keys = value_keys(values)
+    probes = np.array([int(keys.min()) - (1 << 20), int(keys.max()) + (1 << 20)])
+    answer = SortedValues(values, np.ones(len(values), dtype=np.int64), None)
+    rounds, second = 0, None
+    while probes.size:
+        reply = answer.count_below(probes)
+        query.absorb(probes, reply["count"], None, reply["sum"])
+        rounds += 1
+        probes = query.probes(budget=2)
+        second = probes if second is None else second
+    assert np.array_equal(query.distinct_values(), np.unique(values))
+    return rounds, second
+
+
+def test_a_gap_of_equal_values_is_pinned_by_guesses_sized_by_its_count():
+    """c rows of one value whose float sum is off by many units in the last place (0.1,
+    1/3, pi, -7.3, ...; c up to 20,000) are pinned within three rounds, as with guesses at
+    every distance up to 4096, and the guesses reach about 2c units around the gap's
+    mean: one row sends the two keys at its sum, two rows at most 4 units off it."""
+    for value in (0.1, 1 / 3, np.pi, 1e-300, -7.3, 123456.789, -1e-5):
+        for c in (1, 2, 3, 17, 300, 5000, 20000):
+            rounds, probes = _search_one_gap(np.full(c, value))
+            assert rounds <= 3, (value, c)
+            centre = int(value_keys([np.full(c, value).sum() / c])[0])
+            near = probes[np.abs(probes - centre) <= 8192] - centre
+            assert np.abs(near).max() <= max(1, 2 * c), (value, c)
+            if c == 1:
+                assert sorted(near) == [-1, 0]

@@ -13,8 +13,10 @@ Values are compared through an order-preserving map of float64 onto int64
 holds a single value, known exactly: the value of key ``hi``. A gap is split
 into equal parts of key space; in addition, when its values' sum ``S`` and
 count ``c`` are known, the key of ``S / c`` and its neighbours at distances
-1, 2, 4, ... are probed: a gap holding one row, or many rows of one value,
-is then pinned in the next round. Correctness never rests on that guess: a
+1, 2, 4, ... up to about ``2c`` (and 4096) are probed: a gap holding one row,
+or many rows of one value, is then pinned in the next round (a float sum of
+``c`` equal values is off by well under ``c`` units in the last place of the
+value, so farther guesses would only cost probes). Correctness never rests on that guess: a
 value is known only once its gap has width one.
 
 A query either wants all its distinct values (while it has at most ``cap``
@@ -32,12 +34,10 @@ from ..preprocessing._imputer import _to_ordered
 #: the key below every value (the gap above it holds all of them) and the key of +inf
 KEY_FLOOR = int(_to_ordered(np.array([-np.inf]))[0]) - 1
 KEY_CEIL = int(_to_ordered(np.array([np.inf]))[0])
-#: distances of the guesses around the key of a gap's mean (a sum of equal values
-#: is off by a few units in the last place; the guesses bracket it)
+#: distances of the guesses around the key of a gap's mean (a sum of c equal values
+#: is off by under c units in the last place; a gap's guesses reach about 2c)
 _GUESS_STEPS = np.array([0, -1] + [s * (1 << j) for j in range(1, 13) for s in (1, -1)],
                         dtype=np.int64)
-#: a gap of one row: its sum is its value, exactly
-_SINGLE_GUESS = np.array([0, -1], dtype=np.int64)
 #: probes per open gap and per query and round (at least)
 _MIN_SPLIT = 8
 #: a safety net: 64 bits of key space are exhausted long before
@@ -195,13 +195,13 @@ class OrderQuery:
         low, high = lo[ok][fine], hi[ok][fine]
         # clip the centre into the gap first: no overflow when adding the steps
         centre = np.clip(centre, low + 1, high)
-        single = (c[ok] == 1)[fine]
-        out = []
-        for steps, rows in ((_SINGLE_GUESS, single), (_GUESS_STEPS, ~single)):
-            guesses = centre[rows, None] + steps[None, :]
-            keep = (guesses > low[rows, None]) & (guesses <= high[rows, None])
-            out.append(guesses[keep])
-        return np.concatenate(out)
+        rows_in = c[ok][fine]
+        # |steps| up to about 2c units: a sum of c equal values is off by fewer
+        reach = np.where(rows_in == 1, 1, 2 * np.minimum(rows_in, 1 << 12))
+        guesses = centre[:, None] + _GUESS_STEPS[None, :]
+        keep = (np.abs(_GUESS_STEPS)[None, :] <= reach[:, None]) & \
+            (guesses > low[:, None]) & (guesses <= high[:, None])
+        return guesses[keep]
 
     def absorb(self, probes, count, weight, gap_sum):
         """Merge the pooled answers for ``probes`` (sorted unique keys)."""
