@@ -298,27 +298,32 @@ def test_nodes_likely_not_split_are_not_asked_for_ahead(monkeypatch):
     to split: against splitting every one ahead (as before), the same trees (scikit-learn's)
     from at least 10% fewer node histograms (13% here, 20-31% at 20,000 rows and more),
     for at most 15% more rounds; without a leaf budget (``max_leaf_nodes=None``) every
-    node is split ahead, as each one is split."""
+    node is split ahead, as each one is split, and under ``max_depth`` too, so that a
+    tree keeps to at most ``max_depth + 1`` rounds."""
     X, y, rng = make_data(n=6000, n_features=8, seed=3)
     clients = split(X, rng, "iid")
     fits, default = {}, _grower._AHEAD_GAIN
     for ahead in (default, 0.0):  # 0: no node's gain is below it
         monkeypatch.setattr(_grower, "_AHEAD_GAIN", ahead)
-        for leaves in (31, None):
-            fits[ahead, leaves] = FedHistGradientBoostingRegressor(
-                max_iter=8, max_leaf_nodes=leaves, max_depth=None if leaves else 6,
+        for leaves, depth in ((31, None), (None, 6), (31, 7)):
+            fits[ahead, leaves, depth] = FedHistGradientBoostingRegressor(
+                max_iter=8, max_leaf_nodes=leaves, max_depth=depth,
                 early_stopping=False, random_state=0).fit(X, y, clients=clients)
     ref = HistGradientBoostingRegressor(max_iter=8, early_stopping=False,
                                         random_state=0).fit(*pooled(X, y, clients=clients))
-    held, every = fits[default, 31], fits[0.0, 31]
+    held, every = fits[default, 31, None], fits[0.0, 31, None]
     assert_same_trees(held, ref)
     assert_same_trees(every, ref)
     asked = [fit.history_["histograms"].sum() for fit in (held, every)]
     assert asked[0] <= 0.9 * asked[1]
     assert held.history_["rounds"].sum() <= 1.15 * every.history_["rounds"].sum()
-    for column in ("rounds", "histograms"):  # no leaf budget: nothing held back
-        np.testing.assert_array_equal(fits[default, None].history_[column],
-                                      fits[0.0, None].history_[column])
+    for key in ((None, 6), (31, 7)):  # no leaf budget, or a depth limit: none held back
+        for column in ("rounds", "histograms"):
+            np.testing.assert_array_equal(fits[(default,) + key].history_[column],
+                                          fits[(0.0,) + key].history_[column])
+    limited = fits[default, 31, 7].history_
+    assert np.all(limited["rounds"][1:] <= 7 + 1)
+    assert np.all(limited["max_depth"][1:] == 7)  # the limit binds: the bound is tight
 
 
 # -- binning --------------------------------------------------------------------

@@ -21,8 +21,9 @@ by the real run (its gain well below the awaited node's while the awaited
 subtrees may fill the leaf budget: ``TreeReplay._likely_preempted``); such a
 node is asked for in a later round if the real run does split it. A tree
 costs about its depth plus one rounds (a few more where a node held back is
-split after all), not one round per split, and few histograms that the real
-run never reads. Random feature draws (``max_features < 1``) are replayed from a copy of
+split after all; under ``max_depth`` nothing is held back, and a tree costs at
+most ``max_depth + 1``), not one round per split, and few histograms that the
+real run never reads. Random feature draws (``max_features < 1``) are replayed from a copy of
 the generator taken when the iteration starts, trees in order, so the draws
 happen in scikit-learn's order in the final replay. Without such draws a replay
 reads no generator, so the next one resumes where this one first missed a
@@ -42,8 +43,9 @@ from ._tree import NODE_DTYPE, TreePredictor
 #: while histograms are awaited, a node on the heap is split ahead (its child asked for
 #: in the same round) unless both: its gain is below this share of the gain of the
 #: first node whose children are awaited, and the leaf budget would be spent if each
-#: awaited child grew into ``_AWAITED_LEAVES`` leaves. Measured (docs/performance.md):
-#: 20-31% fewer histograms for 0-10% more rounds than splitting every such node ahead
+#: awaited child grew into ``_AWAITED_LEAVES`` leaves (only without a depth limit).
+#: Measured (docs/boosting.md): 20-31% fewer histograms for 2-12% more rounds than
+#: splitting every such node ahead
 _AHEAD_GAIN = 0.7
 _AWAITED_LEAVES = 3
 
@@ -161,7 +163,10 @@ class TreeReplay:
         is likely not split by the real run: the awaited subtrees may fill the leaf
         budget first. Splitting it ahead (asking for its child now) saves a round
         where the run does split it and wastes a histogram where it does not."""
-        if self.max_leaf_nodes is None:  # every node of positive gain is split
+        if self.max_leaf_nodes is None or self.max_depth is not None:
+            # without a leaf budget every node of positive gain is split; under a depth
+            # limit a tree keeps to at most max_depth + 1 rounds, which needs every
+            # node split ahead (the rounds run at depth + 1 with no slack)
             return False
         weak = node.split.gain < _AHEAD_GAIN * self._awaited_gain
         planned = len(self._leaves) + len(self._heap) + _AWAITED_LEAVES * self._pending
