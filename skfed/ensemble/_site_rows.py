@@ -377,7 +377,9 @@ def _step_rows(binned, step, missing_bin, rows):
     :func:`~._tree.split_rows`, moves the same training rows: the two differ only on
     missing values of a feature that had none in training)."""
     feature, threshold, missing_left, categorical, bitset, _ = step
-    col = binned[:, feature] if rows is None else np.take(binned[:, feature], rows)
+    # the arrays' methods: numpy's module functions add a dispatch per call, a third of
+    # this step's time on a node of a few hundred rows
+    col = binned[:, feature] if rows is None else binned[:, feature].take(rows)
     if categorical:
         left = in_bitset(bitset[None, :], np.zeros(len(col), dtype=np.intp), col)
     else:
@@ -385,8 +387,8 @@ def _step_rows(binned, step, missing_bin, rows):
         if missing_left:
             left |= col == missing_bin
     if rows is None:
-        return np.flatnonzero(left), np.flatnonzero(~left)
-    return np.compress(left, rows), np.compress(~left, rows)  # faster than rows[left]
+        return left.nonzero()[0], (~left).nonzero()[0]
+    return rows.compress(left), rows.compress(~left)  # faster than rows[left]
 
 
 def node_rows(binned, steps, missing_bin, rows=None):
