@@ -23,9 +23,8 @@ def _node_histograms(cache, prep, node_rows_list, features, gradient, hessian, k
     where it is there, else the sparse product (:func:`_histogram_sums`); both add
     each cell's rows one by one in row order, in float64, so the sums are the same."""
     builders = _builders(cache, prep, k, gradient, hessian, n_bins)
+    every = prep.every_feature(features)
     if builders is not None:
-        every = len(features) == prep.binned.shape[1] and \
-            np.array_equal(features, np.arange(len(features)))
         return [_kernel_histogram(builders, prep, rows, None if every else features,
                                   hessian is not None) for rows in node_rows_list]
     out, columns = [], [gradient] + ([] if hessian is None else [hessian])
@@ -133,8 +132,7 @@ def _histogram_sums(prep, node_rows_list, features, columns, n_bins):
     adds its rows one by one in row order, from zero: the additions, hence the
     float64 sums, of ``np.bincount``.
     """
-    every = len(features) == prep.binned.shape[1] and \
-        np.array_equal(features, np.arange(len(features)))
+    every = prep.every_feature(features)
     n_cells, width = len(features) * n_bins, len(features)
     root = every and len(node_rows_list) == 1 and node_rows_list[0] is None
     if root:  # every row, whose counts are the same at every iteration

@@ -10,6 +10,7 @@ request computes the same sums from a state as from its whole model
 """
 
 import functools
+from itertools import accumulate
 
 import numpy as np
 
@@ -211,7 +212,7 @@ class _Prepared:
         self.loss = make_loss(context["loss"], n_classes=len(context["classes"])
                               if context["classes"] is not None else None,
                               quantile=context["quantile"], weighted=context["weighted"])
-        self._root_counts = self._all_rows = None
+        self._root_counts = self._all_rows = self._every_feature = None
         self.ones = {}  # the shared vectors of ones this site's products use (_ones)
 
     @functools.cached_property
@@ -219,6 +220,14 @@ class _Prepared:
         """Each row's histogram cell per feature (feature-major blocks of bins), int32:
         the column indices of the one-hot matrix of the product (:func:`_histogram_sums`)."""
         return _cells(self.binned, np.arange(self.binned.shape[1]), self.n_bins)
+
+    def every_feature(self, features):
+        """Whether ``features`` are all the features, in order (compared as bytes: a
+        request's nodes ask for them all but under interaction constraints)."""
+        if self._every_feature is None:
+            self._every_feature = np.arange(self.binned.shape[1], dtype=np.intp).tobytes()
+        return len(features) == self.binned.shape[1] and \
+            np.asarray(features, dtype=np.intp).tobytes() == self._every_feature
 
     def all_rows(self):
         """Every row's index, as uint32 (scikit-learn's sample indices)."""
@@ -410,11 +419,11 @@ def pack_nodes(nodes, n_features):
     steps = [s for _, key, _ in nodes for s in key]
     bitsets = [s[4] for s in steps if s[3]]
     step_start = np.zeros(len(nodes) + 1, dtype=np.int32)
-    step_start[1:] = np.cumsum([len(key) for _, key, _ in nodes])
+    step_start[1:] = list(accumulate(len(key) for _, key, _ in nodes))
     features = [np.arange(n_features) if allowed is None else np.asarray(allowed)
                 for _, _, allowed in nodes]
     feature_start = np.zeros(len(nodes) + 1, dtype=np.int32)
-    feature_start[1:] = np.cumsum([len(f) for f in features])
+    feature_start[1:] = list(accumulate(len(f) for f in features))
     flags = np.array([s[2] * 1 + s[3] * 2 + s[5] * 4 for s in steps], dtype=np.uint8)
     return {"tree": np.array([k for k, _, _ in nodes], dtype=np.int32),
             "step_start": step_start, "step_feature": np.array([s[0] for s in steps],
