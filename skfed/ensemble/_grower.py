@@ -23,9 +23,9 @@ node is asked for in a later round if the real run does split it. A tree
 costs about its depth plus one rounds (a few more where a node held back is
 split after all; under ``max_depth`` nothing is held back, and a tree costs at
 most ``max_depth + 1``), not one round per split, and few histograms that the
-real run never reads. Random feature draws (``max_features < 1``) are replayed from a copy of
-the generator taken when the iteration starts, trees in order, so the draws
-happen in scikit-learn's order in the final replay. Without such draws a replay
+real run never reads. Random feature draws (``max_features < 1``) are replayed
+from a copy of the generator taken when the iteration starts, trees in order, so
+the draws happen in scikit-learn's order in the final replay. Without such draws a replay
 reads no generator, so the next one resumes where this one first missed a
 histogram (scikit-learn's run up to there is the same in every later replay): its
 heap and leaves are copied there, and the heap's nodes that the steps past it

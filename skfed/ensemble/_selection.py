@@ -16,8 +16,8 @@ count ``c`` are known, the key of ``S / c`` and its neighbours at distances
 1, 2, 4, ... up to about ``2c`` (and 4096) are probed: a gap holding one row,
 or many rows of one value, is then pinned in the next round (a float sum of
 ``c`` equal values is off by well under ``c`` units in the last place of the
-value, so farther guesses would only cost probes). Correctness never rests on that guess: a
-value is known only once its gap has width one.
+value, so farther guesses would only cost probes). Correctness never rests on
+that guess: a value is known only once its gap has width one.
 
 A query either wants all its distinct values (while it has at most ``cap``
 of them: more gaps with values than ``cap`` proves it has more, and the query
