@@ -286,7 +286,7 @@ def test_a_tree_costs_about_its_depth_plus_one_rounds_not_one_round_per_split():
     history = fed.history_
     rounds, depth = history["rounds"][1:], history["max_depth"][1:]
     splits = history["n_leaves"][1:] - 1
-    assert np.all(rounds <= depth + 1 + 2)  # a node held back costs a round at most here
+    assert np.all(rounds <= depth + 1 + 2)  # nodes held back: at most two rounds more here
     assert np.all(rounds < splits / 2)  # 30 splits a tree, a handful of rounds
     limited = FedHistGradientBoostingRegressor(max_iter=2, max_depth=3, max_leaf_nodes=None,
                                                early_stopping=False).fit(X, y, clients=clients)
