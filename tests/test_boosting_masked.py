@@ -242,6 +242,40 @@ def test_a_bounded_range_is_public_and_its_edge_sums_exactly():
             unflatten_total(words, [("g", (3,), False, bad)], 4)
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 7, 50])
+def test_every_kind_of_field_is_written_in_place_into_one_vector(size):
+    """A reply of every kind of field (counts several to a word, bounded and unbounded
+    floats, integers, scalars), of sizes that fill a word's lanes or not: its one vector
+    is each field's words in order (each written over whatever the buffer held), and
+    the sites' sums decode exactly."""
+    from skfed.privacy.masked_sums import _integer_words, _limbs, _packed
+
+    rng = np.random.default_rng(size)
+    n_sites, ranges = 3, {"c": 13, "g": 14}
+    sites = [{"c": rng.integers(0, 2 ** 13 // n_sites, size).astype(np.uint32),
+              "g": rng.normal(size=size).astype(np.float32).astype(np.float64),
+              "i": rng.integers(-1000, 1000, size), "x": rng.normal(size=size) * 1e9,
+              "loss": float(rng.normal())} for _ in range(n_sites)]
+    vectors = [flatten_reply(s, n_sites, ranges) for s in sites]
+    words, layout = vectors[0]
+    alone = [flatten_reply({f: v}, n_sites, ranges)[0] for f, v in sites[0].items()]
+    np.testing.assert_array_equal(words, np.concatenate(alone))
+    for field, encoder, args in (("c", _packed, (13,)), ("g", _limbs, (n_sites, 14)),
+                                 ("i", _integer_words, ()), ("x", _limbs, (n_sites,))):
+        fresh = encoder(sites[0][field], field, *args)
+        dirty = np.full(fresh.size, -1, dtype=np.int64)  # a reused buffer's old words
+        encoder(sites[0][field], field, *args, out=dirty)
+        np.testing.assert_array_equal(dirty, fresh)
+    sums = unflatten_total(_masked_total([v for v, _ in vectors]), layout, n_sites)
+    for field in ("c", "i"):
+        np.testing.assert_array_equal(sums[field], sum(s[field].astype(np.int64)
+                                                       for s in sites))
+    for field in ("g", "x"):
+        for j in range(size):
+            assert sums[field][j] == _exact_sum([s[field][j] for s in sites])
+    assert sums["loss"] == _exact_sum([s["loss"] for s in sites])
+
+
 # -- what is refused --------------------------------------------------------------
 def test_differential_privacy_is_refused_with_the_reason():
     X, y, rng = make_data(n=200)

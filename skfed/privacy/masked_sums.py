@@ -154,13 +154,17 @@ def limb_code(n_parties):
     return FixedPoint(0, bound=float(2 ** (limb_bits(n_parties) - 1)), n_parties=n_parties)
 
 
-def _limbs(x, field, n_parties, range_bits=RANGE_BITS):
+def _limbs(x, field, n_parties, range_bits=RANGE_BITS, out=None):
     """The exact integer ``round(x * 2**EXPONENT)`` of each value in its limbs, the lowest
     first, as int64 words, limb-major: the magnitude's limbs, all negated for a negative
     value (every limb below ``2**bits`` in magnitude, the top one ``2**(bits - 1)``);
-    ``limb_count(n_parties, range_bits)`` limbs for values below ``2**range_bits``."""
+    ``limb_count(n_parties, range_bits)`` limbs for values below ``2**range_bits``,
+    written into ``out`` (int64, that many words a value) where given. (The floor's
+    digits of a negative value would not do: its lower limbs have up to ``bits``
+    significant bits, more than a float64 holds.)"""
     x = np.asarray(x, dtype=np.float64).ravel()
-    top = float(np.max(np.abs(x))) if x.size else 0.0  # NaN and inf show here
+    y = np.abs(x)
+    top = float(y.max()) if y.size else 0.0  # NaN and inf show here
     if not np.isfinite(top):
         raise ValueError(f"field {field!r} of a masked reply is not finite.")
     if top >= 2.0 ** range_bits:
@@ -170,19 +174,21 @@ def _limbs(x, field, n_parties, range_bits=RANGE_BITS):
     base, inverse = float(2 ** bits), float(2 ** -bits)
     # the magnitude's limbs hold bits of |round(x 2**EXPONENT)| only: every step exact
     # (powers of two, integers below 2**53 a limb), in place, two buffers swapped
-    y = np.multiply(x, float(2 ** EXPONENT))
+    np.multiply(y, float(2 ** EXPONENT), out=y)
     np.rint(y, out=y)
-    np.abs(y, out=y)
-    high, out = np.empty_like(y), np.empty((count, x.size))
+    high, limbs = np.empty_like(y), np.empty((count, x.size))
     for k in range(count - 1):
         np.multiply(y, inverse, out=high)
         np.floor(high, out=high)
-        np.multiply(high, base, out=out[k])
-        np.subtract(y, out[k], out=out[k])  # in [0, 2**bits)
+        np.multiply(high, base, out=limbs[k])
+        np.subtract(y, limbs[k], out=limbs[k])  # in [0, 2**bits)
         y, high = high, y
-    out[-1] = y  # below 2**(bits - 1): the range
-    np.copysign(out, x, out=out)  # signed limbs (x's sign is its rounding's)
-    return out.astype(np.int64).ravel()
+    limbs[-1] = y  # below 2**(bits - 1): the range
+    np.copysign(limbs, x, out=limbs)  # signed limbs (x's sign is its rounding's)
+    if out is None:
+        return limbs.astype(np.int64).ravel()
+    np.copyto(out.reshape(count, x.size), limbs, casting="unsafe")  # exact integers
+    return out
 
 
 def _carried(digits, bits):
@@ -215,11 +221,13 @@ def _from_limbs(sums, size, n_parties):
     bits = limb_bits(n_parties)
     digits = _carried(np.array(sums, dtype=np.int64).reshape(-1, size), bits)
     negative = digits[-1] < 0
-    digits *= 1 - 2 * negative.astype(np.int64)  # the magnitude
-    digits = _carried(digits, bits)  # every limb now >= 0 (the magnitude)
+    signed = bool(negative.any())  # a sum of hessians or counts is never negative
+    if signed:
+        digits *= 1 - 2 * negative.astype(np.int64)  # the magnitude
+        digits = _carried(digits, bits)  # every limb now >= 0 (the magnitude)
     top = np.full(size, -1)  # the highest nonzero limb (-1: zero)
     for k in range(len(digits)):
-        top[digits[k] != 0] = k
+        np.copyto(top, k, where=digits[k] != 0)
     out = np.zeros(size)
     zero = np.zeros(0, dtype=np.uint64)
     for k in range(len(digits)):  # by the top limb: no gathers
@@ -229,7 +237,7 @@ def _from_limbs(sums, size, n_parties):
                     (k, k - 1, k - 2)]
             below = digits[:max(k - 2, 0), cols].any(axis=0)
             out[cols] = _rounded(*limb, below, bits, k)
-    return np.where(negative, -out, out)
+    return np.where(negative, -out, out) if signed else out
 
 
 def _rounded(a_, b_, c_, below, bits, k):
@@ -252,12 +260,15 @@ def _rounded(a_, b_, c_, below, bits, k):
     return lead.astype(np.float64) * _power_of_two(shift + bits * (k - 2) - EXPONENT)
 
 
-def _integer_words(array, field):
+def _integer_words(array, field, out=None):
     if array.size and (int(array.max()) >= 2 ** INTEGER_BITS
                        or int(array.min()) <= -2 ** INTEGER_BITS):
         raise ValueError(f"field {field!r} of a masked reply is beyond the integer code's "
                          f"range (|v| >= 2**{INTEGER_BITS}).")
-    return array.astype(np.int64).ravel()
+    if out is None:
+        return array.astype(np.int64).ravel()
+    out[:] = array.ravel()
+    return out
 
 
 def _lanes(field, lane_bits):
@@ -270,22 +281,27 @@ def _lanes(field, lane_bits):
     return 63 // int(lane_bits)
 
 
-def _packed(array, field, lane_bits):
+def _packed(array, field, lane_bits, out=None):
     """Non-negative integers below ``2**lane_bits`` (a public bound: row counts), several
     to a word, lane-major: a sum's lanes do not carry into each other."""
     values = array.astype(np.uint64).ravel()
     if values.size and int(values.max()) >= 1 << lane_bits:
         raise ValueError(f"field {field!r} of a masked reply is beyond its public bound "
                          f"(a count >= 2**{lane_bits}).")
-    lanes = _lanes(field, lane_bits)
-    width = -(-values.size // lanes)
-    grid = np.zeros(lanes * width, dtype=np.uint64)
-    grid[:values.size] = values
-    grid = grid.reshape(lanes, width)
-    words = grid[0].copy()
-    for j in range(1, lanes):
-        words |= grid[j] << np.uint64(j * lane_bits)
+    width = _packed_width(values.size, field, lane_bits)
+    words = np.zeros(width, dtype=np.uint64) if out is None else out.view(np.uint64)
+    for j in range(_lanes(field, lane_bits)):  # lane j: the values j width on
+        chunk = values[j * width:(j + 1) * width]
+        if j == 0:  # the first lane fills every word: the buffer's old bits go
+            words[:] = chunk
+        else:
+            words[:chunk.size] |= chunk << np.uint64(j * lane_bits)
     return words.view(np.int64)
+
+
+def _packed_width(size, field, lane_bits):
+    """Words :func:`_packed` writes for ``size`` counts."""
+    return -(-int(size) // _lanes(field, lane_bits))
 
 
 def _unpacked(part, size, field, lane_bits):
@@ -310,7 +326,7 @@ def flatten_reply(reply, n_parties=MAX_SITES, ranges=None):
     if not isinstance(reply, dict):
         raise TypeError("a masked sum needs a site function that returns a dict of numbers "
                         f"and arrays, not a {type(reply).__name__}.")
-    parts, layout, ranges = [], [], ranges or {}
+    fields, layout, ranges = [], [], ranges or {}
     for field, value in reply.items():
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
@@ -319,15 +335,23 @@ def flatten_reply(reply, n_parties=MAX_SITES, ranges=None):
         entry, bits = (str(field), tuple(array.shape), integer), ranges.get(str(field))
         if integer and array.dtype.kind in "bu" and bits is not None and bits <= 31:
             layout.append(entry + (int(bits),))  # counts: several to a word
-            parts.append(_packed(array, field, int(bits)))
+            fields.append((_packed, (int(bits),), _packed_width(array.size, field, bits)))
         elif not integer and bits is not None and bits < RANGE_BITS:
             layout.append(entry + (int(bits),))
-            parts.append(_limbs(array, field, n_parties, int(bits)))
+            fields.append((_limbs, (n_parties, int(bits)),
+                           array.size * limb_count(n_parties, int(bits))))
+        elif integer:
+            layout.append(entry)
+            fields.append((_integer_words, (), array.size))
         else:
             layout.append(entry)
-            parts.append(_integer_words(array, field) if integer
-                         else _limbs(array, field, n_parties))
-    words = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            fields.append((_limbs, (n_parties,), array.size * limb_count(n_parties)))
+    # every field written in place into one vector (no copy of the words to join them)
+    words = np.empty(sum(width for _, _, width in fields), dtype=np.int64)
+    start = 0
+    for (field, value), (encoder, args, width) in zip(reply.items(), fields):
+        encoder(np.asarray(value), field, *args, out=words[start:start + width])
+        start += width
     return words.view(np.uint64), layout
 
 
