@@ -44,7 +44,14 @@ Reported, as ratios, against the goals of issue 27 (item 6):
 1. **time**: milliseconds per round (the median gap between
    ``history_["wall_time"]`` records: the round and its monitoring pass), and
    the ratio to in-process (goal: at most 10 ms a round at 16 sites through
-   services, on a 2-core machine);
+   services, on a 2-core machine); at 16 sites also the round's **floor**,
+   measured beside it: five fits through the services interleaved with five
+   runs of the same fan-out to 16 no-op sites (real processes with the sites'
+   certificates and the service's gRPC options, answering every request after
+   the identity check with a fixed reply of a fused step's size), one
+   fused-step-sized request per site a round through the analyst's own
+   connections; with each one's CPU a round, the analyst's and the sites'
+   (from ``/proc``), which on two cores bounds the round from below;
 2. **bytes**: the bytes the service's transport really carried per round
    (the encoded requests and replies, counted at the analyst's connections
    from the first request after connecting to the fitted model; gRPC, HTTP/2
@@ -112,6 +119,8 @@ from tests._sites import site_config, stop_sites  # noqa: E402
 
 #: issue 27, item 6, and issue 37, item 4
 GOAL_MS_AT_16 = 10.0
+#: where the round's floor is measured beside it (the goal's number of sites)
+FLOOR_SITES = 16
 GOAL_BYTES_RATIO = 1.5
 #: issue 37's figures before item 4 (16 sites, 20 rounds, one run on the 2-core machine)
 BEFORE_AT_16 = {"site service": 35.0, "in-process": 1.1, "site hosts, no gRPC": 10.7,
@@ -167,6 +176,126 @@ def start_federation(names, configs):
         processes.append(proc)
         addresses[name] = f"127.0.0.1:{int(line.split(' on port ')[1].split(';')[0])}"
     return processes, addresses
+
+
+# -- the floor of a round: the same fan-out answered without work ------------------------
+def serve_noop(config_path):
+    """A site that does no work: the site's certificate and the service's gRPC options,
+    each request answered, after the same identity check, with a fixed reply of a fused
+    step's size, nothing decoded (``python bench_site_service.py --noop-site CONFIG``)."""
+    from concurrent import futures
+
+    import grpc
+
+    from skfed.sites.codec import encode
+    from skfed.sites.policy import load_config
+    from skfed.sites.transport import _OPTIONS, METHOD, SERVICE, peer_identity
+
+    config = load_config(config_path)
+    vector = np.linspace(-1.0, 1.0, 21)
+    reply = encode({"ok": {"reply": {"dw": vector, "delta": 0.1}, "monitor": (0.5, vector)}})
+
+    def call(request, context):
+        peer_identity(context)
+        return reply
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_OPTIONS)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(call)}),))
+    credentials = grpc.ssl_server_credentials(
+        [(config.key.read_bytes(), config.cert.read_bytes())],
+        root_certificates=config.ca.read_bytes(), require_client_auth=True)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    print(f"no-op site {config.name} on port {port}; ready", flush=True)
+    server.wait_for_termination()
+
+
+def start_noop_sites(names, configs):
+    processes, addresses = [], {}
+    pending = [subprocess.Popen([sys.executable, __file__, "--noop-site", str(c)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+               for c in configs]
+    for name, proc in zip(names, pending):
+        line = proc.stdout.readline()
+        processes.append(proc)
+        addresses[name] = f"127.0.0.1:{int(line.split(' on port ')[1].split(';')[0])}"
+    return processes, addresses
+
+
+def process_cpu(pids):
+    """Seconds of CPU (user and system) the processes ``pids`` have used."""
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def noop_rounds(addresses, certs, rounds, site_pids):
+    """``(ms a round, the median gap; the analyst's and the sites' CPU ms a round)``:
+    rounds of one fused-step-sized request per site through the analyst's own
+    connections (the codec both ways, a thread per site as the service executor has),
+    to sites that do no work."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from skfed.sites.transport import SiteConnection
+
+    connections = [SiteConnection(name, address, ca_file=certs.ca.cert,
+                                  cert_file=certs.client.cert, key_file=certs.client.key)
+                   for name, address in addresses.items()]
+    theta = np.linspace(-1.0, 1.0, 21)
+    args = {"session": "0" * 32, "solver_digest": "0" * 64, "seed": 1, "client": 0,
+            "message": {"w": theta, "round": 1}, "monitor": {"theta": theta}}
+    try:
+        with ThreadPoolExecutor(max_workers=min(16, len(connections))) as pool:
+            def one_round():
+                futures = [pool.submit(c.call, "fit.step", **args) for c in connections]
+                for future in futures:
+                    future.result()
+
+            for _ in range(5):  # the channels connected and warm
+                one_round()
+            cpu, sites = time.process_time(), process_cpu(site_pids)
+            stamps = [time.perf_counter()]
+            for _ in range(rounds):
+                one_round()
+                stamps.append(time.perf_counter())
+            cpu, sites = time.process_time() - cpu, process_cpu(site_pids) - sites
+    finally:
+        for c in connections:
+            c.close()
+    return (1e3 * float(np.median(np.diff(stamps))), 1e3 * cpu / rounds,
+            1e3 * sites / rounds)
+
+
+def round_floor(data, names, configs, certs, service_pids, repeat=5, rounds=20,
+                cpu_rounds=200):
+    """The 16-site round through the services (``repeat`` fits of ``rounds`` rounds)
+    beside its floor (the same fan-out to no-op sites, as many rounds), interleaved;
+    and each one's CPU a round, the analyst's and the sites' (the fit's from a fit of
+    ``rounds + cpu_rounds`` rounds less one of ``rounds``: setup cancels)."""
+    processes, addresses = start_noop_sites(names, configs)
+    try:
+        fits, floors, floor_cpu = [], [], []
+        for _ in range(repeat):
+            fits.append(per_round(model(rounds).fit(data))["ms"])
+            ms, *cpu = noop_rounds(addresses, certs, 5 * rounds,
+                                   [p.pid for p in processes])
+            floors.append(ms)
+            floor_cpu.append(cpu)
+        spent = []
+        for n_rounds in (rounds, rounds + cpu_rounds):
+            analyst, sites = time.process_time(), process_cpu(service_pids)
+            model(n_rounds).fit(data)
+            spent.append((time.process_time() - analyst, process_cpu(service_pids) - sites))
+    finally:
+        stop_sites(processes)
+    fit_cpu = tuple(1e3 * (b - a) / cpu_rounds for a, b in zip(*spent))
+    return {"fit": fits, "floor": floors, "fit_cpu": fit_cpu,
+            "floor_cpu": tuple(float(np.median(c)) for c in zip(*floor_cpu))}
 
 
 # -- the sites' hosts in this process (no gRPC) ---------------------------------------
@@ -302,7 +431,7 @@ def run(n_sites, n_rows, n_features, rounds, root):
     site = np.repeat(names, n_rows)
     certs = make_certificates(root / "certs", names)
     configs = write_sites(root, names, frames, certs)
-    out, fits = {}, {}
+    out, fits, floor = {}, {}, None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         local = model(rounds).fit(X, y, clients=site)
@@ -329,9 +458,12 @@ def run(n_sites, n_rows, n_features, rounds, root):
             out["site service"] = per_round(fits["site service"])
             counted = tally.per_round(rounds)
             out["site service"]["transport"] = counted["transport"]
+            tally.paused = True  # the fits below are measured beside (not counted)
+            if n_sites == FLOOR_SITES:
+                floor = round_floor(data, names, configs, certs, [p.pid for p in processes],
+                                    rounds=rounds)
             # the same services with the monitor's requests of their own (as before
-            # issue 37, item 4), measured beside (not counted)
-            tally.paused = True
+            # issue 37, item 4)
             with mock.patch.object(SiteServiceExecutor, "fuses_monitor", False):
                 fits["site service, monitor separate"] = model(rounds).fit(data)
             out["site service, monitor separate"] = per_round(
@@ -354,7 +486,7 @@ def run(n_sites, n_rows, n_features, rounds, root):
     bytes_ = dict(counted, algorithm=out["site service"]["algorithm"],
                   history_monitor=out["site service"]["monitor"],
                   history_setup=h.setup_bytes / rounds)
-    return out, diff, bytes_
+    return out, diff, bytes_, floor
 
 
 # -- the gate's cost per request --------------------------------------------------------
@@ -611,6 +743,31 @@ def _time_goal(n, path, ms):
     return f"(goal set at 16 sites: ≤ {GOAL_MS_AT_16:g} ms)"
 
 
+def print_floor(floors, rounds):
+    for n, f in floors.items():
+        if f is None:
+            continue
+        fit, floor = np.median(f["fit"]), np.median(f["floor"])
+        print(f"\nthe round at {n} sites beside its floor ({len(f['fit'])} fits of {rounds} "
+              f"rounds through the services, interleaved with as many runs of {5 * rounds} "
+              "rounds of the same fan-out to no-op sites: the sites' certificates and gRPC "
+              "options, one fused-step-sized request per site a round through the "
+              "analyst's own connections, answered after the identity check with a fixed "
+              "reply; median gaps; CPU a round from /proc, the fit's from a longer fit "
+              "less a shorter one)\n")
+        print("| path | ms / round, median (min-max) | analyst CPU ms / round | sites' CPU "
+              "ms / round | CPU on two cores, ms / round |")
+        print("|---|---|---|---|---|")
+        for what, times, cpu in (("site service (FedLasso fedavg)", f["fit"], f["fit_cpu"]),
+                                 ("floor: no-op sites", f["floor"], f["floor_cpu"])):
+            print(f"| {what} | {np.median(times):.1f} ({min(times):.1f}-{max(times):.1f}) | "
+                  f"{cpu[0]:.1f} | {cpu[1]:.1f} | {sum(cpu) / 2:.1f} |")
+        print(f"\n{n} sites: {fit:.1f} ms a round, {fit / floor:.1f}x its floor of "
+              f"{floor:.1f} ms; goal ≤ {GOAL_MS_AT_16:g} ms: "
+              f"{'met' if fit <= GOAL_MS_AT_16 else 'not met'} (the goal is "
+              f"{GOAL_MS_AT_16 / floor:.1f}x the floor)")
+
+
 def print_bytes(by_sites, rounds):
     print(f"\nbytes per round through the site services ({rounds} rounds; the encoded requests "
           "and replies, counted at the analyst's connections from the first request after "
@@ -714,11 +871,13 @@ def main(argv=None):
             print("| sites | path | ms / round | x in-process | algorithm B / round | "
                   "monitor B / round | transport B / round | goal |")
             print("|---|---|---|---|---|---|---|---|")
-            by_sites = {}
+            by_sites, floors = {}, {}
             for n in args.sites:
                 root = Path(tmp) / f"n{n}"
                 root.mkdir()
-                out, diff, by_sites[n] = run(n, args.rows, args.features, args.rounds, root)
+                out, diff, by_sites[n], floor = run(n, args.rows, args.features,
+                                                    args.rounds, root)
+                floors[n] = floor
                 base = out["in-process"]["ms"]
                 for path, r in out.items():
                     transport = f"{r['transport']:,.0f}" if "transport" in r else "–"
@@ -726,6 +885,7 @@ def main(argv=None):
                           f"{r['algorithm']:,.0f} | {r['monitor']:,.0f} | {transport} | "
                           f"{_time_goal(n, path, r['ms'])} |")
                 print(f"|   | max coefficient difference | {diff:.1e} | | | | | |", flush=True)
+            print_floor(floors, args.rounds)
             print_bytes(by_sites, args.rounds)
         root = Path(tmp) / "gate"
         root.mkdir()
@@ -743,4 +903,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--noop-site"]:  # one of the floor's sites (start_noop_sites)
+        serve_noop(sys.argv[2])
+    else:
+        main()
