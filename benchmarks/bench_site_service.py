@@ -225,11 +225,15 @@ def start_noop_sites(names, configs):
 
 
 def process_cpu(pids):
-    """Seconds of CPU (user and system) the processes ``pids`` have used."""
+    """Seconds of CPU (user and system) the processes ``pids`` have used (NaN where
+    there is no ``/proc``: the CPU columns then print nan)."""
     total = 0.0
     for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
