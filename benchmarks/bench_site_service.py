@@ -164,13 +164,15 @@ def write_sites(root, names, frames, certs):
     return configs
 
 
-def start_federation(names, configs):
+def start_federation(names, configs, command=(sys.executable, "-m", "skfed", "site",
+                                              "serve")):
+    """Start ``command CONFIG`` for each site's configuration; ``(processes, {name:
+    address})`` once each says the port it listens on."""
     processes, addresses = [], {}
     # start them all, then wait for each (imports overlap)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    pending = [subprocess.Popen([sys.executable, "-m", "skfed", "site", "serve", str(c)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env) for c in configs]
+    pending = [subprocess.Popen([*command, str(c)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env) for c in configs]
     for name, proc in zip(names, pending):
         line = proc.stdout.readline()
         processes.append(proc)
@@ -209,19 +211,6 @@ def serve_noop(config_path):
     server.start()
     print(f"no-op site {config.name} on port {port}; ready", flush=True)
     server.wait_for_termination()
-
-
-def start_noop_sites(names, configs):
-    processes, addresses = [], {}
-    pending = [subprocess.Popen([sys.executable, __file__, "--noop-site", str(c)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
-               for c in configs]
-    for name, proc in zip(names, pending):
-        line = proc.stdout.readline()
-        processes.append(proc)
-        addresses[name] = f"127.0.0.1:{int(line.split(' on port ')[1].split(';')[0])}"
-    return processes, addresses
 
 
 def process_cpu(pids):
@@ -281,7 +270,8 @@ def round_floor(data, names, configs, certs, service_pids, repeat=5, rounds=20,
     beside its floor (the same fan-out to no-op sites, as many rounds), interleaved;
     and each one's CPU a round, the analyst's and the sites' (the fit's from a fit of
     ``rounds + cpu_rounds`` rounds less one of ``rounds``: setup cancels)."""
-    processes, addresses = start_noop_sites(names, configs)
+    processes, addresses = start_federation(
+        names, configs, command=(sys.executable, __file__, "--noop-site"))
     try:
         fits, floors, floor_cpu = [], [], []
         for _ in range(repeat):
@@ -907,7 +897,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--noop-site"]:  # one of the floor's sites (start_noop_sites)
+    if sys.argv[1:2] == ["--noop-site"]:  # one of the floor's sites (round_floor)
         serve_noop(sys.argv[2])
     else:
         main()
