@@ -35,6 +35,14 @@ the plain fit for the masked one), the ratio, the goal and whether it is met
 
 Run: python benchmarks/bench_boosting.py [--rows 20000 --features 20 --sites 4
 --trees 100] [--repeat 5] [--threads 1] [--large] [--skip-value] [--skip-masked]
+[--discrete N]
+
+``--discrete N``: the last N features are integer codes of few values (2 to 20,
+binary and ordinal columns as tabular records hold them). A masked sum sends the
+histogram cells a row can be in only (each feature's bins from its thresholds and
+the missing bin: public), so its words shrink with them; the plain fit in process
+keeps every cell (through services its replies travel sparse). Issue 37's goals are
+set on the continuous problem (N = 0).
 
 ``--large`` (also spelled ``--issue-scale``, issue 28's measurement):
 1,000,000 rows x 28 features on 8 sites (100 trees), the ratios against the
@@ -110,14 +118,26 @@ ISSUE_SIZE = (20_000, 20, 4, 100)
 LARGE_SIZE = (1_000_000, 28, 8, 100)
 
 
-def make_problem(n, d, seed=0):
+#: the levels of the few-valued features of ``--discrete`` (binary, ordinal, counts)
+DISCRETE_LEVELS = (2, 2, 3, 4, 5, 7, 10, 20)
+
+
+def make_problem(n, d, seed=0, discrete=0):
+    """``n`` rows of ``d`` features (2% missing), the last ``discrete`` of them integer
+    codes of few values (DISCRETE_LEVELS, in turn), and a binary outcome."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     X[rng.random(X.shape) < 0.02] = np.nan
+    for j in range(max(d - discrete, 0), d):
+        X[:, j] = rng.integers(0, DISCRETE_LEVELS[j % len(DISCRETE_LEVELS)], n)
     Z = np.nan_to_num(X)
     logit = Z[:, 0] - 0.8 * Z[:, 1] ** 2 + np.sin(2 * Z[:, 2]) + 0.5 * Z[:, 3] * Z[:, 4]
     y = (logit + rng.logistic(size=n) > 0).astype(int)
     return X, y, rng
+
+
+def _discrete(args):
+    return f" ({args.discrete} few-valued)" if args.discrete else ""
 
 
 def size(args):
@@ -132,7 +152,7 @@ def same_trees(a, b):
 
 def same_model(args):
     """Part 1: the federated fit against scikit-learn's pooled fit; returns its goal."""
-    X, y, rng = make_problem(args.rows, args.features)
+    X, y, rng = make_problem(args.rows, args.features, discrete=args.discrete)
     site = rng.integers(0, args.sites, args.rows)
     order = np.argsort(site, kind="stable")
     Xo, yo = X[order], y[order]  # the pooled rows in the sites' order: the same bins
@@ -145,14 +165,14 @@ def same_model(args):
     fed, ref = t["federated"].result, t["scikit-learn"].result
     same = same_trees(fed, ref)
     report_same_model(args, t, X, same)
-    if size(args) == ISSUE_SIZE:
+    if size(args) == ISSUE_SIZE and not args.discrete:
         today = "12.5x (7.0 s vs 0.56 s)"
-    elif size(args) == LARGE_SIZE:
+    elif size(args) == LARGE_SIZE and not args.discrete:
         today = "1.68-2.0x (40.5 s vs 24.0 s / 20.3 s)"
     else:
         today = "- (not the issue's size)"
-    return Goal(f"boosting in process, {args.rows:,} x {args.features}, {args.sites} sites, "
-                f"{args.trees} trees", today, t["federated"], t["scikit-learn"],
+    return Goal(f"boosting in process, {args.rows:,} x {args.features}{_discrete(args)}, "
+                f"{args.sites} sites, {args.trees} trees", today, t["federated"], t["scikit-learn"],
                 "scikit-learn's pooled fit", 1.3 if args.rows >= LARGE_SIZE[0] else 3.0,
                 holds=same, condition="the same trees")
 
@@ -191,7 +211,7 @@ def masked_cost(args):
     """Part 3: the masked fit against the plain one; returns its goals (time, bytes)."""
     from skfed.privacy import SecureAggregation
 
-    X, y, rng = make_problem(args.rows, args.features)
+    X, y, rng = make_problem(args.rows, args.features, discrete=args.discrete)
     site = rng.integers(0, args.sites, args.rows)
     params = dict(max_iter=args.trees, early_stopping=False, random_state=0)
     t = measure({
@@ -214,14 +234,25 @@ def masked_cost(args):
     print(f"  setup rounds     masked {hm.setup_rounds}   plain {hp.setup_rounds}; "
           f"masked sums {hm.privacy['masked_sums']}; trees bit for bit the plain "
           f"fit's: {same}")
-    report_masking_floors(args, X, y, site, params, t["plain"].median)
-    issue = size(args) == ISSUE_SIZE
-    what = f"masked boosting, {args.rows:,} x {args.features}, {args.sites} sites"
+    print(f"  cells a node     masked {_kept_cells(masked)} (the bins a row can be in, and "
+          f"the missing bin)   plain {args.features * (masked.max_bins + 1)} (every bin)")
+    report_masking_floors(args, X, y, site, params, t["plain"].median, _kept_cells(masked))
+    issue = size(args) == ISSUE_SIZE and not args.discrete
+    what = f"masked boosting, {args.rows:,} x {args.features}{_discrete(args)}, " \
+        f"{args.sites} sites"
     keep = dict(holds=same, condition="the plain fit's trees bit for bit")
     return [Goal(f"{what}: time", "6.1x" if issue else "-", t["masked"], t["plain"],
                  "the plain fit", 1.5, **keep),
             Goal(f"{what}: the trees' bytes", "4.4x" if issue else "-", b_masked, b_plain,
                  "the plain fit's", 2.0, unit="B", **keep)]
+
+
+def _kept_cells(est):
+    """The histogram cells of a node over every feature that a masked sum sends."""
+    from skfed.ensemble._site_rows import kept_bins
+
+    return sum(est.max_bins + 1 if bins is None else len(bins)
+               for bins in kept_bins(est._context))
 
 
 def _masked_message_sizes(X, y, site, params):
@@ -264,11 +295,12 @@ def _masks_alone(sizes, n_sites, repeat):
     return float(np.median(times))
 
 
-def report_masking_floors(args, X, y, site, params, plain_seconds):
+def report_masking_floors(args, X, y, site, params, plain_seconds, kept):
     """What no exact masking of these sums can beat here: in time, the plain fit plus
     the sites' pairwise masks alone (four sites simulated one after another in this
     process); in bytes, the exact code's bits per histogram cell against the plain
-    cell's 20 bytes (float64 gradient and hessian sums, uint32 count)."""
+    cell's 20 bytes (float64 gradient and hessian sums, uint32 count), for the ``kept``
+    cells of a node a masked sum sends against the plain fit's every cell."""
     from skfed.privacy.masked_sums import EXPONENT, range_bits_for
 
     sizes = _masked_message_sizes(X, y, site, params)
@@ -281,8 +313,10 @@ def report_masking_floors(args, X, y, site, params, plain_seconds):
     # float exact on the 2**-EXPONENT grid (float32 gradients) with a sign
     bits = (EXPONENT + range_bits_for(args.rows) + 1) + \
         (EXPONENT + range_bits_for(args.rows / 4) + 1) + range_bits_for(args.rows)
+    every = args.features * (params.get("max_bins", 255) + 1)
     print(f"          a cell's exact code needs {bits} bits against the plain cell's 160: "
-          f"{bits / 160:.2f}x the plain bytes")
+          f"{bits / 160:.2f}x the plain bytes, {bits * kept / (160 * every):.2f}x for the "
+          f"{kept} of {every} cells a node that travel masked")
 
 
 def heterogeneous_value(args):
@@ -320,6 +354,9 @@ def main():
                         help="no heterogeneous-sites comparison (part 2)")
     parser.add_argument("--skip-masked", action="store_true",
                         help="no secure-aggregation measurement (part 3)")
+    parser.add_argument("--discrete", type=int, default=0, metavar="N",
+                        help="the last N features integer codes of 2 to 20 values (a "
+                             "masked sum then sends a node's cells a row can be in only)")
     add_options(parser)
     args = parser.parse_args()
     if args.issue_scale:

@@ -126,9 +126,14 @@ def test_monotonic_and_interaction_constraints_under_masking():
     assert_bitwise_same(masked, plain)
 
 
-def test_the_ledger_counts_the_key_agreement_and_the_limbs():
+def test_the_ledger_counts_the_key_agreement_and_the_limbs(monkeypatch):
     """One setup round more (the keys); every histogram float travels as the limbs a
-    sum over the fit's sites needs (four words up to four sites), a count as one."""
+    sum over the fit's sites needs (four words up to four sites), a count as one (every
+    cell sent, as the plain fit sends them: the cells left out have their own test)."""
+    from skfed.ensemble import _site_rows
+
+    monkeypatch.setattr(_site_rows, "kept_bins",
+                        lambda context: [None] * len(context["thresholds"]))
     X, y, rng = make_data(n=600)
     clients = split(X, rng, "iid")
     masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, max_iter=3)
@@ -140,6 +145,42 @@ def test_the_ledger_counts_the_key_agreement_and_the_limbs():
     # gradients and hessians in four words, counts in one: between 1x and 4x
     assert 2.0 < ratio < limb_count(n_sites)
     assert plain.history_.privacy is None
+
+
+def test_the_cells_no_row_can_be_in_are_left_out_of_every_histogram(monkeypatch):
+    """A feature's histograms travel in the bins its thresholds give and the missing bin
+    only (public: the thresholds; every other cell is zero at every site): a binary
+    feature in 3 cells, not 256. The trees are those of every cell, masked or not, bit
+    for bit, and the masked bytes shrink with the cells."""
+    from skfed.ensemble import _site_rows
+
+    context = {"max_bins": 255, "thresholds": [np.linspace(0.0, 1.0, 254), np.array([0.5]),
+                                               np.arange(3.0)]}
+    kept = _site_rows.kept_bins(context)
+    assert kept[0] is None
+    np.testing.assert_array_equal(kept[1], [0, 1, 255])
+    np.testing.assert_array_equal(kept[2], [0, 1, 2, 3, 255])  # a code past the last too
+    assert _site_rows.node_cells(context, np.array([0])) is None
+    np.testing.assert_array_equal(_site_rows.node_cells(context, np.array([2, 1])),
+                                  [0, 1, 2, 3, 255, 256, 257, 511])
+    rng = np.random.default_rng(5)
+    n = 600
+    X = np.column_stack([rng.normal(size=n), rng.integers(0, 2, n), rng.integers(0, 2, n),
+                         rng.integers(0, 4, n)]).astype(float)
+    y = X[:, 0] + X[:, 1] - 2 * X[:, 2] * X[:, 3] + rng.normal(scale=0.3, size=n)
+    clients = rng.integers(0, 3, n)
+    masked, plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients, max_iter=3)
+    assert_bitwise_same(masked, plain)
+    monkeypatch.setattr(_site_rows, "kept_bins",
+                        lambda context: [None] * len(context["thresholds"]))
+    every_masked, every_plain = fit_twice(FedHistGradientBoostingRegressor, X, y, clients,
+                                          max_iter=3)
+    assert_bitwise_same(masked, every_masked)
+    assert_bitwise_same(plain, every_plain)
+    np.testing.assert_array_equal(masked.history_["rounds"], every_masked.history_["rounds"])
+    # 256 + 3 + 3 + 5 cells a node instead of 4 x 256
+    ratio = masked.history_["bytes"][1:].sum() / every_masked.history_["bytes"][1:].sum()
+    assert 267 / 1024 <= ratio < 0.3
 
 
 def test_the_limb_count_is_public_not_the_datas():

@@ -501,9 +501,27 @@ def _histograms(conn, context, model, nodes):
 
 
 def test_a_well_formed_request_is_answered(crafted):
+    """Every feature's cells at the root hold every row: all 256 of them, or, asked for
+    (as a masked sum asks), the cells a row can be in only (its thresholds' bins and the
+    missing bin)."""
+    from skfed.ensemble._site_rows import kept_bins
+
     conn, _, context, model, frame = crafted
     reply = _histograms(conn, context, model, _root_nodes(1))
     assert reply["counts"].reshape(10, 256).sum(axis=1).tolist() == [len(frame)] * 10
+    kept = _histograms(conn, context, model, dict(_root_nodes(1), kept_cells=True))
+    widths = [256 if bins is None else len(bins) for bins in kept_bins(context)]
+    assert len(kept["counts"]) == sum(widths) < 10 * 256
+    per_feature = np.split(kept["counts"], np.cumsum(widths)[:-1])
+    assert [int(c.sum()) for c in per_feature] == [len(frame)] * 10
+    np.testing.assert_array_equal(
+        kept["counts"], reply["counts"][_kept_cells(context)])
+
+
+def _kept_cells(context):
+    from skfed.ensemble._site_rows import node_cells
+
+    return node_cells(context, np.arange(10))
 
 
 def _corrupt_context(context, how):
@@ -818,6 +836,15 @@ def test_every_field_of_the_wrong_form_is_a_wire_error(crafted):
     _assert_every_mutation_refused(lambda t: check_model(
         {"baseline": model["baseline"], "trees": t}, context), model["trees"])
     _assert_every_mutation_refused(lambda n: check_nodes(n, context, with_loss=True), nodes)
+    # the optional flag of a histogram request (the cells a row can be in only)
+    for flag in (True, False):
+        check_nodes({**nodes, "kept_cells": flag}, context, with_loss=True)
+    for bad in (1, "yes", None, np.array([True])):
+        with pytest.raises(WireError, match="kept_cells"):
+            check_nodes({**nodes, "kept_cells": bad}, context, with_loss=True)
+    leaves = {k: v for k, v in nodes.items() if k != "with_loss"}
+    with pytest.raises(WireError, match="takes no key 'kept_cells'"):
+        check_nodes({**leaves, "kept_cells": True}, context, with_loss=False)
 
 
 def test_a_sketch_of_the_wrong_form_is_a_wire_error(crafted):

@@ -357,10 +357,11 @@ def test_histograms_continued_in_row_order_through_a_service(tmp_path, certs, mo
     assert_same_trees(memory, engine)
 
 
-def _histograms_three_ways(frame, sizes, nodes):
+def _histograms_three_ways(frame, sizes, nodes, kept_cells=False):
     """``boosting.histograms`` of a squared-error model of baseline 0 (gradients: the
     float32 targets) over ``frame``'s rows: in one process; its partitions' replies
-    added in a tree; and the partitions continued one after the other."""
+    added in a tree; and the partitions continued one after the other (``kept_cells``:
+    the cells a row can be in only, as a masked sum asks)."""
     from skfed.data.sources import split_table
     from skfed.ensemble._site import pack_nodes, site_histograms
     from skfed.ensemble._site_continued import continued_histograms
@@ -370,7 +371,7 @@ def _histograms_three_ways(frame, sizes, nodes):
     X = frame.drop(columns=["y"])
     context = FedHistGradientBoostingRegressor(**PARAMS).fit(X, frame["y"])._context
     model = {"extends": None, "baseline": np.zeros(1), "trees": pack_trees([])}
-    request = dict(pack_nodes(nodes, X.shape[1]), with_loss=True)
+    request = dict(pack_nodes(nodes, X.shape[1]), with_loss=True, kept_cells=kept_cells)
     cuts = np.cumsum([0, *sizes])
     parts = [split_table("same", frame.iloc[a:b].reset_index(drop=True), target="y")
              for a, b in zip(cuts[:-1], cuts[1:])]
@@ -384,16 +385,20 @@ def _histograms_three_ways(frame, sizes, nodes):
     return whole, tree, reply
 
 
-def test_continued_histograms_are_the_in_memory_sums():
+@pytest.mark.parametrize("kept_cells", [False, True])
+def test_continued_histograms_are_the_in_memory_sums(kept_cells):
     """Float32 gradients over 16 orders of magnitude: added over partitions the cells'
     sums round differently; continued in row order they are the in-memory site's bits
-    (the counts the same integers either way)."""
+    (the counts the same integers either way), every cell or the cells a row can be in
+    only (a feature of few values, a categorical one: fewer than all)."""
     frame = _frame().drop(columns=["label"])
     rng = np.random.default_rng(3)
     frame["y"] = rng.normal(size=len(frame)) * 10.0 ** rng.integers(-8, 8, len(frame))
     # the root, and a node of the rows whose x2 is in its first 20 bins
     nodes = [(0, (), None), (0, ((2, 20, False, False, None, True),), None)]
-    whole, tree, continued = _histograms_three_ways(frame, [150, 1, 249, 100, 400], nodes)
+    whole, tree, continued = _histograms_three_ways(frame, [150, 1, 249, 100, 400], nodes,
+                                                    kept_cells)
+    assert (len(whole["counts"]) < 2 * 3 * 256) == kept_cells
     assert not np.array_equal(whole["gradients"], tree["gradients"])  # they round
     assert set(continued) == set(whole) == {"gradients", "counts", "loss", "weight"}
     for key in ("gradients", "counts"):

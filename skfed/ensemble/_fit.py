@@ -43,6 +43,7 @@ from ._model_chain import ChainedModel, FitWire
 from ._quantiles import QuantileRefit, pooled_quantile_baseline
 from ._site import (pack_nodes, site_histograms, site_loss, site_schema, site_sketch,
                     site_totals)
+from ._site_rows import node_cells
 from ._sketch import sketch_thresholds
 from ._splitting import Splitter
 
@@ -427,28 +428,39 @@ class _Fetcher:
         n_features, n_bins = len(run.order), run.est.max_bins + 1
         packed = pack_nodes(requests, n_features)
         packed["with_loss"] = self.first and run.piggyback
+        # masked, a cell costs its limbs and masks: only the cells a row can be in travel
+        kept = packed["kept_cells"] = run.est.privacy is not None
         reply = run.wire.sum(site_histograms, run.context, self.model, packed,
                              phase="rounds")
         if packed["with_loss"]:
             run.train_losses.append(reply["loss"] / reply["weight"])
         self.first = False
         self.n_histograms += len(requests)
-        return _node_histograms(reply, requests, n_features, n_bins)
+        return _node_histograms(reply, requests, n_features, n_bins,
+                                run.context if kept else None)
 
 
-def _node_histograms(reply, requests, n_features, n_bins):
+def _node_histograms(reply, requests, n_features, n_bins, kept_in=None):
     """Per requested node ``(gradients, hessians or None, counts)``, each of shape
-    (features, bins) (zero where a feature was not asked for): views of the reply
-    where every feature was (the grower reads them, never writes)."""
+    (features, bins) (zero where a feature was not asked for, and, with ``kept_in`` a
+    context, in the cells no row can be in, which the sites left out: ``node_cells``):
+    views of the reply where every cell of every feature came (the grower reads them,
+    never writes)."""
     out, at = [], 0
     for _, _, allowed in requests:
-        size = (n_features if allowed is None else len(allowed)) * n_bins
+        features = np.arange(n_features) if allowed is None else np.asarray(allowed)
+        cells = None if kept_in is None else node_cells(kept_in, features)
+        size = len(features) * n_bins if cells is None else len(cells)
         parts = []
         for name in ("gradients", "hessians", "counts"):
             if name not in reply:
                 parts.append(None)
                 continue
             block = reply[name][at:at + size]
+            if cells is not None:  # spread back: the cells left out are zeros
+                dense = np.zeros(len(features) * n_bins)
+                dense[cells] = block
+                block = dense
             if allowed is None:
                 full = np.asarray(block, dtype=np.float64).reshape(n_features, n_bins)
             else:

@@ -36,8 +36,8 @@ from ._model_chain import content_digest
 from ._site_continued import continued_histograms
 from ._site_rows import (_cached_rows, _column, _gradients, _is_category_dtype, _model_column,
                          _present_levels, bin_features, encoded_target, fit_state,
-                         missing_counts, model_features, node_rows, pack_nodes, resolve,
-                         unpack_nodes)
+                         missing_counts, model_features, node_cells, node_rows, pack_nodes,
+                         resolve, unpack_nodes)
 from ._site_rules import (bin_count_rules, context_rules, histogram_rules, loss_rules,
                           residual_rules, schema_reply, schema_rules, score_rules,
                           sketch_reply, sketch_rules)
@@ -365,7 +365,8 @@ def site_residual_counts(site, context, model, paths, probes, starts):
     describes="per requested node and feature, per bin: the sums of the gradients and "
               "hessians and the row count (each node and its sibling 0 or >= min_rows rows "
               "here unless masked; bins at continuous thresholds only at the sites' signed "
-              "sketches or with allow_exact_quantiles); optionally the loss sums",
+              "sketches or with allow_exact_quantiles; asked for, as a masked sum asks, "
+              "only the bins a row can be in); optionally the loss sums",
     arguments=(_CONTEXT, _MODEL, Arg("request", "value", check=_value)),
     checks=(on_partitions(histogram_rules),))
 def site_histograms(site, context, model, request):
@@ -394,8 +395,11 @@ def site_histograms(site, context, model, request):
         per_node = _node_histograms(cache, prep, [rows for _, rows in members], features,
                                     grad[:, k], None if hess is None else hess[:, k], k,
                                     n_bins)
+        # asked for (a masked sum's words): the cells a row can be in only (all: None)
+        cells = node_cells(context, features) if request.get("kept_cells") else None
         for (j, _), node_sums in zip(members, per_node):
-            sums[j] = node_sums
+            sums[j] = node_sums if cells is None else tuple(
+                None if part is None else part.reshape(-1)[cells] for part in node_sums)
     out = {"gradients": _joined([s[0] for s in sums], np.float64),
            "counts": _joined([s[2] for s in sums], np.uint32)}
     if hess is not None:

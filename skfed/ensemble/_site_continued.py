@@ -14,7 +14,7 @@ bits.
 import numpy as np
 
 from ._losses import loss_sums
-from ._site_rows import _cached_rows, _gradients, resolve, unpack_nodes
+from ._site_rows import _cached_rows, _gradients, kept_bins, resolve, unpack_nodes
 
 
 def continued_histograms(site, seed, context, model, request):
@@ -29,6 +29,7 @@ def continued_histograms(site, seed, context, model, request):
     columns = {"gradients": grad} if hess is None else {"gradients": grad, "hessians": hess}
     out = {name: [] for name in (*columns, "counts")}
     at = 0
+    kept = kept_bins(context) if request.get("kept_cells") else [None] * prep.binned.shape[1]
     for k, steps, features in unpack_nodes(request):
         rows = _cached_rows(cache, prep, steps, context["max_bins"])
         terms = {name: (values[:, k] if rows is None else values[rows, k]).astype(np.float64)
@@ -36,14 +37,19 @@ def continued_histograms(site, seed, context, model, request):
         for f in features:  # a feature's cells: its bins, each row's term in row order
             bins = prep.binned[:, f] if rows is None else prep.binned[rows, f]
             cells = np.concatenate([np.arange(n_bins, dtype=np.intp), bins])
+            # the cells a row can be in (site_histograms' reply: node_cells)
+            keep = slice(None) if kept[f] is None else kept[f]
+            width = n_bins if kept[f] is None else len(kept[f])
             for name, values in terms.items():
-                start = np.zeros(n_bins) if seed is None else seed[name][at:at + n_bins]
+                start = np.zeros(n_bins)
+                if seed is not None:
+                    start[keep] = seed[name][at:at + width]
                 out[name].append(np.bincount(cells, weights=np.concatenate([start, values]),
-                                             minlength=n_bins))
-            counts = np.bincount(bins, minlength=n_bins).astype(np.uint32)
+                                             minlength=n_bins)[keep])
+            counts = np.bincount(bins, minlength=n_bins).astype(np.uint32)[keep]
             out["counts"].append(counts if seed is None else
-                                 counts + seed["counts"][at:at + n_bins])
-            at += n_bins
+                                 counts + seed["counts"][at:at + width])
+            at += width
     reply = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
              for name, parts in out.items()}
     reply["counts"] = reply["counts"].astype(np.uint32)

@@ -414,6 +414,52 @@ def node_rows(binned, steps, missing_bin, rows=None):
     return rows
 
 
+#: the kept bins of recent contexts' thresholds, and their nodes' cells by features:
+#: {id(thresholds): (thresholds, kept, {features' bytes: cells})}
+_KEPT = {}
+
+
+def _kept_entry(context):
+    thresholds = context["thresholds"]
+    held = _KEPT.get(id(thresholds))
+    if held is not None and held[0] is thresholds:
+        return held
+    missing = context["max_bins"]
+    kept = []
+    for t in thresholds:
+        used = min(len(t) + 1, missing)  # the missing bin is the last, missing
+        kept.append(None if used == missing else np.append(np.arange(used), missing))
+    if len(_KEPT) >= 8:  # a few fits at once, each with its context
+        _KEPT.clear()
+    held = _KEPT[id(thresholds)] = (thresholds, kept, {})
+    return held
+
+
+def kept_bins(context):
+    """Per feature, the bins a row can fall into, or None where that is every bin: bins
+    ``0`` to ``len(thresholds)`` (a row's bin counts the thresholds below its value) and
+    the missing bin. Public, from the context's thresholds: every other cell of a
+    node's histograms is zero at every site, so a masked sum leaves it out (a binary
+    feature's cells are 3, not 256)."""
+    return _kept_entry(context)[1]
+
+
+def node_cells(context, features):
+    """The cells of a node's histograms over ``features`` that can hold a row (each
+    feature's ``max_bins + 1`` cells after the one before, in ``features``' order;
+    :func:`kept_bins`), or None where that is every cell: what a site sends when asked
+    for them and the server spreads back."""
+    _, _, known = _kept_entry(context)
+    key = np.asarray(features, dtype=np.intp).tobytes()
+    if key not in known:
+        kept = kept_bins(context)
+        n_bins = context["max_bins"] + 1
+        known[key] = None if all(kept[f] is None for f in features) else np.concatenate(
+            [p * n_bins + (np.arange(n_bins) if kept[f] is None else kept[f])
+             for p, f in enumerate(features)])
+    return known[key]
+
+
 def pack_nodes(nodes, n_features):
     """The node requests ``[(tree, key, allowed)]`` as flat arrays (what travels)."""
     steps = [s for _, key, _ in nodes for s in key]

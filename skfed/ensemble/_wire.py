@@ -456,7 +456,8 @@ def check_nodes(nodes, context, *, with_loss):
     context : dict
         The fit's context, already checked (:func:`check_context`).
     with_loss : bool
-        A histogram request (it also has the boolean ``with_loss``), else the
+        A histogram request (it also has the boolean ``with_loss``, and may have the
+        boolean ``kept_cells``: the reply in the cells a row can be in only), else the
         leaves of a residual request.
 
     Returns
@@ -467,9 +468,12 @@ def check_nodes(nodes, context, *, with_loss):
     ------
     WireError
     """
-    _keys(nodes, "the node request", tuple(NODE_ARRAYS) + (("with_loss",) if with_loss else ()))
+    _keys(nodes, "the node request", tuple(NODE_ARRAYS) + (("with_loss",) if with_loss else ()),
+          optional=("kept_cells",) if with_loss else ())
     if with_loss:
         _flag(nodes["with_loss"], "with_loss")
+        if "kept_cells" in nodes:
+            _flag(nodes["kept_cells"], "kept_cells")
     tree = _array(nodes["tree"], "the nodes' trees", np.int32, most=MAX_NODES_PER_REQUEST)
     n = tree.size
     if n == 0:
