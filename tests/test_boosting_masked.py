@@ -163,6 +163,10 @@ def test_the_cells_no_row_can_be_in_are_left_out_of_every_histogram(monkeypatch)
     assert _site_rows.node_cells(context, np.array([0])) is None
     np.testing.assert_array_equal(_site_rows.node_cells(context, np.array([2, 1])),
                                   [0, 1, 2, 3, 255, 256, 257, 511])
+    # a site keeps the cells of a bounded number of feature lists, whatever is asked
+    for j in range(200):
+        _site_rows.node_cells(context, np.array([1] * (j + 1)))
+    assert len(_site_rows._kept_entry(context)[2]) <= _site_rows._MAX_KNOWN_CELLS
     rng = np.random.default_rng(5)
     n = 600
     X = np.column_stack([rng.normal(size=n), rng.integers(0, 2, n), rng.integers(0, 2, n),

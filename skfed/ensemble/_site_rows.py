@@ -417,6 +417,9 @@ def node_rows(binned, steps, missing_bin, rows=None):
 #: the kept bins of recent contexts' thresholds, and their nodes' cells by features:
 #: {id(thresholds): (thresholds, kept, {features' bytes: cells})}
 _KEPT = {}
+#: the most feature lists whose cells are kept for one context (a fit asks for a few:
+#: every feature, or an interaction constraint's)
+_MAX_KNOWN_CELLS = 64
 
 
 def _kept_entry(context):
@@ -427,7 +430,7 @@ def _kept_entry(context):
     missing = context["max_bins"]
     kept = []
     for t in thresholds:
-        used = min(len(t) + 1, missing)  # the missing bin is the last, missing
+        used = min(len(t) + 1, missing)  # bins 0 to len(t); the missing bin apart
         kept.append(None if used == missing else np.append(np.arange(used), missing))
     if len(_KEPT) >= 8:  # a few fits at once, each with its context
         _KEPT.clear()
@@ -452,6 +455,8 @@ def node_cells(context, features):
     _, _, known = _kept_entry(context)
     key = np.asarray(features, dtype=np.intp).tobytes()
     if key not in known:
+        if len(known) >= _MAX_KNOWN_CELLS:  # a request's feature lists cannot grow it
+            known.clear()
         kept = kept_bins(context)
         n_bins = context["max_bins"] + 1
         known[key] = None if all(kept[f] is None for f in features) else np.concatenate(
