@@ -170,7 +170,7 @@ def same_model(args):
     elif size(args) == LARGE_SIZE and not args.discrete:
         today = "1.68-2.0x (40.5 s vs 24.0 s / 20.3 s)"
     else:
-        today = "- (not the issue's size)"
+        today = "- (not the issue's problem)"
     return Goal(f"boosting in process, {args.rows:,} x {args.features}{_discrete(args)}, "
                 f"{args.sites} sites, {args.trees} trees", today, t["federated"], t["scikit-learn"],
                 "scikit-learn's pooled fit", 1.3 if args.rows >= LARGE_SIZE[0] else 3.0,
