@@ -11,14 +11,21 @@ Three real ``skfed site serve`` processes on 127.0.0.1 (gRPC over mutual TLS), e
 serving 229 of 686 rows (eight features, one categorical; a continuous target),
 under a policy that serves node histograms in the clear (``finer_sums``) and exact
 bins (``allow_exact_quantiles``), with ``min_rows = 1`` (a thousand trees on 229 rows
-a site reach nodes of a few rows; the bytes do not depend on the rule). For each number of trees a fit runs with early
-stopping off; the transport's bytes (encoded requests and replies, counted at the
+a site reach nodes of a few rows; the bytes do not depend on the rule). For each
+number of trees a fit runs with early stopping off; the transport's bytes (encoded requests and replies, counted at the
 analyst's connections) and the wall time are taken from the start of the first
 iteration (the setup apart), then divided by the trees. The trees equal the same fit
 in this process node for node (checked).
 
 Run: python benchmarks/bench_boosting_services.py [--trees 10 30 100] [--repeat 1]
+     [--secure-aggregation]
      (``--trees 10 1000`` is the issue's comparison: some minutes)
+
+``--secure-aggregation``: each fit again with every sum masked at the sites (the
+masked sessions of :mod:`skfed.sites.masked_operations`), its bytes and time a tree
+against the plain fit's through the same services, and the histogram cells a node
+sends masked: the bins a row can be in, which the table's few-valued columns keep
+small.
 """
 
 import argparse
@@ -88,7 +95,7 @@ def transport(remote):
     return backend.bytes_sent + backend.bytes_received
 
 
-def fit_measured(remote, trees):
+def fit_measured(remote, trees, **extra):
     """A fit of ``trees`` trees: (estimator, bytes and seconds from the first iteration)."""
     marks = []
     original = BoostingRun._grow_iteration
@@ -99,7 +106,7 @@ def fit_measured(remote, trees):
         return original(run)
 
     with mock.patch.object(BoostingRun, "_grow_iteration", grow):
-        est = FedHistGradientBoostingRegressor(max_iter=trees, **PARAMS).fit(remote)
+        est = FedHistGradientBoostingRegressor(max_iter=trees, **PARAMS, **extra).fit(remote)
     bytes_, seconds = transport(remote) - marks[0][0], time.perf_counter() - marks[0][1]
     return est, bytes_, seconds
 
@@ -121,16 +128,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trees", type=int, nargs="+", default=[10, 30, 100])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--secure-aggregation", action="store_true",
+                        help="each number of trees also fitted with privacy="
+                             "SecureAggregation(): every sum masked at the sites")
     args = parser.parse_args(argv)
     rows_bytes = sum(f.memory_usage(index=False, deep=False).sum() for f in frames())
     with tempfile.TemporaryDirectory() as tmp, pinned_threads(args.threads):
         processes, remote = start(Path(tmp))
         try:
-            results = {}
+            results, masked = {}, {}
             for trees in args.trees:
                 est, bytes_, seconds = fit_measured(remote, trees)
                 check_same(est, trees)
                 results[trees] = (bytes_ / trees, seconds / trees)
+                if args.secure_aggregation:
+                    masked[trees] = masked_fit(remote, trees)
         finally:
             remote.close()
             for proc in processes:
@@ -147,6 +159,34 @@ def main(argv=None):
     ratio = results[last][0] / results[first][0]
     print(f"per-tree bytes at {last} trees / at {first} trees: {ratio:.2f}x "
           f"(goal <= {GOAL}x: {'met' if ratio <= GOAL else 'not met'})")
+    if masked:
+        print_masked(results, masked)
+
+
+def masked_fit(remote, trees):
+    """The same fit with every sum masked: bytes and seconds a tree, and the histogram
+    cells a node sends (the bins a row can be in) of all its cells."""
+    from skfed.ensemble._site_rows import kept_bins
+    from skfed.privacy import SecureAggregation
+
+    est, bytes_, seconds = fit_measured(remote, trees, privacy=SecureAggregation())
+    check_same(est, trees)  # the plain fit's trees (bit for bit: tests/test_boosting_masked)
+    kept = sum(est.max_bins + 1 if bins is None else len(bins)
+               for bins in kept_bins(est._context))
+    return bytes_ / trees, seconds / trees, kept, len(est._context["thresholds"]) * (
+        est.max_bins + 1)
+
+
+def print_masked(plain, masked):
+    print("\nwith secure aggregation (every sum masked at the sites, exact: the same trees; "
+          "a node's histograms in the cells a row can be in, against the plain replies' "
+          "non-empty cells, sparse)")
+    print(f"{'trees':>6} {'MB per tree':>12} {'x plain':>8} {'ms per tree':>12} "
+          f"{'x plain':>8} {'cells a node':>14}")
+    for trees, (per_tree, seconds, kept, every) in masked.items():
+        print(f"{trees:>6} {per_tree / 1e6:>12.3f} {per_tree / plain[trees][0]:>8.1f} "
+              f"{1e3 * seconds:>12.1f} {seconds / plain[trees][1]:>8.1f} "
+              f"{f'{kept} of {every}':>14}")
 
 
 if __name__ == "__main__":
