@@ -12,9 +12,10 @@ serving 229 of 686 rows (eight features, one categorical; a continuous target),
 under a policy that serves node histograms in the clear (``finer_sums``) and exact
 bins (``allow_exact_quantiles``), with ``min_rows = 1`` (a thousand trees on 229 rows
 a site reach nodes of a few rows; the bytes do not depend on the rule). For each
-number of trees a fit runs with early stopping off; the transport's bytes (encoded requests and replies, counted at the
-analyst's connections) and the wall time are taken from the start of the first
-iteration (the setup apart), then divided by the trees. The trees equal the same fit
+number of trees a fit runs with early stopping off; the transport's bytes (encoded
+requests and replies, counted at the analyst's connections) and the wall time are
+taken from the start of the first iteration (the setup apart), then divided by the
+trees. The trees equal the same fit
 in this process node for node (checked).
 
 Run: python benchmarks/bench_boosting_services.py [--trees 10 30 100] [--repeat 1]
