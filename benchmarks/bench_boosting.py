@@ -234,9 +234,10 @@ def masked_cost(args):
     print(f"  setup rounds     masked {hm.setup_rounds}   plain {hp.setup_rounds}; "
           f"masked sums {hm.privacy['masked_sums']}; trees bit for bit the plain "
           f"fit's: {same}")
-    print(f"  cells a node     masked {_kept_cells(masked)} (the bins a row can be in, and "
+    kept = kept_cells(masked)
+    print(f"  cells a node     masked {kept} (the bins a row can be in, and "
           f"the missing bin)   plain {args.features * (masked.max_bins + 1)} (every bin)")
-    report_masking_floors(args, X, y, site, params, t["plain"].median, _kept_cells(masked))
+    report_masking_floors(args, X, y, site, params, t["plain"].median, kept)
     issue = size(args) == ISSUE_SIZE and not args.discrete
     what = f"masked boosting, {args.rows:,} x {args.features}{_discrete(args)}, " \
         f"{args.sites} sites"
@@ -247,7 +248,7 @@ def masked_cost(args):
                  "the plain fit's", 2.0, unit="B", **keep)]
 
 
-def _kept_cells(est):
+def kept_cells(est):
     """The histogram cells of a node over every feature that a masked sum sends."""
     from skfed.ensemble._site_rows import kept_bins
 

@@ -167,15 +167,14 @@ def main(argv=None):
 def masked_fit(remote, trees):
     """The same fit with every sum masked: bytes and seconds a tree, and the histogram
     cells a node sends (the bins a row can be in) of all its cells."""
-    from skfed.ensemble._site_rows import kept_bins
+    from bench_boosting import kept_cells
+
     from skfed.privacy import SecureAggregation
 
     est, bytes_, seconds = fit_measured(remote, trees, privacy=SecureAggregation())
     check_same(est, trees)  # the plain fit's trees (bit for bit: tests/test_boosting_masked)
-    kept = sum(est.max_bins + 1 if bins is None else len(bins)
-               for bins in kept_bins(est._context))
-    return bytes_ / trees, seconds / trees, kept, len(est._context["thresholds"]) * (
-        est.max_bins + 1)
+    return bytes_ / trees, seconds / trees, kept_cells(est), len(
+        est._context["thresholds"]) * (est.max_bins + 1)
 
 
 def print_masked(plain, masked):
