@@ -44,7 +44,6 @@ Run: python benchmarks/bench_relay.py [--sites 4 16] [--rows 500] [--features 20
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,23 +59,16 @@ from skfed.deploy import make_certificates
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_site_service import site_frame  # noqa: E402
 from tests._relay import relay_toml, start_relay_process  # noqa: E402
-from tests._sites import site_config, stop_sites  # noqa: E402
+from tests._sites import site_config, spawn_services, stop_sites  # noqa: E402
 
 GOAL_RATIO = 1.5
 
 
 def start(configs, marker):
     """Start ``skfed site serve`` on each config at once, then wait for each."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    procs = [subprocess.Popen([sys.executable, "-m", "skfed", "site", "serve", str(c)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) for c in configs]
-    lines = [p.stdout.readline() for p in procs]
-    bad = [line for line in lines if marker not in line]
-    if bad:
-        stop_sites(procs)
-        raise RuntimeError(f"a site did not start: {bad[0]!r}")
-    return procs, lines
+    started = spawn_services([[sys.executable, "-m", "skfed", "site", "serve", str(c)]
+                              for c in configs], marker)
+    return [p for p, _ in started], [line for _, line in started]
 
 
 def federation(root, n_sites, n_rows, n_features):

@@ -97,7 +97,6 @@ Run: python benchmarks/bench_site_service.py [--sites 4 16 64] [--rows 500]
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -115,7 +114,7 @@ from skfed.data import FederatedDataset
 from skfed.deploy import make_certificates
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests._sites import site_config, stop_sites  # noqa: E402
+from tests._sites import site_config, spawn_services, stop_sites  # noqa: E402
 
 #: issue 27, item 6, and issue 37, item 4
 GOAL_MS_AT_16 = 10.0
@@ -168,15 +167,10 @@ def start_federation(names, configs, command=(sys.executable, "-m", "skfed", "si
                                               "serve")):
     """Start ``command CONFIG`` for each site's configuration; ``(processes, {name:
     address})`` once each says the port it listens on."""
-    processes, addresses = [], {}
-    # start them all, then wait for each (imports overlap)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    pending = [subprocess.Popen([*command, str(c)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env) for c in configs]
-    for name, proc in zip(names, pending):
-        line = proc.stdout.readline()
-        processes.append(proc)
-        addresses[name] = f"127.0.0.1:{int(line.split(' on port ')[1].split(';')[0])}"
+    started = spawn_services([[*command, str(c)] for c in configs], " on port ", timeout=300)
+    processes = [proc for proc, _ in started]
+    addresses = {name: f"127.0.0.1:{int(line.split(' on port ')[1].split(';')[0])}"
+                 for name, (_, line) in zip(names, started)}
     return processes, addresses
 
 
@@ -843,9 +837,11 @@ def print_gate(costs, n_rows, n_features, record):
 
 
 def main(argv=None):
+    import importlib
     import logging
 
-    import distributed  # noqa: F401  (its import configures its loggers: quiet them after)
+    # importing distributed configures its loggers: quiet them after
+    importlib.import_module("distributed")
 
     for name in ["distributed", *logging.root.manager.loggerDict]:
         if name.startswith("distributed"):

@@ -1,10 +1,8 @@
 """Relays for tests: dial-out site processes, a relay that records or tampers, and a
 small HTTP CONNECT proxy."""
 
-import os
 import select
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -12,7 +10,7 @@ from pathlib import Path
 
 from skfed.sites.relay import RelayServer
 
-from ._sites import site_config
+from ._sites import site_config, spawn_service
 
 
 def relay_site_config(folder, name, relay, **options):
@@ -26,25 +24,14 @@ def relay_site_config(folder, name, relay, **options):
 
 def start_dialout_site(config, env=None, timeout=60):
     """``skfed site serve config`` of a dial-out site; returns the process once it runs."""
-    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "skfed", "site", "serve", str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line = proc.stdout.readline()
-    if "through relay" not in line:
-        proc.kill()
-        raise RuntimeError(f"site did not start: {line!r} {proc.stderr.read()}")
-    return proc
+    return spawn_service([sys.executable, "-m", "skfed", "site", "serve", str(config)],
+                         "through relay", env, timeout)[0]
 
 
-def start_relay_process(config, env=None):
+def start_relay_process(config, env=None, timeout=60):
     """``skfed relay serve config``; returns ``(process, port)``."""
-    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "skfed", "relay", "serve", str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line = proc.stdout.readline()
-    if " on port " not in line:
-        proc.kill()
-        raise RuntimeError(f"relay did not start: {line!r} {proc.stderr.read()}")
+    proc, line = spawn_service([sys.executable, "-m", "skfed", "relay", "serve", str(config)],
+                               " on port ", env, timeout)
     return proc, int(line.rsplit(" ", 1)[1])
 
 

@@ -9,6 +9,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,22 +50,64 @@ def site_config(folder, name, *, certs, datasets, policy="", listen="127.0.0.1:0
     return path
 
 
+def spawn_services(argvs, ready, env=None, timeout=60):
+    """Start each of ``argvs`` (``skfed ... serve`` commands) at once, then wait for each;
+    returns ``[(process, line)]`` once each one's first line of output holds ``ready``.
+
+    Their stderr goes to temporary files, not pipes: a pipe nobody reads fills at 64 KB
+    (gRPC's C core writes a line a refused handshake, warnings a line each) and then
+    blocks the service mid-request, hanging the test. The first lines are awaited for at
+    most ``timeout`` seconds (a service that neither starts nor dies fails the test)."""
+    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    started = []
+    for argv in argvs:
+        errors = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                env=env)
+        proc.errors, proc.first = errors, []
+        threading.Thread(target=lambda p=proc: p.first.append(p.stdout.readline()),
+                         daemon=True).start()
+        started.append(proc)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(p.first for p in started):
+        time.sleep(0.02)
+    failed = [(argv, p) for argv, p in zip(argvs, started)
+              if not p.first or ready not in p.first[0]]
+    if failed:
+        argv, proc = failed[0]
+        waited = f" within {timeout} s" if not proc.first else ""
+        for p in started:
+            p.kill()
+        proc.wait()
+        proc.errors.seek(0)
+        message = (f"{' '.join(argv[2:5]) or argv[0]} did not start{waited}: "
+                   f"{(proc.first or [''])[0]!r} {proc.errors.read()}")
+        stop_sites(started)
+        raise RuntimeError(message)
+    return [(p, p.first[0]) for p in started]
+
+
+def spawn_service(argv, ready, env=None, timeout=60):
+    """:func:`spawn_services` of one command."""
+    return spawn_services([argv], ready, env, timeout)[0]
+
+
+def close_service(proc):
+    """Close what the test holds of a stopped service: its stdout pipe, its stderr file."""
+    for stream in (proc.stdout, getattr(proc, "errors", None)):
+        if stream is not None and not stream.closed:
+            stream.close()
+
+
 def start_site(config, timeout=60):
     """Start ``skfed site serve config``; returns ``(process, port)`` once it listens."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "skfed", "site", "serve", str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + timeout
-    line = proc.stdout.readline()
-    if "serving" not in line or time.monotonic() > deadline:
-        proc.kill()
-        raise RuntimeError(f"site did not start: {line!r} {proc.stderr.read()}")
-    port = int(line.split(" on port ")[1].split(";")[0])
-    return proc, port
+    proc, line = spawn_service([sys.executable, "-m", "skfed", "site", "serve", str(config)],
+                               "serving", timeout=timeout)
+    return proc, int(line.split(" on port ")[1].split(";")[0])
 
 
 def stop_sites(processes):
-    """Stop the processes, then close the pipes they wrote to (no unclosed files)."""
+    """Stop the processes, then close what the test holds of them (no unclosed files)."""
     for proc in processes:
         proc.terminate()
     for proc in processes:
@@ -72,9 +116,7 @@ def stop_sites(processes):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        close_service(proc)
 
 
 def split_frames(frame, n_sites, *, by=None):

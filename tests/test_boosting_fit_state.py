@@ -187,7 +187,7 @@ def test_a_site_restarted_mid_fit_gives_the_same_trees(tmp_path, monkeypatch):
     from skfed.data import FederatedDataset
     from skfed.sites.audit import read_audit
 
-    from ._sites import SITES, start_site, stop_sites
+    from ._sites import SITES, close_service, start_site, stop_sites
     from .test_boosting_sites import OPEN, PARAMS as SITE_PARAMS, _as_read, _frames
 
     certs, configs, addresses = _site_configs(tmp_path, _frames(), OPEN)
@@ -208,6 +208,7 @@ def test_a_site_restarted_mid_fit_gives_the_same_trees(tmp_path, monkeypatch):
                 proc = processes["hospital-b"]
                 proc.kill()
                 proc.wait(timeout=10)
+                close_service(proc)
                 processes["hospital-b"], _ = start_site(configs["hospital-b"])
                 restarted.append(n_calls)
 
