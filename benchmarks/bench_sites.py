@@ -93,8 +93,8 @@ def main(argv=None):
     parser.add_argument("--markdown", help="also write the table as Markdown to this file")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", UserWarning)  # Dask's port chatter
-    head = (f"| sites | path | placement bytes | algorithm bytes | monitoring bytes | "
-            f"setup bytes | rounds | wall time (s) | max coef diff |")
+    head = ("| sites | path | placement bytes | algorithm bytes | monitoring bytes | "
+            "setup bytes | rounds | wall time (s) | max coef diff |")
     lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     print(head)
     for n_sites in args.sites:
