@@ -32,40 +32,62 @@ def solve_hinge_dual(client, problem, j, D, linear, beta, *, tol, rtol, max_epoc
     n, d, K = X.shape[0], lay.n_features, lay.n_outputs
     Xt = np.column_stack([X, np.ones(n)]) if lay.fit_intercept else X
     scale = problem.n_clients * problem.weights[j]
-    cap = scale * client.sample_weight / client.weight_sum
+    cap = (scale * client.sample_weight / client.weight_sum).tolist()
     D = np.asarray(D, dtype=float)
     if beta is None:
         beta = np.zeros((n, K))
     theta = np.empty(lay.size)
-    violation_start = None
+    stop = _Stop(rtol, tol, reference)
     for k in range(K):
         idx = np.r_[k * d:(k + 1) * d, lay.n_coef + k:lay.n_coef + k + (Xt.shape[1] - d)]
         m_inv = 1.0 / (D[idx] + np.r_[np.full(d, problem.smooth_curvature),
                                       np.zeros(Xt.shape[1] - d)])
         y = client.Y[:, k]
-        Q = np.einsum("ij,ij,j->i", Xt, Xt, m_inv)
         w = m_inv * (linear[idx] + Xt.T @ (beta[:, k] * y))
-        b = beta[:, k]
-        for epoch in range(max_epochs):
-            check_deadline()
-            worst = 0.0
-            for i in range(n):
-                if Q[i] <= 0.0:
-                    continue
-                g = 1.0 - y[i] * (Xt[i] @ w)
-                # projected gradient: no move possible at an active bound
-                pg = max(g, 0.0) if b[i] <= 0.0 else (min(g, 0.0) if b[i] >= cap[i] else g)
-                worst = max(worst, abs(pg))
-                if pg != 0.0:
-                    new = min(max(b[i] + g / Q[i], 0.0), cap[i])
-                    w += (new - b[i]) * y[i] * m_inv * Xt[i]
-                    b[i] = new
-            if epoch == 0:
-                violation_start = worst if violation_start is None else max(violation_start, worst)
-                if reference is None:
-                    reference = max(worst, np.finfo(float).tiny)
-            if worst <= max(rtol * violation_start, tol * reference):
-                break
+        beta[:, k] = _ascend(Xt, m_inv, y, cap, beta[:, k], w, max_epochs, stop)
         # recompute from the duals: no drift from the incremental updates
-        theta[idx] = m_inv * (linear[idx] + Xt.T @ (b * y))
-    return theta, beta, reference
+        theta[idx] = m_inv * (linear[idx] + Xt.T @ (beta[:, k] * y))
+    return theta, beta, stop.reference
+
+
+class _Stop:
+    """The stopping rule across a call's outputs: the first epoch's largest violation
+    (over outputs) sets this call's start and, at a client's first call, its reference."""
+
+    def __init__(self, rtol, tol, reference):
+        self.rtol, self.tol, self.reference, self.start = rtol, tol, reference, None
+
+    def __call__(self, epoch, worst):
+        if epoch == 0:
+            self.start = worst if self.start is None else max(self.start, worst)
+            if self.reference is None:
+                self.reference = max(worst, np.finfo(float).tiny)
+        return worst <= max(self.rtol * self.start, self.tol * self.reference)
+
+
+def _ascend(Xt, m_inv, y, cap, b, w, max_epochs, stop):
+    """Coordinate ascent on one output's duals ``b`` from ``w = M^-1 (l + Xt' (b y))``.
+
+    The scalars are Python floats and each row's step ``M^-1 xt_i`` is made once: a
+    numpy scalar costs about a microsecond an operation, most of an epoch on narrow rows
+    (2x faster at 3 to 65 coefficients than with numpy scalars)."""
+    steps = Xt * m_inv
+    Q = np.einsum("ij,ij->i", Xt, steps).tolist()
+    y, b = y.tolist(), b.tolist()
+    for epoch in range(max_epochs):
+        check_deadline()
+        worst = 0.0
+        for i, q in enumerate(Q):
+            if q <= 0.0:
+                continue
+            g = 1.0 - y[i] * float(Xt[i] @ w)
+            # projected gradient: no move possible at an active bound
+            pg = max(g, 0.0) if b[i] <= 0.0 else (min(g, 0.0) if b[i] >= cap[i] else g)
+            worst = max(worst, abs(pg))
+            if pg != 0.0:
+                new = min(max(b[i] + g / q, 0.0), cap[i])
+                w += ((new - b[i]) * y[i]) * steps[i]
+                b[i] = new
+        if stop(epoch, worst):
+            break
+    return b
