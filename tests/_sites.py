@@ -59,18 +59,19 @@ def spawn_services(argvs, ready, env=None, timeout=60):
     blocks the service mid-request, hanging the test. The first lines are awaited for at
     most ``timeout`` seconds (a service that neither starts nor dies fails the test)."""
     env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
-    started = []
+    started, readers = [], []
     for argv in argvs:
         errors = tempfile.TemporaryFile(mode="w+")
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True,
                                 env=env)
         proc.errors, proc.first = errors, []
-        threading.Thread(target=lambda p=proc: p.first.append(p.stdout.readline()),
-                         daemon=True).start()
+        readers.append(threading.Thread(
+            target=lambda p=proc: p.first.append(p.stdout.readline()), daemon=True))
+        readers[-1].start()
         started.append(proc)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(p.first for p in started):
-        time.sleep(0.02)
+    for reader in readers:
+        reader.join(max(0.0, deadline - time.monotonic()))
     failed = [(argv, p) for argv, p in zip(argvs, started)
               if not p.first or ready not in p.first[0]]
     if failed:
