@@ -22,7 +22,7 @@ class Quadratic(Datafit):
 
     def loss_sum(self, Z, Y, sw):
         R = Z - Y
-        return 0.5 * float(np.sum(sw * np.einsum("ij,ij->i", R, R)))
+        return 0.5 * float(np.vdot(R * sw[:, None], R))
 
     def loss_rows(self, Z, Y, sw):
         R = Z - Y
@@ -30,6 +30,11 @@ class Quadratic(Datafit):
 
     def raw_gradient(self, Z, Y, sw):
         return (Z - Y) * sw[:, None]
+
+    def loss_and_raw_gradient(self, Z, Y, sw, with_value=True):
+        R = Z - Y
+        dZ = R * sw[:, None]
+        return (0.5 * float(np.vdot(dZ, R)) if with_value else None), dZ
 
     def raw_hessian(self, Z, Y, sw):
         return np.broadcast_to(sw[:, None], Z.shape).astype(float)

@@ -5,6 +5,7 @@ The intercept block is never penalized or projected.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -37,15 +38,15 @@ class Layout:
     fit_intercept: bool = True
     coef_shape: tuple | None = None
 
-    @property
+    @cached_property  # read on every local step
     def n_coef(self):
         return self.n_outputs * self.n_features
 
-    @property
+    @cached_property  # read on every local step
     def n_intercept(self):
         return self.n_outputs if self.fit_intercept else 0
 
-    @property
+    @cached_property  # read on every local step
     def size(self):
         return self.n_coef + self.n_intercept
 

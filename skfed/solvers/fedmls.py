@@ -102,7 +102,8 @@ class FedMLS(FederatedSolver):
         if self.batch_fraction is not None:
             size = max(1, int(round(self.batch_fraction * client.n_samples)))
             rows = np.sort(rng.choice(client.n_samples, size=size, replace=False))
-        g = problem.n_clients * problem.weights[j] * client.gradient(u, rows)
+        g = client.gradient(u, rows)
+        g *= problem.n_clients * problem.weights[j]
         problem.add_smooth_gradient(g, u)
         if problem.prox_penalty is not None:
             W = lay.coef(u).reshape(lay.penalty_shape)
@@ -134,13 +135,19 @@ class FedMLS(FederatedSolver):
         v = state["z"] - (k / 4.0) * (state["y"] - message["y"])
         u = state["z"].copy()
         u_avg = u.copy()
-        for t in range(1, math.ceil(self.t0 * k) + 1):
+        for t in range(1, math.ceil(self.t0 * k) + 1):  # k local steps: few, fresh arrays
             step = 2.0 / (t + 2)
-            u = self._project(
-                u - step * (self.gradient_weight_ * self._subgradient(client, j, u, rng) + u - v),
-                lay)
+            # u - step (w g + u - v), as (1 - step) u + step (v - w g)
+            g = self._subgradient(client, j, u, rng)
+            g *= self.gradient_weight_
+            np.subtract(v, g, out=g)
+            g *= step
+            u *= 1.0 - step
+            u += g
+            u = self._project(u, lay)
             theta_t = 2.0 * (t + 1) / (t * (t + 3))
-            u_avg = (1 - theta_t) * u_avg + theta_t * u
+            # (1 - theta_t) u_avg + theta_t u
+            u_avg += theta_t * (u - u_avg)
         if not np.all(np.isfinite(u)):
             raise FloatingPointError(
                 f"FedMLS diverged on client {j} in round {k}: the local (sub)gradient "
