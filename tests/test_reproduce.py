@@ -96,8 +96,13 @@ def test_centralized_nuclear_solver_agrees_with_fedlowrank():
     np.testing.assert_allclose(est.coef_, W, atol=1e-4)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(reproduce.REPRODUCTIONS))
+#: each full run's length in seconds, measured on two busy cores (conftest deals the
+#: longest tests of the slow run first)
+FULL_RUN_SECONDS = dict.fromkeys(reproduce.REPRODUCTIONS, 1000)
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow(
+    seconds=FULL_RUN_SECONDS[name])) for name in sorted(reproduce.REPRODUCTIONS)])
 def test_full_reproduction_runs(name, tmp_path):
     """Each reproduction at the papers' size (one test each: the long runs share the
     workers and each has its own time bound)."""
