@@ -240,7 +240,8 @@ def local_gecl(tiny=False):
             rows += curve(sweep, value, label, "relative_error", rel)
             rows += curve(sweep, value, label, "test_accuracy", [est.score(Xte, yte)],
                           rounds=[rounds])
-            print(f"{sweep}={value:<4} {label:<26} lr={lr:<8g} rel. subopt. {rel[-1]:.2e}  "
+            lr_text = lr if lr == "auto" else f"{lr:g}"  # "auto" may win the tuning
+            print(f"{sweep}={value:<4} {label:<26} lr={lr_text:<8} rel. subopt. {rel[-1]:.2e}  "
                   f"test accuracy {est.score(Xte, yte):.4f}", flush=True)
         return rows
 
