@@ -115,12 +115,12 @@ def test_tuning_runs_the_whole_grid_unless_told_to_stop_at_the_first(monkeypatch
     assert calls == ["diverges", "slow"]
 
 
-#: each full run's length in seconds on two busy cores at half this machine's speed,
-#: each tuning grid cut to its first candidate that converges (conftest deals the
-#: longest tests of the slow run first)
-FULL_RUN_SECONDS = {"afedpd-participation": 700, "fedmls-svm": 300, "local-gecl": 150,
-                    "fco-low-rank": 140, "fco-lasso": 100, "dualfl-digits": 80,
-                    "fco-sparse-logistic": 70}
+#: each full run's length in seconds, measured on two busy cores at half this machine's
+#: speed (29 November), each tuning grid cut to its first candidate that converges
+#: (conftest deals the longest tests of the slow run first)
+FULL_RUN_SECONDS = {"fedmls-svm": 457, "fco-low-rank": 355, "afedpd-participation": 260,
+                    "local-gecl": 230, "fco-lasso": 199, "dualfl-digits": 81,
+                    "fco-sparse-logistic": 52}
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow(

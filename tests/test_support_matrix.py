@@ -175,7 +175,8 @@ def _claims(status):
         if r["status"] != status:
             continue
         slow = (r["model"], r["solver"]) in SLOW_PAIRS | set(SLOW_SUBLINEAR)
-        marks = [pytest.mark.slow] if slow else []
+        # 200 s each on two busy cores at half speed: dealt first in the slow run
+        marks = [pytest.mark.slow(seconds=200)] if slow else []
         for split in ("iid", "heterogeneous"):
             out.append(pytest.param(r["model"], r["solver"], split, marks=marks,
                                     id=f"{r['model']}-{r['solver']}-{split}"))
