@@ -154,7 +154,7 @@ class ClientObjective:
         lay = self.layout
         Z = np.asarray(X @ lay.coef(theta).T, dtype=float)
         if lay.fit_intercept:
-            Z += theta[lay.n_coef :]  # Z is this call's own array
+            Z += lay.intercept(theta)  # Z is this call's own array
         if self.raw_offset is not None:
             Z = Z + (self.raw_offset if rows is None else self.raw_offset[rows])[:, None]
         return Z

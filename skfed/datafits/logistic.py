@@ -47,10 +47,10 @@ class Multinomial(Datafit):
     target_kind = "multiclass"
 
     def loss_sum(self, Z, Y, sw):
-        return float(sw @ _cross_entropy(Z, Y, _softmax_parts(Z, with_probabilities=False)[0]))
+        return float(sw @ _cross_entropy(Z, Y))
 
     def loss_rows(self, Z, Y, sw):
-        return sw * _cross_entropy(Z, Y, _softmax_parts(Z, with_probabilities=False)[0])
+        return sw * _cross_entropy(Z, Y)
 
     def raw_gradient(self, Z, Y, sw):
         return self.loss_and_raw_gradient(Z, Y, sw, with_value=False)[1]
@@ -85,6 +85,9 @@ def _softmax_parts(Z, with_probabilities=True):
     return log_norm, E
 
 
-def _cross_entropy(Z, Y, log_norm):
-    """Each row's ``logsumexp(z) - z_y`` (``Y`` one-hot)."""
+def _cross_entropy(Z, Y, log_norm=None):
+    """Each row's ``logsumexp(z) - z_y`` (``Y`` one-hot; ``log_norm`` the rows'
+    ``logsumexp`` when already made)."""
+    if log_norm is None:
+        log_norm = _softmax_parts(Z, with_probabilities=False)[0]
     return log_norm - np.einsum("ij,ij->i", Z, Y)

@@ -21,8 +21,7 @@ class Quadratic(Datafit):
     quadratic = True
 
     def loss_sum(self, Z, Y, sw):
-        R = Z - Y
-        return 0.5 * float(np.vdot(R * sw[:, None], R))
+        return self.loss_and_raw_gradient(Z, Y, sw)[0]
 
     def loss_rows(self, Z, Y, sw):
         R = Z - Y
