@@ -1,12 +1,19 @@
-"""The monitor pass: ``monitor_every`` and Newton's monitor read from its replies."""
+"""The monitor pass: ``monitor_every``, Newton's monitor read from its replies, and in
+process the monitor carried by the next round's calls (its gradient reused by the step)."""
+
+from collections import Counter
 
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
 from sklearn.preprocessing import StandardScaler
 
-from skfed import FedLasso, FedLinearSVC, FedLogisticRegression
+from skfed import FedElasticNet, FedLasso, FedLinearSVC, FedLogisticRegression
+from skfed.datafits import ClientObjective, Quadratic
 from skfed.datasets import simulate_clients
+from skfed.executors import SequentialExecutor, ThreadExecutor
+from skfed.federation.layout import Layout
+from skfed.federation.monitor_reuse import Reusing, reusing
 from skfed.federation.rounds import PLATEAU_WINDOW, _plateaued
 from skfed.history import ConvergenceHistory
 from skfed.solvers import FedNewton
@@ -80,6 +87,11 @@ class _NewtonWithItsOwnMonitor(FedNewton):
     monitors_in_replies = False
 
 
+class _Unfused(SequentialExecutor):
+    """In process, every monitor a pass of its own (no round's calls carry it)."""
+    fuses_monitor = False
+
+
 @pytest.mark.parametrize("make", [
     lambda s: FedLasso(alpha=0.1, solver=s, tol=1e-10),
     lambda s: FedLogisticRegression(C=0.1, l1_ratio=1.0, solver=s, tol=1e-10),
@@ -92,7 +104,8 @@ def test_newton_is_monitored_from_its_replies(make, synthetic):
         clients = simulate_clients(X, y, n_clients=5, scheme="dirichlet", alpha=0.3,
                                    random_state=0)
     fused = fit_quietly(make(FedNewton()), X, y, clients=clients)
-    own = fit_quietly(make(_NewtonWithItsOwnMonitor()), X, y, clients=clients)
+    own = fit_quietly(make(_NewtonWithItsOwnMonitor()).set_params(executor=_Unfused()),
+                      X, y, clients=clients)
     # the same fit, the same stopping round, the same history values
     assert fused.n_iter_ == own.n_iter_ < 50
     np.testing.assert_allclose(fused.coef_, own.coef_, rtol=1e-12, atol=1e-14)
@@ -152,3 +165,99 @@ def test_output_blocks_only_where_the_outputs_are_separate_problems():
     ball = FedLinearSVC(max_rounds=3, tol=0, solver="fedavg")
     fit_quietly(ball, X, y, clients=clients)
     assert ball.solver_.problem_.output_blocks is not None
+
+
+# -- the monitor carried by the next round's calls, in process ------------------------
+@pytest.fixture
+def evaluations(monkeypatch):
+    """Counts the client objectives' passes over their rows, by kind."""
+    counts = Counter()
+    evaluate = ClientObjective._evaluate
+
+    def counting(self, theta, rows, with_value):
+        counts["value" if with_value else "gradient"] += 1
+        return evaluate(self, theta, rows, with_value)
+    monkeypatch.setattr(ClientObjective, "_evaluate", counting)
+    return counts
+
+
+class _UnfusedThreads(ThreadExecutor):
+    fuses_monitor = False
+
+
+@pytest.mark.parametrize("solver", ["fedavg", "fedmid", "feddualavg", "scaffold"])
+@pytest.mark.parametrize("threads", [False, True], ids=["sequential", "threads"])
+def test_a_monitored_round_computes_the_models_gradient_once(synthetic, evaluations,
+                                                             solver, threads):
+    """In process, a round of a solver whose clients hold no state carries the monitor of
+    the model it starts from, and a one-step solver's step takes the monitor's gradient
+    there (one pass over the rows instead of two): the fit, its history and its bytes
+    are the separate passes' bit for bit. A stateful solver (SCAFFOLD's control
+    variates) keeps the monitor's own pass: a step after the round that stops the fit
+    would change its states."""
+    X, y, clients, _ = synthetic
+    params = dict(alpha=0.3, solver=solver, max_rounds=8, tol=0)
+    fused = fit_quietly(FedElasticNet(l1_ratio=0.0, **params, executor=(
+        "threads" if threads else "sequential")), X, y, clients=clients)
+    fused_passes = dict(evaluations)
+    evaluations.clear()
+    plain = fit_quietly(FedElasticNet(l1_ratio=0.0, **params, executor=(
+        _UnfusedThreads() if threads else _Unfused())), X, y, clients=clients)
+    np.testing.assert_array_equal(fused.coef_, plain.coef_)
+    assert fused.intercept_ == plain.intercept_
+    for key in ("objective", "stationarity", "monitor_bytes", "bytes_up", "bytes_down"):
+        np.testing.assert_array_equal(fused.history_[key], plain.history_[key])
+    assert fused_passes["value"] == evaluations["value"]  # every monitor still computed
+    n_clients = len(np.unique(clients))
+    carried = 0 if solver == "scaffold" else (fused.n_iter_ - 1) * n_clients
+    assert evaluations["gradient"] - fused_passes["gradient"] == carried
+
+
+def test_a_fit_stopped_by_a_carried_monitor_spends_that_rounds_step_only(synthetic):
+    """tol > 0: the round whose carried monitor meets the stopping rule is spent on
+    monitoring (its step discarded, as through services and on Dask): the same model and
+    rounds as the separate passes; the last record's monitor bytes count that step."""
+    X, y, clients, _ = synthetic
+    params = dict(alpha=0.3, l1_ratio=0.0, solver="fedmid", max_rounds=500, tol=1e-3)
+    fused = fit_quietly(FedElasticNet(**params), X, y, clients=clients)
+    plain = fit_quietly(FedElasticNet(**params, executor=_Unfused()), X, y, clients=clients)
+    assert 1 < fused.n_iter_ == plain.n_iter_ < 500
+    np.testing.assert_array_equal(fused.coef_, plain.coef_)
+    for key in ("objective", "stationarity", "bytes_up", "bytes_down"):
+        np.testing.assert_array_equal(fused.history_[key], plain.history_[key])
+    mon, own = fused.history_["monitor_bytes"], plain.history_["monitor_bytes"]
+    np.testing.assert_array_equal(mon[:-1], own[:-1])
+    step = fused.history_["bytes_up"][-1] + fused.history_["bytes_down"][-1]
+    assert mon[-1] == own[-1] + step
+
+
+@pytest.mark.parametrize("change", ["same", "one bit", "negative zero", "float32", "rows"])
+def test_a_kept_gradient_answers_its_model_only(change):
+    """The step reads the monitor's gradient at exactly its model (dtype, shape, bytes,
+    every row), as a copy it may change in place; any other call is the objective's."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    layout = Layout(n_features=3, n_outputs=1, fit_intercept=True)
+    objective = ClientObjective(Quadratic(), X, rng.normal(size=(30, 1)), np.ones(30), layout)
+    w = np.array([0.5, -0.5, 0.0, 0.1])
+    stand_in = reusing(objective, w, objective.value_and_gradient(w))
+    assert isinstance(stand_in, Reusing) and stand_in.layout is objective.layout
+    theta, rows = w.copy(), None
+    if change == "one bit":
+        theta[1] = np.nextafter(theta[1], 0.0)
+    elif change == "negative zero":
+        theta[2] = -0.0
+    elif change == "float32":
+        theta = theta.astype(np.float32)
+    elif change == "rows":
+        rows = np.arange(10)
+    kept = stand_in._kept
+    reused = stand_in._reused(theta, rows)
+    assert reused == (change == "same")
+    grad = stand_in.gradient(theta, rows)
+    np.testing.assert_array_equal(grad, objective.gradient(theta, rows))
+    grad += 1.0  # the step's own copy
+    np.testing.assert_array_equal(kept.grad, objective.gradient(w))
+    # nothing to reuse: no monitor reply, or an objective whose gradient may differ
+    assert reusing(objective, w, None) is objective
+    assert reusing(stand_in, w, objective.value_and_gradient(w)) is stand_in

@@ -12,6 +12,8 @@ import numpy as np
 
 from ..exceptions import ClientFailure
 from ..federation.operations import MASKED, Arg, Refused, site_operation
+from ..federation.monitor_reuse import reusing
+from ..federation.rounds import client_monitor
 
 
 @site_operation(
@@ -46,6 +48,23 @@ def client_round(client, solver, state, message, seed):
         raise
     except Exception as exc:  # the client's fault is reported, not raised
         return ClientFailure.from_exception(exc)
+
+
+def client_round_monitored(client, solver, state, message, seed, theta):
+    """``client_monitor`` at ``theta``, then :func:`client_round`, where the client's rows
+    are: ``(monitored, result)``; ``monitored`` is ``None`` if the monitor raised (the
+    round loop's own pass then reports the error, as without the fusion).
+
+    The step reads the monitor's gradient where it asks for the gradient at ``theta``
+    (:mod:`skfed.federation.monitor_reuse`): FedAvg's, FedMID's or FedDualAvg's one
+    step computes no second pass over the rows, and its reply is the same bits.
+    """
+    try:
+        monitored = client_monitor(client, theta)
+    except Exception:  # noqa: BLE001 - reported by the monitor's own pass
+        monitored = None
+    return monitored, client_round(reusing(client, theta, monitored), solver, state,
+                                   message, seed)
 
 
 class _SeededGenerator:
@@ -134,6 +153,32 @@ class Executor(ABC):
             else:
                 replies[j], self._states[j] = result
         return replies, failures
+
+    @property
+    def fuses_monitor(self):
+        """Whether a round may carry the monitor of the model it starts from
+        (:meth:`run_round_monitored`): when the clients hold no solver state. A fit that
+        stops on that monitor discards the round's step, which then changed nothing a
+        later fit (``warm_start``) would read."""
+        return all(state is None for state in self._states)
+
+    def run_round_monitored(self, solver, rnd, jobs, theta, *, retry=False):
+        """:meth:`run_round` whose client calls first run ``client_monitor`` at ``theta``
+        (:func:`client_round_monitored`: a one-step solver's gradient is computed once
+        for both). Returns ``(replies, failures, monitored)``, ``monitored[j]`` client
+        ``j``'s monitor reply (the clients whose monitor ran)."""
+        theta = np.asarray(theta, dtype=float)
+        tasks = [(j, (solver, self._states[j], message, seed, theta))
+                 for j, message, seed in jobs]
+        replies, failures, monitored = {}, {}, {}
+        for (j, _), (carried, result) in zip(tasks, self.map(client_round_monitored, tasks)):
+            if carried is not None:
+                monitored[j] = carried
+            if isinstance(result, ClientFailure):
+                failures[j] = result
+            else:
+                replies[j], self._states[j] = result
+        return replies, failures, monitored
 
     def close(self):
         """Release workers and placed data."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._messages import show
 from ..exceptions import ClientFailure, ClientFailureError
-from .base import Executor, client_round
+from .base import Executor, client_round, client_round_monitored
 
 
 class ResidentClient:
@@ -129,12 +129,15 @@ def _worker_round(token, solver, shards, jobs):
         _register_sizeof()  # in this worker's process too: Dask measures what it holds
     out = {}
     for j, message, seed in jobs.items:
-        monitored = None if jobs.monitor is None else _monitor(data[j], jobs.monitor)
         if j not in store:  # the data moved here without its state
             out[j] = ClientFailure(error="its solver state is not on this worker",
                                    state_lost=True)
             continue
-        result = client_round(data[j], solver, store[j], message, seed)
+        if jobs.monitor is None:
+            monitored, result = None, client_round(data[j], solver, store[j], message, seed)
+        else:  # the monitor first, its gradient primed for a one-step solver's step
+            monitored, result = client_round_monitored(data[j], solver, store[j], message,
+                                                       seed, jobs.monitor)
         if isinstance(result, ClientFailure):
             out[j] = result  # state untouched: as if the client had not taken part
             continue
@@ -142,17 +145,6 @@ def _worker_round(token, solver, shards, jobs):
         if jobs.monitor is not None:
             out[j] = _Fused(out[j], monitored)
     return out
-
-
-def _monitor(client, theta):
-    """``client_monitor`` at ``theta``, or ``None`` if it raised (the separate pass the
-    round loop then runs reports the error, as it would have without the fusion)."""
-    from ..federation.rounds import client_monitor
-
-    try:
-        return client_monitor(client, theta)
-    except Exception:  # noqa: BLE001 - reported by the monitor's own pass
-        return None
 
 
 def _worker_map(fn, shards, jobs):

@@ -329,12 +329,14 @@ def run_federation(*, solver, problem, session, theta0, max_rounds, tol, partici
     (``monitors_in_replies``, e.g. Newton) is monitored from them under full
     participation: no extra pass, except after a round where the solver's own
     condition ``may_stop`` holds, which is checked by a gradient pass (cheaper
-    than a round with Hessians) before the fit stops. Through site services
-    (an executor that ``fuses_monitor``), a plain fit whose solver monitors by
-    this loop's pass sends a monitored round's pass with the next round's step
-    requests instead (one request per site and round; the same sums, so the
-    same history), unless a site was lost; the start's and the last round's
-    passes stay their own.
+    than a round with Hessians) before the fit stops. Where the executor
+    ``fuses_monitor`` (site services; in process and on Dask, when the clients
+    hold no solver state), a plain fit whose solver monitors by this loop's pass
+    sends a monitored round's pass with the next round's step calls instead (one
+    call per client and round; the same sums, so the same history; the step
+    reuses its gradient at that model: :mod:`~skfed.federation.monitor_reuse`),
+    unless a client was lost; the start's and the last round's passes stay their
+    own.
 
     A round whose model the next round's line search rejects (Newton's
     trial points, :meth:`FederatedSolver.rejected_trial`) is recorded with a
