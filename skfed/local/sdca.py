@@ -14,6 +14,8 @@ with a diagonal metric. Its dual is a box-constrained quadratic program in
 warm-start across rounds (the box does not depend on the round).
 """
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -62,32 +64,70 @@ class _Stop:
             self.start = worst if self.start is None else max(self.start, worst)
             if self.reference is None:
                 self.reference = max(worst, np.finfo(float).tiny)
+        return self.met(worst)
+
+    def met(self, worst):
+        """Whether a sweep's largest violation ``worst`` meets the rule."""
         return worst <= max(self.rtol * self.start, self.tol * self.reference)
 
 
-def _ascend(Xt, m_inv, y, cap, b, w, max_epochs, stop):
-    """Coordinate ascent on one output's duals ``b`` from ``w = M^-1 (l + Xt' (b y))``.
+#: the share of the last whole sweep's violation at which the kept duals are all swept
+#: again
+_RECHECK = 0.1
 
-    The scalars are Python floats and each row's step ``M^-1 xt_i`` is made once: a
-    numpy scalar costs about a microsecond an operation, most of an epoch on narrow rows
-    (1.7-2x faster at 3 to 65 coefficients than with numpy scalars)."""
+
+def _ascend(Xt, m_inv, y, cap, b, w, max_epochs, stop):
+    """Coordinate ascent on one output's duals ``b`` from ``w = M^-1 (l + Xt' (b y))``,
+    with liblinear's shrinking (Hsieh et al., 2008, Algorithm 3).
+
+    A dual at a bound whose gradient points out of the box by more than the last
+    epoch's largest violation in that direction leaves the sweeps (most duals sit at a
+    bound: 0 beyond the margin, the cap inside it); once the kept ones meet the stopping
+    rule every dual is swept again, and the rule is read on that whole sweep, so the
+    stop is the unshrunk rule's. The scalars are Python floats and each row's step
+    ``M^-1 xt_i`` is made once: a numpy scalar costs about a microsecond an operation,
+    most of an epoch on narrow rows."""
     steps = Xt * m_inv
     Q = np.einsum("ij,ij->i", Xt, steps).tolist()
     y, b = y.tolist(), b.tolist()
+    active = [i for i, q in enumerate(Q) if q > 0.0]
+    every = len(active)
+    low, high = -math.inf, math.inf  # the shrinking thresholds (none at first)
     for epoch in range(max_epochs):
         check_deadline()
-        worst = 0.0
-        for i, q in enumerate(Q):
-            if q <= 0.0:
-                continue
+        worst, kept, least, most = 0.0, [], math.inf, -math.inf
+        for i in active:
             g = 1.0 - y[i] * float(Xt[i] @ w)
-            # projected gradient: no move possible at an active bound
-            pg = max(g, 0.0) if b[i] <= 0.0 else (min(g, 0.0) if b[i] >= cap[i] else g)
+            if b[i] <= 0.0:
+                if g < low:  # held at 0 by more than any move of the last epoch
+                    continue
+                pg = max(g, 0.0)
+            elif b[i] >= cap[i]:
+                if g > high:  # held at the cap likewise
+                    continue
+                pg = min(g, 0.0)
+            else:
+                pg = g
+            kept.append(i)
+            least, most = min(least, pg), max(most, pg)
             worst = max(worst, abs(pg))
             if pg != 0.0:
-                new = min(max(b[i] + g / q, 0.0), cap[i])
+                new = min(max(b[i] + g / Q[i], 0.0), cap[i])
                 w += ((new - b[i]) * y[i]) * steps[i]
                 b[i] = new
-        if stop(epoch, worst):
-            break
+        whole = len(kept) == every  # no dual was left out of this sweep
+        if whole:
+            if stop(epoch, worst):
+                break
+            recheck = _RECHECK * worst
+        elif stop.met(worst) or worst <= recheck:
+            # the kept duals meet the rule, or improved tenfold since all were swept
+            # (a dual shrunk at the wrong bound is found there, not after a slow
+            # convergence without it): sweep them all again
+            active = [i for i, q in enumerate(Q) if q > 0.0]
+            low, high = -math.inf, math.inf
+            continue
+        active = kept
+        low = least if least < 0.0 else -math.inf
+        high = most if most > 0.0 else math.inf
     return b
