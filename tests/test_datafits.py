@@ -87,7 +87,7 @@ def test_lipschitz_wide_client_uses_small_gram():
 # --- the classification losses --------------------------------------------
 from scipy.special import expit, logsumexp  # noqa: E402
 
-from skfed.datafits import Hinge, Logistic, Multinomial, SquaredHinge  # noqa: E402
+from skfed.datafits import Gamma, Hinge, Logistic, Multinomial, Poisson, SquaredHinge  # noqa: E402
 
 
 def _targets(fit, rng, n, k):
@@ -180,3 +180,39 @@ def test_hinge_local_dual_solve_meets_the_kkt_conditions(data):
     assert np.all((b >= -1e-15) & (b <= cap + 1e-15))
     assert np.all(b[margin > 1 + 1e-7] <= 1e-10)
     assert np.all(np.abs(b[margin < 1 - 1e-7] - cap[margin < 1 - 1e-7]) <= 1e-10)
+
+
+@pytest.mark.parametrize("fit, k", [(Quadratic(), 1), (Quadratic(), 2), (Logistic(), 1),
+                                    (Multinomial(), 3), (Hinge(), 1), (SquaredHinge(), 2),
+                                    (Poisson(), 1), (Gamma(), 1)])
+@pytest.mark.parametrize("design", ["C", "F", "strided", "sparse"])
+@pytest.mark.parametrize("intercept", [True, False])
+def test_an_evaluation_on_every_row_is_the_row_selections_bit_for_bit(fit, k, design,
+                                                                      intercept):
+    """The whole rows' evaluation (a local step's: the layout's and the design's facts
+    read once, the product written in place) is the general one's arithmetic: the
+    same loss and gradient bits (and, where the selection keeps the design's memory
+    order, the bits of the selection of every row)."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 2 * 6))
+    X = {"C": X[:, :6].copy(), "F": np.asfortranarray(X[:, :6]), "strided": X[:, ::2],
+         "sparse": sp.csr_matrix(np.where(np.abs(X[:, :6]) > 0.8, X[:, :6], 0.0))}[design]
+    if isinstance(fit, (Poisson, Gamma)):
+        Y = rng.gamma(2.0, size=(40, k))
+    elif isinstance(fit, Quadratic):
+        Y = rng.standard_normal((40, k))
+    else:
+        Y = _targets(fit, rng, 40, k)
+    client = ClientObjective(fit, X, Y, rng.random(40) + 0.5, Layout(k, 6, intercept))
+    every = np.arange(40)
+    for _ in range(3):
+        theta = 0.2 * rng.standard_normal(client.layout.size)
+        value, grad = client.value_and_gradient(theta)
+        value_general, grad_general = client._evaluate_rows(theta, None, True)
+        assert value == value_general
+        np.testing.assert_array_equal(grad, grad_general)
+        np.testing.assert_array_equal(client.gradient(theta), grad)
+        if design in ("C", "sparse"):
+            value_rows, grad_rows = client.value_and_gradient(theta, every)
+            assert value == value_rows
+            np.testing.assert_array_equal(grad, grad_rows)

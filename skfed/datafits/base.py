@@ -196,8 +196,49 @@ class ClientObjective:
                     dominance.check_rows(D[:, k] if D.ndim == 2 else D[:, k, k],
                                          "the Hessian")
 
+    #: what an evaluation on every row reads, fixed for the client (:meth:`_whole_plan`)
+    _plan = None
+
+    def _whole_plan(self):
+        """``(X, X', n_coef, coef shape, intercept?, size, one dense output?)``, made at the
+        first evaluation on every row: the layout's and the design's fixed facts, read
+        once instead of through three calls a local step."""
+        lay, X = self.layout, self.X
+        XT = self._transposed(X)
+        vector = (lay.n_outputs == 1 and type(XT) is np.ndarray and XT.dtype == np.float64
+                  and (XT.flags.c_contiguous or XT.flags.f_contiguous))
+        self._plan = (X, XT, lay.n_coef, (lay.n_outputs, lay.n_features), lay.fit_intercept,
+                      lay.size, vector)
+        return self._plan
+
     def _evaluate(self, theta, rows, with_value):
-        # a local solver's inner loop calls this thousands of times a round: lean
+        # a local solver's inner loop calls this thousands of times a round on every row:
+        # there, :meth:`raw` and :meth:`_gradient_from_raw` inlined, the same operations
+        # in the same order (the same bits), about 4 us less a call
+        if rows is not None or self.raw_offset is not None or \
+                hasattr(self.datafit, "design_terms"):
+            return self._evaluate_rows(theta, rows, with_value)
+        X, XT, n_coef, shape, intercept, size, vector = self._plan or self._whole_plan()
+        Z = np.asarray(X @ theta[:n_coef].reshape(shape).T, dtype=float)
+        if intercept:
+            Z += theta[n_coef:]  # Z is this call's own array
+        Y, sw, total = self.Y, self.sample_weight, self.weight_sum
+        value, dZ = self.datafit.loss_and_raw_gradient(Z, Y, sw, with_value)
+        dZ = dZ / total
+        if dominance.active() is not None:
+            self._audit(X, Z, Y, sw, dZ, with_value)
+        grad = np.empty(size)
+        if vector:  # the product written in place: the same BLAS call, the same bits
+            np.dot(XT, dZ[:, 0], out=grad[:n_coef])
+        else:
+            grad[:n_coef] = np.asarray(XT @ dZ).T.ravel()
+        if intercept:
+            grad[n_coef:] = dZ.sum(axis=0)
+        return (value / total if with_value else None), grad
+
+    def _evaluate_rows(self, theta, rows, with_value):
+        """:meth:`_evaluate` on ``rows`` (all when None), with an offset or a loss
+        coupling the rows (Cox)."""
         if rows is None:
             X, Y, sw, total = self.X, self.Y, self.sample_weight, self.weight_sum
         else:
@@ -220,7 +261,14 @@ class ClientObjective:
         (made as ``(X' dZ)'``, for dense and sparse ``X`` alike), then ``dZ``'s sums."""
         lay = self.layout
         grad = np.empty(lay.size)
-        grad[: lay.n_coef] = np.asarray(self._transposed(X) @ dZ).T.ravel()
+        XT = self._transposed(X)
+        if dZ.shape[1] == 1 and type(XT) is np.ndarray and XT.dtype == np.float64 and (
+                XT.flags.c_contiguous or XT.flags.f_contiguous):
+            # one output, dense contiguous rows: the product written in place (the same
+            # BLAS call, the same bits; 2-4 us less a local step)
+            np.dot(XT, dZ[:, 0], out=grad[: lay.n_coef])
+        else:
+            grad[: lay.n_coef] = np.asarray(XT @ dZ).T.ravel()
         if lay.fit_intercept:
             grad[lay.n_coef :] = dZ.sum(axis=0)
         return grad
@@ -293,6 +341,7 @@ class ClientObjective:
         state.pop("_normal", None)  # caches, not data: never shipped
         state.pop("_hessian", None)
         state.pop("_design_transpose", None)
+        state.pop("_plan", None)  # views of X: never shipped twice
         return state
 
     def curvature_matvec(self, v):
