@@ -216,3 +216,32 @@ def test_an_evaluation_on_every_row_is_the_row_selections_bit_for_bit(fit, k, de
             value_rows, grad_rows = client.value_and_gradient(theta, every)
             assert value == value_rows
             np.testing.assert_array_equal(grad, grad_rows)
+
+
+def test_a_client_unpickled_from_unaligned_buffers_computes_the_same_bits():
+    """A transport may hand arrays over in place at any byte offset of a received
+    buffer (Dask's frames): numpy then cannot use BLAS and adds in another order. The
+    objective aligns its arrays when it is unpickled: the same loss and gradient bits
+    as where it was made (on Dask, the in-process fit's)."""
+    import pickle
+
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((100, 20)), rng.standard_normal((100, 1))
+    client = ClientObjective(Quadratic(), X, Y, rng.random(100) + 0.5, Layout(1, 20, True))
+    theta = rng.standard_normal(21)
+    buffers = []
+    blob = pickle.dumps(client, protocol=5, buffer_callback=buffers.append)
+    shifted = []
+    for buffer in buffers:  # each buffer one byte into a larger one: unaligned
+        raw = buffer.raw()
+        holder = bytearray(raw.nbytes + 1)
+        holder[1:] = raw
+        shifted.append(memoryview(holder)[1:])
+    unaligned = np.frombuffer(shifted[0], dtype=np.float64)
+    assert not unaligned.flags.aligned  # the case this test is about
+    there = pickle.loads(blob, buffers=shifted)
+    assert all(a.flags.aligned for a in (there.X, there.Y, there.sample_weight))
+    value, grad = there.value_and_gradient(theta)
+    assert value == client.value_and_gradient(theta)[0]
+    np.testing.assert_array_equal(grad, client.value_and_gradient(theta)[1])
+    np.testing.assert_array_equal(there.feature_mean(), client.feature_mean())

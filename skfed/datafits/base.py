@@ -344,6 +344,17 @@ class ClientObjective:
         state.pop("_plan", None)  # views of X: never shipped twice
         return state
 
+    def __setstate__(self, state):
+        # a transport may hand its arrays over in place, inside a received buffer at any
+        # byte offset (Dask's frames); numpy cannot give an unaligned array to BLAS, and
+        # its own loops add in another order: the sums would differ from the in-process
+        # fit's in their last bits, and run slower. One aligned copy, at placement.
+        for name in ("X", "Y", "sample_weight", "offset", "raw_offset"):
+            value = state.get(name)
+            if isinstance(value, np.ndarray) and not value.flags.aligned:
+                state[name] = np.array(value, order="K")
+        self.__dict__.update(state)
+
     def curvature_matvec(self, v):
         """``curvature * X.T @ diag(sw) @ X @ v / sum(sw)``: the coefficient block of
         the Hessian bound applied to ``v`` (length ``n_features``)."""
