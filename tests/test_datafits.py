@@ -245,3 +245,8 @@ def test_a_client_unpickled_from_unaligned_buffers_computes_the_same_bits():
     assert value == client.value_and_gradient(theta)[0]
     np.testing.assert_array_equal(grad, client.value_and_gradient(theta)[1])
     np.testing.assert_array_equal(there.feature_mean(), client.feature_mean())
+    # made at a worker from rows handed over in such a buffer: aligned as well
+    made = ClientObjective(Quadratic(), unaligned.reshape(100, 20), Y, client.sample_weight,
+                           client.layout)
+    assert made.X.flags.aligned
+    np.testing.assert_array_equal(made.gradient(theta), client.gradient(theta))

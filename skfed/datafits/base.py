@@ -92,6 +92,15 @@ class Datafit(ABC):
         return f"{type(self).__name__}()"
 
 
+def _aligned(value):
+    """``value``, copied if it is an array numpy holds unaligned (inside a transport's
+    received buffer at an odd offset): numpy gives no such array to BLAS, and its own
+    loops are slower and add in another order."""
+    if isinstance(value, np.ndarray) and not value.flags.aligned:
+        return np.array(value, order="K")
+    return value
+
+
 class ClientObjective:
     """One client's mean loss ``L_j(theta) = sum_i sw_i loss_i / sum_i sw_i``.
 
@@ -115,18 +124,18 @@ class ClientObjective:
 
     def __init__(self, datafit, X, Y, sample_weight, layout, offset=None):
         self.datafit = datafit
-        self.X = X
+        self.X = X = _aligned(X)  # rows handed over in a transport's buffer: see below
         self._design_factor = None  # the dominance audit's view of X, made at a site
-        self.sample_weight = sample_weight
+        self.sample_weight = sample_weight = _aligned(sample_weight)
         self.layout = layout
         self.weight_sum = float(np.sum(sample_weight))
-        self.offset = None if offset is None else np.asarray(offset, dtype=float)
+        self.offset = None if offset is None else _aligned(np.asarray(offset, dtype=float))
         if self.offset is not None and datafit.quadratic:
             Y = Y - self.offset[:, None]
             self.raw_offset = None
         else:
             self.raw_offset = self.offset
-        self.Y = Y
+        self.Y = _aligned(Y)
 
     @property
     def n_samples(self):
@@ -350,9 +359,8 @@ class ClientObjective:
         # its own loops add in another order: the sums would differ from the in-process
         # fit's in their last bits, and run slower. One aligned copy, at placement.
         for name in ("X", "Y", "sample_weight", "offset", "raw_offset"):
-            value = state.get(name)
-            if isinstance(value, np.ndarray) and not value.flags.aligned:
-                state[name] = np.array(value, order="K")
+            if name in state:
+                state[name] = _aligned(state[name])
         self.__dict__.update(state)
 
     def curvature_matvec(self, v):
