@@ -89,3 +89,21 @@ def synthetic():
 
 def make_split(X, y, scheme, n_clients=6):
     return simulate_clients(X, y, n_clients, scheme=scheme, random_state=0)
+
+
+@pytest.fixture
+def evaluations(monkeypatch):
+    """Count the client objectives' passes over their rows for a loss or gradient (site
+    services that run in this process included): ``{"value": ..., "gradient": ...}``."""
+    from collections import Counter
+
+    from skfed.datafits.base import ClientObjective
+
+    counts = Counter()
+    evaluate = ClientObjective._evaluate
+
+    def counting(self, theta, rows, with_value):
+        counts["value" if with_value else "gradient"] += 1
+        return evaluate(self, theta, rows, with_value)
+    monkeypatch.setattr(ClientObjective, "_evaluate", counting)
+    return counts

@@ -279,20 +279,6 @@ def test_a_protected_step_carries_no_monitor_in_the_clear(site):
 
 
 # --- the step reuses its fused monitor's gradient ------------------------------------------
-@pytest.fixture
-def evaluations(monkeypatch):
-    """Count the site's passes over its rows for a loss or gradient (the services run in
-    this process): ``{"value": ..., "gradient": ...}``."""
-    counts = Counter()
-    evaluate = ClientObjective._evaluate
-
-    def counting(self, theta, rows, with_value):
-        counts["value" if with_value else "gradient"] += 1
-        return evaluate(self, theta, rows, with_value)
-    monkeypatch.setattr(ClientObjective, "_evaluate", counting)
-    return counts
-
-
 def test_a_fused_fit_computes_each_monitored_gradient_once(federation, monkeypatch,
                                                            evaluations):
     """Each step that starts at the model its monitor was asked at takes the monitor's

@@ -1,8 +1,6 @@
 """The monitor pass: ``monitor_every``, Newton's monitor read from its replies, and in
 process the monitor carried by the next round's calls (its gradient reused by the step)."""
 
-from collections import Counter
-
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
@@ -168,19 +166,6 @@ def test_output_blocks_only_where_the_outputs_are_separate_problems():
 
 
 # -- the monitor carried by the next round's calls, in process ------------------------
-@pytest.fixture
-def evaluations(monkeypatch):
-    """Counts the client objectives' passes over their rows, by kind."""
-    counts = Counter()
-    evaluate = ClientObjective._evaluate
-
-    def counting(self, theta, rows, with_value):
-        counts["value" if with_value else "gradient"] += 1
-        return evaluate(self, theta, rows, with_value)
-    monkeypatch.setattr(ClientObjective, "_evaluate", counting)
-    return counts
-
-
 class _UnfusedThreads(ThreadExecutor):
     fuses_monitor = False
 
