@@ -135,7 +135,7 @@ def _worker_round(token, solver, shards, jobs):
             continue
         if jobs.monitor is None:
             monitored, result = None, client_round(data[j], solver, store[j], message, seed)
-        else:  # the monitor first, its gradient primed for a one-step solver's step
+        else:  # the monitor first, its gradient reused by a one-step solver's step
             monitored, result = client_round_monitored(data[j], solver, store[j], message,
                                                        seed, jobs.monitor)
         if isinstance(result, ClientFailure):
