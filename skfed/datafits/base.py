@@ -101,6 +101,14 @@ def _aligned(value):
     return value
 
 
+def _product_in_place(XT, n_outputs):
+    """Whether the gradient's product ``X' dZ`` can be written in place: one output and
+    dense contiguous float64 rows (the same BLAS call as the product's, the same bits;
+    2-4 us less a local step)."""
+    return (n_outputs == 1 and type(XT) is np.ndarray and XT.dtype == np.float64
+            and (XT.flags.c_contiguous or XT.flags.f_contiguous))
+
+
 class ClientObjective:
     """One client's mean loss ``L_j(theta) = sum_i sw_i loss_i / sum_i sw_i``.
 
@@ -214,10 +222,8 @@ class ClientObjective:
         once instead of through three calls a local step."""
         lay, X = self.layout, self.X
         XT = self._transposed(X)
-        vector = (lay.n_outputs == 1 and type(XT) is np.ndarray and XT.dtype == np.float64
-                  and (XT.flags.c_contiguous or XT.flags.f_contiguous))
         self._plan = (X, XT, lay.n_coef, (lay.n_outputs, lay.n_features), lay.fit_intercept,
-                      lay.size, vector)
+                      lay.size, _product_in_place(XT, lay.n_outputs))
         return self._plan
 
     def _evaluate(self, theta, rows, with_value):
@@ -271,10 +277,7 @@ class ClientObjective:
         lay = self.layout
         grad = np.empty(lay.size)
         XT = self._transposed(X)
-        if dZ.shape[1] == 1 and type(XT) is np.ndarray and XT.dtype == np.float64 and (
-                XT.flags.c_contiguous or XT.flags.f_contiguous):
-            # one output, dense contiguous rows: the product written in place (the same
-            # BLAS call, the same bits; 2-4 us less a local step)
+        if _product_in_place(XT, dZ.shape[1]):
             np.dot(XT, dZ[:, 0], out=grad[: lay.n_coef])
         else:
             grad[: lay.n_coef] = np.asarray(XT @ dZ).T.ravel()
