@@ -109,6 +109,20 @@ def _product_in_place(XT, n_outputs):
             and (XT.flags.c_contiguous or XT.flags.f_contiguous))
 
 
+def _gradient_of(XT, dZ, n_coef, size, intercept, in_place):
+    """``theta``'s gradient from the raw predictions' ``dZ``: ``dZ' X`` per output (made
+    as ``(X' dZ)'``, or written in place where :func:`_product_in_place`), then ``dZ``'s
+    sums for the intercepts."""
+    grad = np.empty(size)
+    if in_place:
+        np.dot(XT, dZ[:, 0], out=grad[:n_coef])
+    else:
+        grad[:n_coef] = np.asarray(XT @ dZ).T.ravel()
+    if intercept:
+        grad[n_coef:] = dZ.sum(axis=0)
+    return grad
+
+
 class ClientObjective:
     """One client's mean loss ``L_j(theta) = sum_i sw_i loss_i / sum_i sw_i``.
 
@@ -242,14 +256,8 @@ class ClientObjective:
         dZ = dZ / total
         if dominance.active() is not None:
             self._audit(X, Z, Y, sw, dZ, with_value)
-        grad = np.empty(size)
-        if vector:  # the product written in place: the same BLAS call, the same bits
-            np.dot(XT, dZ[:, 0], out=grad[:n_coef])
-        else:
-            grad[:n_coef] = np.asarray(XT @ dZ).T.ravel()
-        if intercept:
-            grad[n_coef:] = dZ.sum(axis=0)
-        return (value / total if with_value else None), grad
+        return (value / total if with_value else None), _gradient_of(XT, dZ, n_coef, size,
+                                                                      intercept, vector)
 
     def _evaluate_rows(self, theta, rows, with_value):
         """:meth:`_evaluate` on ``rows`` (all when None), with an offset or a loss
@@ -274,16 +282,9 @@ class ClientObjective:
     def _gradient_from_raw(self, X, dZ):
         """``theta``'s gradient from the raw predictions' ``dZ``: ``dZ' X`` per output
         (made as ``(X' dZ)'``, for dense and sparse ``X`` alike), then ``dZ``'s sums."""
-        lay = self.layout
-        grad = np.empty(lay.size)
-        XT = self._transposed(X)
-        if _product_in_place(XT, dZ.shape[1]):
-            np.dot(XT, dZ[:, 0], out=grad[: lay.n_coef])
-        else:
-            grad[: lay.n_coef] = np.asarray(XT @ dZ).T.ravel()
-        if lay.fit_intercept:
-            grad[lay.n_coef :] = dZ.sum(axis=0)
-        return grad
+        lay, XT = self.layout, self._transposed(X)
+        return _gradient_of(XT, dZ, lay.n_coef, lay.size, lay.fit_intercept,
+                            _product_in_place(XT, dZ.shape[1]))
 
     def hessian(self, theta, rows=None):
         """Hessian of the mean loss with respect to ``theta`` (on ``rows`` if given).

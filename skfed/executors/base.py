@@ -146,8 +146,13 @@ class Executor(ABC):
         process cannot: there is nowhere else to run it).
         """
         tasks = [(j, (solver, self._states[j], message, seed)) for j, message, seed in jobs]
+        return self._settled(zip((j for j, _ in tasks), self.map(client_round, tasks)))
+
+    def _settled(self, results):
+        """``(replies, failures)`` from ``(j, client_round's result)`` pairs; a reply's
+        new state kept, a failed client's left as it was."""
         replies, failures = {}, {}
-        for (j, _), result in zip(tasks, self.map(client_round, tasks)):
+        for j, result in results:
             if isinstance(result, ClientFailure):
                 failures[j] = result
             else:
@@ -170,15 +175,9 @@ class Executor(ABC):
         theta = np.asarray(theta, dtype=float)
         tasks = [(j, (solver, self._states[j], message, seed, theta))
                  for j, message, seed in jobs]
-        replies, failures, monitored = {}, {}, {}
-        for (j, _), (carried, result) in zip(tasks, self.map(client_round_monitored, tasks)):
-            if carried is not None:
-                monitored[j] = carried
-            if isinstance(result, ClientFailure):
-                failures[j] = result
-            else:
-                replies[j], self._states[j] = result
-        return replies, failures, monitored
+        results = list(zip((j for j, _ in tasks), self.map(client_round_monitored, tasks)))
+        monitored = {j: carried for j, (carried, _) in results if carried is not None}
+        return (*self._settled((j, result) for j, (_, result) in results), monitored)
 
     def close(self):
         """Release workers and placed data."""
