@@ -84,9 +84,9 @@ def _ascend(Xt, m_inv, y, cap, b, w, max_epochs, stop):
     epoch's largest violation in that direction leaves the sweeps (most duals sit at a
     bound: 0 beyond the margin, the cap inside it); once the kept ones meet the stopping
     rule, or improve tenfold on the last whole sweep, every dual is swept again, and the
-    rule is read on whole sweeps only, so the stop is the unshrunk rule's. The scalars are Python floats and each row's step
-    ``M^-1 xt_i`` is made once: a numpy scalar costs about a microsecond an operation,
-    most of an epoch on narrow rows."""
+    rule is read on whole sweeps only, so the stop is the unshrunk rule's. The scalars
+    are Python floats and each row's step ``M^-1 xt_i`` is made once: a numpy scalar
+    costs about a microsecond an operation, most of an epoch on narrow rows."""
     steps = Xt * m_inv
     Q = np.einsum("ij,ij->i", Xt, steps).tolist()
     y, b = y.tolist(), b.tolist()
