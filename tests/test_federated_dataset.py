@@ -397,3 +397,21 @@ def test_every_estimator_on_worker_processes_equals_the_array_fit(
     # workers set OMP_NUM_THREADS=1), so sums may round differently in the last bits
     np.testing.assert_allclose(_params(a), _params(b), rtol=1e-12, atol=1e-12)
     assert b.score(data) == pytest.approx(a.score(X, y), rel=1e-12)
+
+
+def test_scatter_onto_a_local_cluster_whose_workers_are_numbered(dask_client, cancer):
+    """A LocalCluster names its workers 0, 1, ...: scatter places the sites on them (Dask
+    read the name's text "0" as an address and refused), and a fit there is the array
+    fit; a placement naming no worker is a clear error."""
+    X, y = cancer
+    sites = np.array(SITES)[np.arange(len(y)) % 3]
+    data = FederatedDataset.from_arrays(X, y, sites)
+    scattered = data.scatter(dask_client)
+    assert scattered.resident
+    a = fit_quietly(FedLogisticRegression(solver="fedavg", max_rounds=4), X, y, clients=sites)
+    b = fit_quietly(FedLogisticRegression(solver="fedavg", max_rounds=4), scattered)
+    np.testing.assert_array_equal(_params(a), _params(b))
+    placed = data.scatter(dask_client, placement={s: 1 for s in SITES})
+    assert set(placed._backend.workers) == {1}
+    with pytest.raises(ValueError, match="placement names worker 'nowhere'"):
+        data.scatter(dask_client, placement={s: "nowhere" for s in SITES})

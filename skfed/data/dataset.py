@@ -588,11 +588,18 @@ class FederatedDataset:
             raise ValueError("this dataset is already on Dask workers.")
         client = client or distributed.get_client()
         info = client.scheduler_info(n_workers=-1)["workers"]
-        names = sorted(str(w.get("name", a)) for a, w in info.items())
+        # a worker by the text of its name: a LocalCluster names its workers 0, 1, ...,
+        # and Dask reads the text "0" as an address, so tasks go to the name itself
+        by_name = {str(w.get("name", a)): w.get("name", a) for a, w in info.items()}
+        names = sorted(by_name)
         placement = placement or {s: names[k % len(names)] for k, s in enumerate(self.sites)}
+        unknown = sorted({str(w) for w in placement.values()} - set(by_name))
+        if unknown:
+            raise ValueError(f"placement names worker {unknown[0]!r}, which is not in the "
+                             f"cluster; workers: {names!r}.")
         futures, workers = [], []
         for site, part in zip(self.sites, self._backend.parts):
-            worker = str(placement[site])
+            worker = by_name[str(placement[site])]
             futures.append(client.scatter(part, workers=[worker], hash=False))
             workers.append(worker)
         return FederatedDataset(_OnWorkers(client, futures, workers), self._descriptions,

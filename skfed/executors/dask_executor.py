@@ -315,10 +315,11 @@ class DaskExecutor(Executor):
             raise ValueError("a fit cannot mix site-resident and in-memory clients.")
         by_name = {name: addr for addr, name in self._workers().items()}
         for j, c in enumerate(self.clients):
-            if c.worker not in by_name:
+            name = str(c.worker)  # workers are known by their names' text (_workers)
+            if name not in by_name:
                 raise ClientFailureError(f"client {self.labels[j]!r}: its worker {c.worker!r} "
                                          "is not in the cluster (its rows cannot move).")
-            self._data[j], self._where[j], self._pins[j] = c.future, by_name[c.worker], c.worker
+            self._data[j], self._where[j], self._pins[j] = c.future, by_name[name], name
         from distributed import wait
 
         with self._client.as_current():  # wait() would otherwise use the default client
