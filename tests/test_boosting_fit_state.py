@@ -23,6 +23,15 @@ from .test_boosting_masked import assert_bitwise_same
 PARAMS = dict(max_iter=12, max_leaf_nodes=8, early_stopping=False, random_state=0)
 
 
+@pytest.fixture(autouse=True)
+def _one_pass_per_site(monkeypatch):
+    """The sites' protocol, one request per site as on Dask and at site services (in
+    process the rows' passes pool: tests/test_boosting_pooled.py)."""
+    from skfed.ensemble._fit import BoostingRun
+
+    monkeypatch.setattr(BoostingRun, "pools_sites", False)
+
+
 def _data(n=1500, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 5))

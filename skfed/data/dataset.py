@@ -189,6 +189,13 @@ class FederatedDataset:
     def resident(self):
         return self._backend.resident
 
+    def parts_in_this_process(self):
+        """Every site's rows (``SiteData``, in site order) where the sites are simulated
+        in this process, else ``None`` (rows on Dask workers or at site services): an
+        analysis may then compute a sum over the sites in one pass."""
+        backend = self._backend
+        return list(backend.parts) if isinstance(backend, _InProcess) else None
+
     @property
     def metadata(self):
         """Per site: rows, columns, dtype kinds and whether it has a target and weights."""

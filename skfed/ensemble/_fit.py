@@ -40,6 +40,7 @@ from ._grower import TreeReplay, grow_iteration, make_predictor
 from ._history import BoostingHistory
 from ._losses import QUANTILE_LOSSES, baseline_from_sums, make_loss
 from ._model_chain import ChainedModel, FitWire
+from ._pooled_sites import PooledSites
 from ._quantiles import QuantileRefit, pooled_quantile_baseline
 from ._site import (pack_nodes, site_histograms, site_loss, site_schema, site_sketch,
                     site_totals)
@@ -68,6 +69,11 @@ def union_levels(level_sets, *, as_float=True):
 
 class BoostingRun:
     """The server's side of one fit of ``estimator`` on ``dataset``."""
+
+    #: whether sites simulated in this process compute a round's histograms in one
+    #: pass over their rows (:mod:`._pooled_sites`); False: one pass per site, as on
+    #: Dask and at site services (tests and benchmarks compare the two)
+    pools_sites = True
 
     def __init__(self, estimator, dataset):
         self.est, self.dataset = estimator, dataset
@@ -127,6 +133,9 @@ class BoostingRun:
             self.val)
         # the requests that carry the fit's context and model name what the sites hold
         self.wire = FitWire(self.session)
+        # sites simulated here: the trees' sums in one pass over their rows
+        pooled = PooledSites.of(self.train, self.est.privacy) if self.pools_sites else None
+        self.sums = self.wire if pooled is None else pooled.over(self.wire)
         self.val_wire = None if self.val is None else FitWire(self.val_session)
 
     # -- 3: schema, context, totals ------------------------------------------
@@ -367,14 +376,14 @@ class BoostingRun:
             for leaf in leaves:
                 leaf.value *= est.learning_rate
         if self.context["loss"] in QUANTILE_LOSSES:
-            QuantileRefit(self.wire, self.context, model, est.learning_rate,
+            QuantileRefit(self.sums, self.context, model, est.learning_rate,
                           self.loss).refit(grown)
         trees = [make_predictor(root, est.bin_thresholds_, est.n_bins_non_missing_)
                  for root, _ in grown]
         return trees, fetch.n_histograms
 
     def _loss_of(self, model, session=None, context=None):
-        session = session or self.wire
+        session = session or self.sums
         reply = session.sum(site_loss, context or self.context, model, phase="monitor")
         return reply["loss"] / reply["weight"]
 
@@ -430,7 +439,7 @@ class _Fetcher:
         packed["with_loss"] = self.first and run.piggyback
         # masked, a cell costs its limbs and masks: only the cells a row can be in travel
         kept = packed["kept_cells"] = run.est.privacy is not None
-        reply = run.wire.sum(site_histograms, run.context, self.model, packed,
+        reply = run.sums.sum(site_histograms, run.context, self.model, packed,
                              phase="rounds")
         if packed["with_loss"]:
             run.train_losses.append(reply["loss"] / reply["weight"])

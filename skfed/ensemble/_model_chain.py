@@ -28,6 +28,7 @@ import secrets
 
 import numpy as np
 
+from ..federation.session import payload_nbytes
 from ._tree import pack_trees
 
 #: the rule of a site's refusal that means "I hold no such state": resend it whole
@@ -162,6 +163,18 @@ class FitWire:
 
     def per_site(self, fn, *args, phase, **kwargs):
         return self._exchange(self.session.per_site, fn, args, phase=phase, **kwargs)
+
+    def pooled_sum(self, pooled, fn, *args, phase):
+        """:meth:`sum`, computed by ``pooled`` (:class:`~._pooled_sites.PooledSites`) in
+        one pass over the sites' rows where they are all in this process; the ledger
+        is charged what the sites would have been sent (the messages are made, and
+        the sites counted as holding what they carry) and what each would reply (the
+        pooled reply's shape)."""
+        sent = self._arguments(args, whole=False)
+        total, site_reply_bytes = pooled.sum(fn, *args)
+        self.session.ledger.add(phase, self.session.n_sites * (payload_nbytes(sent)
+                                                               + site_reply_bytes))
+        return total
 
     def _exchange(self, send, fn, args, **kwargs):
         try:

@@ -30,7 +30,7 @@ from ..federation.combine import tree_combine
 from ..federation.whole_counts import on_partitions
 from ..federation.operations import SUMS, Arg, Refused, check_deadline, site_operation
 from ._histograms import _joined, _node_histograms
-from ._losses import loss_sums, row_bounds_of
+from ._losses import row_bounds_of
 from ._selection import SortedValues, count_below
 from ._model_chain import content_digest
 from ._site_continued import continued_histograms
@@ -405,7 +405,7 @@ def site_histograms(site, context, model, request):
     if hess is not None:
         out["hessians"] = _joined([s[1] for s in sums], np.float64)
     if request["with_loss"]:
-        out.update(loss_sums(prep.loss, prep.y, raw, prep.sw))
+        out.update(prep.loss_sums(raw))
     return out
 
 
@@ -421,7 +421,7 @@ site_histograms.continued = continued_histograms
 def site_loss(site, context, model):
     """``{"loss": sum w * loss, "weight": sum w}`` of the model on the site's rows."""
     _, prep, raw = resolve(site, context, model)
-    return loss_sums(prep.loss, prep.y, raw, prep.sw)
+    return prep.loss_sums(raw)
 
 
 # -- predictions and scores where the rows are -------------------------------

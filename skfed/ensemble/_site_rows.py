@@ -16,8 +16,9 @@ import numpy as np
 
 from .._messages import show
 from ..data.site import SiteError
+from ..federation.session import add_fields
 from ._fit_state import STORE, FitStateLost
-from ._losses import gradients, make_loss
+from ._losses import gradients, loss_sums, make_loss
 from ._model_chain import chain_start, content_digest, tree_digests
 from ._tree import in_bitset, split_rows, unpack_trees
 from ._wire import NAMING_KEYS, is_reference
@@ -214,6 +215,35 @@ class _Prepared:
                               quantile=context["quantile"], weighted=context["weighted"])
         self._root_counts = self._all_rows = self._every_feature = None
         self.ones = {}  # the shared vectors of ones this site's products use (_ones)
+        self.bounds = None  # where the rows pool several sites: each one's first row
+
+    @classmethod
+    def pooled(cls, parts):
+        """The prepared rows of several sites as one site's, in site order (each row's
+        bins, target and weight its own site's: the same numbers, computed there)."""
+        self = cls.__new__(cls)
+        first = parts[0]
+        self.binned = np.empty((sum(len(p.y) for p in parts), first.binned.shape[1]),
+                               dtype=first.binned.dtype, order="F")  # as bin_features'
+        np.concatenate([p.binned for p in parts], out=self.binned)
+        self.n_bins, self.loss = first.n_bins, first.loss
+        self.has_missing = np.logical_or.reduce([p.has_missing for p in parts])
+        self.has_missing_list = self.has_missing.tolist()
+        self.y = np.concatenate([p.y for p in parts])
+        self.sw = None if first.sw is None else np.concatenate([p.sw for p in parts])
+        self._root_counts = self._all_rows = self._every_feature = None
+        self.ones = {}
+        self.bounds = np.cumsum([0] + [len(p.y) for p in parts]).tolist()
+        return self
+
+    def loss_sums(self, raw):
+        """:func:`~._losses.loss_sums` of the rows at ``raw``; of pooled rows, each site's
+        added in site order (the server's sum of the sites' replies, bit for bit)."""
+        if self.bounds is None:
+            return loss_sums(self.loss, self.y, raw, self.sw)
+        return add_fields([loss_sums(self.loss, self.y[a:b], raw[a:b],
+                                     None if self.sw is None else self.sw[a:b])
+                           for a, b in zip(self.bounds[:-1], self.bounds[1:])])
 
     @functools.cached_property
     def cells(self):
@@ -243,10 +273,20 @@ class _Prepared:
         return self._root_counts
 
 
+class PooledSite:
+    """The sites of this process as one site: their rows one after the other, in site
+    order (:mod:`._pooled_sites`). A fit state keeps their prepared rows pooled."""
+
+    def __init__(self, parts):
+        self.parts, self.site, self.meta = list(parts), "the sites of this process", {}
+
+
 def prepared(site, state):
     """The site's rows for the state's context (built once per state)."""
     if "prepared" not in state:
-        state["prepared"] = _Prepared(site, state.context)
+        state["prepared"] = _Prepared.pooled(
+            [_Prepared(part, state.context) for part in site.parts]) \
+            if isinstance(site, PooledSite) else _Prepared(site, state.context)
     return state["prepared"]
 
 

@@ -1,0 +1,84 @@
+"""A boosting fit's node histograms in one pass where every site's rows are here.
+
+Sites simulated in this process (``fit(X, y, clients=...)``, a dataset of arrays)
+share its memory, so a round of node histograms need not be one pass per site and
+a sum: the same site function, run once on their rows pooled in site order
+(:class:`~._site_rows.PooledSite`), gives every cell's sum over all the rows
+(issue 37, item 6: one pass where the sites share a process). Each row's bins,
+raw prediction, gradient and hessian are the ones its site computes (elementwise,
+the same arithmetic), and the rows are the pooled rows of scikit-learn's
+reference, in its order.
+
+What differs from the sites' own passes is where a sum rounds: a cell adds the
+same terms one after the other across the site boundaries, where the sites' sums
+round at each site and the server's sum again. The two are equal wherever the
+sums are exact and within round-off elsewhere; the trees are scikit-learn's
+either way (tested, and ``benchmarks/bench_boosting.py --per-site`` compares
+them). The train losses a round carries are summed site by site and added in
+site order: the sites' numbers bit for bit. The ledger charges each round what
+every site would have been sent and would have replied (each reply has the
+pooled reply's shape), so ``history_`` reads the same bytes and rounds.
+
+Masked sums (each site masks its own reply) and rows elsewhere (Dask workers,
+site services) keep one pass per site.
+"""
+
+from ..federation.session import add_fields, payload_nbytes
+from ._model_chain import FitWire
+from ._site_rows import PooledSite
+
+
+class _OneSite:
+    """A session of one site, the pooled one: ``sum`` is its reply (as a sum) and the
+    reply's bytes."""
+
+    def __init__(self, site):
+        self.site = site
+
+    def sum(self, fn, *args, phase):
+        reply = fn(self.site, *args)
+        return add_fields([reply]), payload_nbytes(reply)
+
+
+class PooledSites:
+    """The sites of a dataset held in this process, as one site for a fit's sums.
+
+    Parameters
+    ----------
+    parts : list of SiteData
+        The sites' rows, in site order.
+    """
+
+    def __init__(self, parts):
+        self.site = PooledSite(parts)
+        # the pooled site's own fit state, named by its own wire (its context and
+        # model travel as references once it holds them, as a site's do)
+        self.wire = FitWire(_OneSite(self.site))
+
+    @classmethod
+    def of(cls, dataset, privacy):
+        """The pooled sites of ``dataset``, or None: masked sums and rows elsewhere
+        (or a single site) keep one pass per site."""
+        parts = dataset.parts_in_this_process()
+        if privacy is not None or parts is None or len(parts) < 2:
+            return None
+        return cls(parts)
+
+    def sum(self, fn, *args):
+        """``(the sum of fn's replies over the sites, the bytes of one site's reply)``."""
+        return self.wire.sum(fn, *args, phase="rounds")
+
+    def over(self, wire):
+        """The fit's sums over ``wire``'s sites, computed here (:class:`PooledSums`)."""
+        return PooledSums(wire, self)
+
+
+class PooledSums:
+    """A fit wire's :meth:`sum`, computed by the pooled sites: the numbers of one pass,
+    the wire's messages and ledger (:meth:`~._model_chain.FitWire.pooled_sum`)."""
+
+    def __init__(self, wire, pooled):
+        self.wire, self.pooled = wire, pooled
+
+    def sum(self, fn, *args, phase):
+        return self.wire.pooled_sum(self.pooled, fn, *args, phase=phase)
