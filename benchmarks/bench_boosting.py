@@ -11,6 +11,11 @@ Prints the median fit times and their ratio, rounds and bytes per tree
 histograms per tree, the largest difference of predicted probabilities and of
 leaf values, and whether every tree is scikit-learn's node for node.
 
+In process the sites' rows share the process: a round's histograms are one pass
+over their rows pooled in site order (skfed/ensemble/_pooled_sites.py), the
+ledger charging the per-site messages. ``--per-site`` also times the fit with one
+pass per site, as on Dask and at site services, and checks its trees and history.
+
 Part 2, what the pooled-equal model is worth on heterogeneous sites (split by
 the quantiles of one feature, one site per slice): test AUC of the federated
 model against each site's own scikit-learn model (mean and range of their AUCs
@@ -19,7 +24,8 @@ probabilities (what bagging peers do). One run: no goal rides on its time.
 
 Part 3, secure aggregation: the same fit with ``privacy=SecureAggregation()``
 (every sum masked at the sites in exact integer limbs), ``--repeat`` times
-interleaved with the plain federated fit: median fit time and the trees'
+interleaved with the plain federated fit of one pass per site (a masked sum masks
+each site's own reply: the same protocol without the masks): median fit time and the trees'
 bytes (history_, setup excluded, as issue 37's 4.4x) against the plain fit's,
 setup rounds, and whether the trees are the plain fit's bit for bit. Then the
 floors no exact masking beats here: in time, the plain fit plus the sites' pairwise
@@ -35,7 +41,7 @@ the plain fit for the masked one), the ratio, the goal and whether it is met
 
 Run: python benchmarks/bench_boosting.py [--rows 20000 --features 20 --sites 4
 --trees 100] [--repeat 5] [--threads 1] [--large] [--skip-value] [--skip-masked]
-[--discrete N]
+[--per-site] [--discrete N]
 
 ``--discrete N``: the last N features are integer codes of few values (2 to 20,
 binary and ordinal columns as tabular records hold them). A masked sum sends the
@@ -157,14 +163,24 @@ def same_model(args):
     order = np.argsort(site, kind="stable")
     Xo, yo = X[order], y[order]  # the pooled rows in the sites' order: the same bins
     params = dict(max_iter=args.trees, early_stopping=False, random_state=0)
-    t = measure({
+    fits = {
         "federated": lambda: FedHistGradientBoostingClassifier(**params).fit(
             X, y, clients=site),
-        "scikit-learn": lambda: HistGradientBoostingClassifier(**params).fit(Xo, yo),
-    }, args.repeat)
+        "scikit-learn": lambda: HistGradientBoostingClassifier(**params).fit(Xo, yo)}
+    if args.per_site:
+        fits["one pass per site"] = lambda: _per_site(
+            lambda: FedHistGradientBoostingClassifier(**params).fit(X, y, clients=site))
+    t = measure(fits, args.repeat)
     fed, ref = t["federated"].result, t["scikit-learn"].result
     same = same_trees(fed, ref)
     report_same_model(args, t, X, same)
+    if args.per_site:
+        other = t["one pass per site"]
+        print(f"  one pass per site (as on Dask and at site services): {other.median:.2f} s, "
+              f"{other.median / t['scikit-learn'].median:.2f}x scikit-learn's; its trees "
+              f"scikit-learn's node for node: {same_trees(other.result, ref)}, the history's "
+              f"rounds and bytes the pooled fit's: "
+              f"{_same_ledger(other.result.history_, fed.history_)}")
     if size(args) == ISSUE_SIZE and not args.discrete:
         today = "12.5x (7.0 s vs 0.56 s)"
     elif size(args) == LARGE_SIZE and not args.discrete:
@@ -175,6 +191,23 @@ def same_model(args):
                 f"{args.sites} sites, {args.trees} trees", today, t["federated"], t["scikit-learn"],
                 "scikit-learn's pooled fit", 1.3 if args.rows >= LARGE_SIZE[0] else 3.0,
                 holds=same, condition="the same trees")
+
+
+def _per_site(fit):
+    """``fit()`` with one histogram pass per site (as on Dask and at site services), not
+    one pass over the sites' pooled rows (the default in process)."""
+    from skfed.ensemble._fit import BoostingRun
+
+    BoostingRun.pools_sites = False
+    try:
+        return fit()
+    finally:
+        BoostingRun.pools_sites = True
+
+
+def _same_ledger(a, b):
+    return all(np.array_equal(a[f], b[f]) for f in ("rounds", "bytes", "histograms")) and \
+        a.setup_bytes == b.setup_bytes
 
 
 def report_same_model(args, t, X, same):
@@ -214,8 +247,9 @@ def masked_cost(args):
     X, y, rng = make_problem(args.rows, args.features, discrete=args.discrete)
     site = rng.integers(0, args.sites, args.rows)
     params = dict(max_iter=args.trees, early_stopping=False, random_state=0)
-    t = measure({
-        "plain": lambda: FedHistGradientBoostingClassifier(**params).fit(X, y, clients=site),
+    t = measure({  # the plain fit as the masked one runs: one pass per site
+        "plain": lambda: _per_site(lambda: FedHistGradientBoostingClassifier(**params).fit(
+            X, y, clients=site)),
         "masked": lambda: FedHistGradientBoostingClassifier(
             **params, privacy=SecureAggregation()).fit(X, y, clients=site),
     }, args.repeat)
@@ -355,6 +389,9 @@ def main():
                         help="no heterogeneous-sites comparison (part 2)")
     parser.add_argument("--skip-masked", action="store_true",
                         help="no secure-aggregation measurement (part 3)")
+    parser.add_argument("--per-site", action="store_true",
+                        help="also time the fit with one histogram pass per site (as on "
+                             "Dask and at site services; in process the sites' rows pool)")
     parser.add_argument("--discrete", type=int, default=0, metavar="N",
                         help="the last N features integer codes of 2 to 20 values (a "
                              "masked sum then sends a node's cells a row can be in only)")
