@@ -188,7 +188,8 @@ def same_model(args):
     else:
         today = "- (not the issue's problem)"
     return Goal(f"boosting in process, {args.rows:,} x {args.features}{_discrete(args)}, "
-                f"{args.sites} sites, {args.trees} trees", today, t["federated"], t["scikit-learn"],
+                f"{args.sites} sites, {args.trees} trees", today, t["federated"],
+                t["scikit-learn"],
                 "scikit-learn's pooled fit", 1.3 if args.rows >= LARGE_SIZE[0] else 3.0,
                 holds=same, condition="the same trees")
 
