@@ -12,9 +12,9 @@ reference, in its order.
 What differs from the sites' own passes is where a sum rounds: a cell adds the
 same terms one after the other across the site boundaries, where the sites' sums
 round at each site and the server's sum again. The two are equal wherever the
-sums are exact and within round-off elsewhere; the trees are scikit-learn's
-either way (tested, and ``benchmarks/bench_boosting.py --per-site`` compares
-them). The train losses a round carries are summed site by site and added in
+sums are exact and within round-off elsewhere, where a split's gain tie within
+an ulp could go the other way (the tests and ``benchmarks/bench_boosting.py
+--per-site`` find the same trees both ways). The train losses a round carries are summed site by site and added in
 site order: the sites' numbers bit for bit. The ledger charges each round what
 every site would have been sent and would have replied (each reply has the
 pooled reply's shape), so ``history_`` reads the same bytes and rounds.
