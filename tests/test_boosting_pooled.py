@@ -158,3 +158,24 @@ def test_a_pooled_state_lost_mid_fit_is_rebuilt_and_the_trees_do_not_change(monk
     assert len(seen) > 30
     assert_same_model(fitted, expected)
     np.testing.assert_array_equal(fitted.predict_proba(X), expected.predict_proba(X))
+
+
+@pytest.mark.parametrize("options", [
+    dict(categorical_features="from_dtype"), dict(interaction_cst=[[0, 1], [2, 3]]),
+    dict(max_features=0.5), dict(class_weight="balanced")])
+def test_pooled_fit_with_categories_constraints_draws_and_class_weights(monkeypatch,
+                                                                       options):
+    """Node requests over a subset of features, categorical splits (bitsets) and class
+    weights (applied by each site to its own rows) pool as the plain case does."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    frame = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                          "c": pd.Categorical(rng.choice(list("xyzw"), size=n)),
+                          "d": rng.integers(0, 5, n).astype(float)})
+    y = (frame.a + (frame.c == "x") + rng.normal(size=n) > 0.8).astype(int)
+    site = rng.integers(0, 3, n)
+    pooled, per_site = _fit_both(monkeypatch, lambda: FedHistGradientBoostingClassifier(
+        max_iter=8, early_stopping=False, random_state=0, **options), frame, y, site)
+    assert_same_model(pooled, per_site)
