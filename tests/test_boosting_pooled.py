@@ -43,13 +43,13 @@ class _Spy:
     """Counts the pooled sums a fit ran."""
 
     def __init__(self, monkeypatch):
-        self.calls, original = 0, PooledSites.sum
+        self.calls, original = 0, PooledSites.reply
 
         def counted(pooled, fn, *args):
             self.calls += 1
             return original(pooled, fn, *args)
 
-        monkeypatch.setattr(PooledSites, "sum", counted)
+        monkeypatch.setattr(PooledSites, "reply", counted)
 
 
 def _fit_both(monkeypatch, make, X, y, site, **fit_params):
@@ -145,7 +145,7 @@ def test_a_pooled_state_lost_mid_fit_is_rebuilt_and_the_trees_do_not_change(monk
                                                  random_state=0)
 
     expected = make().fit(X, y, clients=site)
-    original, seen = PooledSites.sum, []
+    original, seen = PooledSites.reply, []
 
     def dropping(pooled, fn, *args):
         seen.append(1)
@@ -153,7 +153,7 @@ def test_a_pooled_state_lost_mid_fit_is_rebuilt_and_the_trees_do_not_change(monk
             STORE.states.clear()
         return original(pooled, fn, *args)
 
-    monkeypatch.setattr(PooledSites, "sum", dropping)
+    monkeypatch.setattr(PooledSites, "reply", dropping)
     fitted = make().fit(X, y, clients=site)
     assert len(seen) > 30
     assert_same_model(fitted, expected)

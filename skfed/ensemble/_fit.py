@@ -134,8 +134,9 @@ class BoostingRun:
         # the requests that carry the fit's context and model name what the sites hold
         self.wire = FitWire(self.session)
         # sites simulated here: the trees' sums in one pass over their rows
-        pooled = PooledSites.of(self.train, self.est.privacy) if self.pools_sites else None
-        self.sums = self.wire if pooled is None else pooled.over(self.wire)
+        pooled = PooledSites.of(self.train, self.est.privacy, self.wire) \
+            if self.pools_sites else None
+        self.sums = self.wire if pooled is None else pooled
         self.val_wire = None if self.val is None else FitWire(self.val_session)
 
     # -- 3: schema, context, totals ------------------------------------------

@@ -171,7 +171,7 @@ class FitWire:
         the sites counted as holding what they carry) and what each would reply (the
         pooled reply's shape)."""
         sent = self._arguments(args, whole=False)
-        total, site_reply_bytes = pooled.sum(fn, *args)
+        total, site_reply_bytes = pooled.reply(fn, *args)
         self.session.ledger.add(phase, self.session.n_sites * (payload_nbytes(sent)
                                                                + site_reply_bytes))
         return total

@@ -14,8 +14,8 @@ same terms one after the other across the site boundaries, where the sites' sums
 round at each site and the server's sum again. The two are equal wherever the
 sums are exact and within round-off elsewhere, where a split's gain tie within
 an ulp could go the other way (the tests and ``benchmarks/bench_boosting.py
---per-site`` find the same trees both ways). The train losses a round carries are summed site by site and added in
-site order: the sites' numbers bit for bit. The ledger charges each round what
+--per-site`` find the same trees both ways). The train losses a round carries
+are summed site by site and added in site order: the sites' numbers bit for bit. The ledger charges each round what
 every site would have been sent and would have replied (each reply has the
 pooled reply's shape), so ``history_`` reads the same bytes and rounds.
 
@@ -47,38 +47,30 @@ class PooledSites:
     ----------
     parts : list of SiteData
         The sites' rows, in site order.
+    wire : FitWire
+        The fit's wire to the sites: its messages and ledger stand for the sums.
     """
 
-    def __init__(self, parts):
-        self.site = PooledSite(parts)
+    def __init__(self, parts, wire):
+        self.site, self.fit_wire = PooledSite(parts), wire
         # the pooled site's own fit state, named by its own wire (its context and
         # model travel as references once it holds them, as a site's do)
         self.wire = FitWire(_OneSite(self.site))
 
     @classmethod
-    def of(cls, dataset, privacy):
-        """The pooled sites of ``dataset``, or None: masked sums and rows elsewhere
-        (or a single site) keep one pass per site."""
+    def of(cls, dataset, privacy, wire):
+        """The pooled sites of ``dataset`` behind ``wire``, or None: masked sums and
+        rows elsewhere (or a single site) keep one pass per site."""
         parts = dataset.parts_in_this_process()
         if privacy is not None or parts is None or len(parts) < 2:
             return None
-        return cls(parts)
-
-    def sum(self, fn, *args):
-        """``(the sum of fn's replies over the sites, the bytes of one site's reply)``."""
-        return self.wire.sum(fn, *args, phase="rounds")
-
-    def over(self, wire):
-        """The fit's sums over ``wire``'s sites, computed here (:class:`PooledSums`)."""
-        return PooledSums(wire, self)
-
-
-class PooledSums:
-    """A fit wire's :meth:`sum`, computed by the pooled sites: the numbers of one pass,
-    the wire's messages and ledger (:meth:`~._model_chain.FitWire.pooled_sum`)."""
-
-    def __init__(self, wire, pooled):
-        self.wire, self.pooled = wire, pooled
+        return cls(parts, wire)
 
     def sum(self, fn, *args, phase):
-        return self.wire.pooled_sum(self.pooled, fn, *args, phase=phase)
+        """The fit wire's :meth:`~._model_chain.FitWire.sum`, computed here in one pass:
+        the numbers of the pooled rows, the wire's messages and ledger."""
+        return self.fit_wire.pooled_sum(self, fn, *args, phase=phase)
+
+    def reply(self, fn, *args):
+        """``(the sum of fn's replies over the sites, the bytes of one site's reply)``."""
+        return self.wire.sum(fn, *args, phase="rounds")

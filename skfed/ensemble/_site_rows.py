@@ -222,8 +222,8 @@ class _Prepared:
         """The prepared rows of several sites as one site's, in site order (each row's
         bins, target and weight its own site's: the same numbers, computed there)."""
         self = cls.__new__(cls)
-        first = parts[0]
-        self.binned = np.empty((sum(len(p.y) for p in parts), first.binned.shape[1]),
+        first, sizes = parts[0], [len(p.y) for p in parts]
+        self.binned = np.empty((sum(sizes), first.binned.shape[1]),
                                dtype=first.binned.dtype, order="F")  # as bin_features'
         np.concatenate([p.binned for p in parts], out=self.binned)
         self.n_bins, self.loss = first.n_bins, first.loss
@@ -233,7 +233,7 @@ class _Prepared:
         self.sw = None if first.sw is None else np.concatenate([p.sw for p in parts])
         self._root_counts = self._all_rows = self._every_feature = None
         self.ones = {}
-        self.bounds = np.cumsum([0] + [len(p.y) for p in parts]).tolist()
+        self.bounds = [0, *accumulate(sizes)]
         return self
 
     def loss_sums(self, raw):
