@@ -15,9 +15,10 @@ round at each site and the server's sum again. The two are equal wherever the
 sums are exact and within round-off elsewhere, where a split's gain tie within
 an ulp could go the other way (the tests and ``benchmarks/bench_boosting.py
 --per-site`` find the same trees both ways). The train losses a round carries
-are summed site by site and added in site order: the sites' numbers bit for bit. The ledger charges each round what
-every site would have been sent and would have replied (each reply has the
-pooled reply's shape), so ``history_`` reads the same bytes and rounds.
+are summed site by site and added in site order: the sites' numbers bit for bit.
+The ledger charges each round what every site would have been sent and would have
+replied (each reply has the pooled reply's shape), so ``history_`` reads the same
+bytes and rounds.
 
 Masked sums (each site masks its own reply) and rows elsewhere (Dask workers,
 site services) keep one pass per site.
