@@ -1,4 +1,12 @@
-"""scikit-learn's estimator checks over every estimator and every solver valid for it."""
+"""scikit-learn's estimator checks over every estimator and every solver valid for it.
+
+The default run checks every estimator with its default solver (and Newton's) and
+every iterative solver once, on the first estimator configured for it; the whole
+matrix (every estimator x every solver valid for it, about 8 minutes of test time on
+two cores) runs with the long runs (``pytest -m slow``, the second step of CI). A
+solver's API behaviour (weights, dtypes, refits) is the solver's, whatever the
+estimator it serves; the oracle tests fit every pair in the default run.
+"""
 
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -117,7 +125,39 @@ def _expected_failed_checks(estimator):
     return {}
 
 
+def _split_by_run(estimators):
+    """``(default run, slow run)``: each estimator with its default solver or Newton,
+    and the first configuration of each other solver, run by default; the rest slow."""
+    default, slow, seen = [], [], set()
+    for estimator in estimators:
+        solver = estimator.get_params().get("solver", "auto")
+        if solver in ("auto", "newton") or solver not in seen:
+            default.append(estimator)
+            seen.add(solver)
+        else:
+            slow.append(estimator)
+    return default, slow
+
+
+_DEFAULT_RUN, _SLOW_RUN = _split_by_run(_estimators())
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@parametrize_with_checks(_estimators(), expected_failed_checks=_expected_failed_checks)
+@parametrize_with_checks(_DEFAULT_RUN, expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@parametrize_with_checks(_SLOW_RUN, expected_failed_checks=_expected_failed_checks)
+def test_sklearn_compatible_every_solver(estimator, check):
+    check(estimator)
+
+
+def test_the_two_runs_check_every_configuration_once():
+    default, slow = _split_by_run(_estimators())
+    assert len(default) + len(slow) == len(_estimators())
+    solvers = {e.get_params().get("solver", "auto") for e in default}
+    assert set(SOLVERS) - {"feddualavg"} <= solvers | {"newton"}
+    assert {type(e) for e in default} == {type(e) for e in _estimators()}
