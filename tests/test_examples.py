@@ -1,4 +1,9 @@
-"""Every example script runs (so the gallery cannot rot)."""
+"""Every example script runs (so the gallery cannot rot).
+
+The gallery's longest examples (over ten seconds each on two cores) run with the long
+runs (``pytest -m slow``); the documentation build executes every gallery example as
+well (``make -C docs html``, CI's third step).
+"""
 
 import pathlib
 import runpy
@@ -9,9 +14,14 @@ import pytest
 matplotlib.use("Agg")
 
 EXAMPLES = sorted((pathlib.Path(__file__).parents[1] / "examples").glob("*.py"))
+#: the gallery examples of 10-25 s each (two thirds of this file's time)
+LONG = {"plot_fco_sparse_recovery.py", "plot_afedpd_participation.py",
+        "plot_local_gecl_heterogeneity.py", "plot_fedmls_svm.py"}
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [
+    pytest.param(path, marks=pytest.mark.slow) if path.name in LONG else path
+    for path in EXAMPLES], ids=lambda p: p.name)
 def test_example_runs(path, monkeypatch):
     import matplotlib.pyplot as plt
 
@@ -30,3 +40,8 @@ def test_docstring_examples(module_name):
     module = importlib.import_module(module_name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_long_examples_are_there():
+    # a renamed example must not leave the default run unnoticed
+    assert LONG <= {path.name for path in EXAMPLES}
