@@ -148,16 +148,22 @@ def test_hinge_subgradient_and_scale():
 
 
 @pytest.mark.parametrize("data", ["near separable", "random labels far from 0"])
-def test_hinge_local_dual_solve_meets_the_kkt_conditions(data):
+@pytest.mark.parametrize("products", ["Python floats", "numpy"])
+def test_hinge_local_dual_solve_meets_the_kkt_conditions(data, products, monkeypatch):
     """The hinge local problem solved by dual coordinate ascent (with shrinking: duals
     held at a bound leave the sweeps, and the stop is read on a sweep of them all):
     theta = M^-1 (l + sum beta_i y_i xt_i), beta_i = 0 where the margin exceeds 1,
     = c_i where it is below. Random labels on rows far from the origin (as
     scikit-learn's checks draw them) put most duals at the cap and make the dual
-    ill-conditioned: the case where shrinking matters most."""
+    ill-conditioned: the case where shrinking matters most. The rows' products on
+    Python floats (narrow rows) and in numpy (wide ones) alike."""
     from types import SimpleNamespace
 
+    from skfed.local import sdca
     from skfed.local.sdca import solve_hinge_dual
+
+    # the rows are 4 wide (3 features and the intercept): at the width's bound, and past it
+    monkeypatch.setattr(sdca, "_PYTHON_WIDTH", 4 if products == "Python floats" else 3)
 
     rng = np.random.default_rng(0)
     X, sw = rng.standard_normal((25, 3)), rng.random(25) + 0.5
