@@ -78,8 +78,9 @@ _RECHECK = 0.1
 
 
 #: the widest rows (features and intercept) whose products run on Python floats: a numpy
-#: call costs about a microsecond, more than a few Python multiplications (measured on
-#: DualFL hinge fits: 2.1x faster at 3 columns, 1.5-1.6x at 6-21, even at 31)
+#: call costs about a microsecond, more than a few Python multiplications (DualFL hinge
+#: fits, benchmarks/bench_hinge_dual.py: 1.9-2.7x faster at 3-6 columns, 1.0-1.9x at
+#: 11-21, 0.94-1.20x at 31 in five runs, 0.73-0.83x at 46)
 _PYTHON_WIDTH = 24
 
 
