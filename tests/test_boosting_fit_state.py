@@ -161,6 +161,18 @@ def test_a_chained_model_packs_what_the_fit_grew(reference):
         np.testing.assert_array_equal(whole["trees"][key], value)
 
 
+def test_kept_rows_go_from_the_analyst_who_keeps_the_most():
+    """The kept rows to drop: the least recently used of the analyst keeping the most
+    references (among equals, the least recently used of all)."""
+    from skfed.sites.rows import _kept_to_evict
+
+    kept = dict.fromkeys([("a", "1"), ("b", "1"), ("b", "2"), ("c", "1"), ("b", "3")])
+    assert _kept_to_evict(kept) == ("b", "1")
+    assert _kept_to_evict(dict.fromkeys([("a", "1"), ("c", "1"), ("b", "1")])) == ("a", "1")
+    assert _kept_to_evict(dict.fromkeys([("a", "1"), ("c", "1"), ("c", "2"), ("a", "2")])) \
+        == ("a", "1")
+
+
 # -- at site services ----------------------------------------------------------------------
 def _free_port():
     with socket.socket() as s:
@@ -239,9 +251,12 @@ def test_a_site_restarted_mid_fit_gives_the_same_trees(tmp_path, monkeypatch):
 
 def test_another_analysts_digest_is_refused_at_a_service(tmp_path):
     """Analyst B names, through a raw connection, the fit and digest analyst A's requests
-    built at the same site: refused (rule ``fit_state``), nothing computed for B."""
+    built at the same site: refused (rule ``fit_state``), nothing computed for B. Nor can
+    B end A's state by working on other rows: B's fits on as many other dataset
+    references as the site keeps rows for evict B's own kept rows, not A's."""
     pytest.importorskip("grpc")
     from skfed.sites import SiteRefusal
+    from skfed.sites.rows import KEPT_REFERENCES
     from skfed.sites.transport import SiteConnection
 
     from ._sites import SITES, services_of
@@ -283,6 +298,12 @@ def test_another_analysts_digest_is_refused_at_a_service(tmp_path):
             with pytest.raises(SiteRefusal, match="whole model extends no digest"):
                 a.call("boosting.loss", dataset=dataset, context=context,
                        model=dict(whole, extends=digest))
+            for k in range(KEPT_REFERENCES + 1):  # B's fits, each on rows of its own
+                other = dict(dataset, drop=["label", f"no-such-column-{k}"])
+                b.call("boosting.loss", dataset=other, model=whole,
+                       context=dict(model._context, fit=f"{k:032x}", name="b" * 64))
+            assert a.call("boosting.loss", dataset=dataset, context=reference,
+                          model=delta) == own  # A's rows and state still kept
         finally:
             a.close()
             b.close()

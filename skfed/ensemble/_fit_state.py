@@ -16,7 +16,8 @@ It is capped: a fit's state above the site's ``fit_state_mb`` is refused (rule
 more than :data:`MAX_STATES_PER_ANALYST` of them, are evicted oldest first (the
 partitions of one request's rows on an engine count as one state, all of them kept
 while one is in use). The state of a dataset's rows goes with those rows (a site
-service drops rows it no longer keeps); one request at a time builds a state's rows
+service drops rows it no longer keeps: the oldest of the analyst keeping the most,
+:meth:`skfed.sites.rows.SiteRows.kept`); one request at a time builds a state's rows
 and model (two requests after an eviction would add the trees twice). None of it
 changes an answer: a request computes the same sums from a state as from the whole
 model.

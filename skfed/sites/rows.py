@@ -39,7 +39,8 @@ _LOG = logging.getLogger("skfed.site")
 #: the keys of a dataset reference, and the most row steps it may carry
 REFERENCE_KEYS = {"name", "target", "sample_weight", "offset", "drop", "steps", "holdout"}
 MAX_STEPS = 64
-#: dataset references whose rows a site keeps between requests (a boosting fit's)
+#: dataset references whose rows a site keeps between requests (a boosting fit's), all
+#: analysts together (:meth:`SiteRows.kept` says which goes first)
 KEPT_REFERENCES = 4
 
 
@@ -272,8 +273,19 @@ class SiteRows:
         with self._lock:
             self._kept[key] = value
             while len(self._kept) > KEPT_REFERENCES:
-                self._kept.popitem(last=False)
+                del self._kept[_kept_to_evict(self._kept)]
         return value
+
+
+def _kept_to_evict(kept):
+    """The key of the kept rows to drop (``kept``: ordered from the least recently used):
+    the oldest of the analyst who keeps the most references. So an analyst's requests
+    on new references evict that analyst's own older rows (and the fit states kept with
+    them) before those of an analyst who keeps fewer: no analyst ends another's fit
+    state by asking for other rows."""
+    counts = collections.Counter(analyst for analyst, _ in kept)
+    most = max(counts.values())
+    return next(key for key in kept if counts[key[0]] == most)
 
 
 def _mask(row_ids, n):
