@@ -256,7 +256,7 @@ def test_another_analysts_digest_is_refused_at_a_service(tmp_path):
     references as the site keeps rows for evict B's own kept rows, not A's."""
     pytest.importorskip("grpc")
     from skfed.sites import SiteRefusal
-    from skfed.sites.rows import KEPT_REFERENCES
+    from skfed.sites.policy import Policy
     from skfed.sites.transport import SiteConnection
 
     from ._sites import SITES, services_of
@@ -298,7 +298,7 @@ def test_another_analysts_digest_is_refused_at_a_service(tmp_path):
             with pytest.raises(SiteRefusal, match="whole model extends no digest"):
                 a.call("boosting.loss", dataset=dataset, context=context,
                        model=dict(whole, extends=digest))
-            for k in range(KEPT_REFERENCES + 1):  # B's fits, each on rows of its own
+            for k in range(Policy.kept_datasets + 1):  # B's fits, each on rows of its own
                 other = dict(dataset, drop=["label", f"no-such-column-{k}"])
                 b.call("boosting.loss", dataset=other, model=whole,
                        context=dict(model._context, fit=f"{k:032x}", name="b" * 64))

@@ -217,3 +217,30 @@ def test_the_release_rules_keys_are_read(write):
     assert set(default.finer_sums) == {"fit.cox_baseline", "fit.risk_sets",
                                        "survival.schoenfeld_sums"}
     assert default.max_local_iterations == 10_000 and default.max_request_seconds == 100
+
+
+def test_the_kept_datasets_key_bounds_the_rows_a_site_keeps(write):
+    """``kept_datasets``: the dataset references whose rows (and boosting fits' states)
+    the site keeps between requests, all analysts together; four unless it says."""
+    from skfed.sites.rows import SiteRows
+
+    assert load_config(write()).policy.kept_datasets == 4
+    for bad in ("kept_datasets = 0", "kept_datasets = 1.5"):
+        _, problems = check_config(write(policy=bad))
+        assert any("kept_datasets must be an integer >= 1" in p for p in problems), problems
+    rows = SiteRows(load_config(write(policy="kept_datasets = 2")))
+    for analyst, drop in [("a", "x"), ("b", "x"), ("b", "y"), ("a", "y")]:
+        rows.kept(analyst, {"name": "visits", "drop": [drop]}, lambda: (analyst, drop))
+    assert list(rows._kept.values()) == [("b", "y"), ("a", "y")]
+
+
+def test_the_officers_page_lists_every_policy_key():
+    """``docs/data-officers.md`` has a row for every key ``[policy]`` takes."""
+    import pathlib
+    import re
+
+    from skfed.sites.policy import POLICY_KEYS
+
+    page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "data-officers.md"
+    rows = set(re.findall(r"^\| `([a-z_]+)` \|", page.read_text(), re.MULTILINE))
+    assert set(POLICY_KEYS) <= rows, sorted(set(POLICY_KEYS) - rows)

@@ -65,7 +65,8 @@ POLICY_KEYS = ("analysts", "operations", "solvers", "losses", "min_rows", "min_l
                "max_parameters_per_row", "require", "min_sites", "epsilon_budget", "max_delta",
                "min_noise_multiplier", "allow_exact_quantiles", "allow_event_times",
                "max_local_iterations", "max_request_seconds", "dominance", "consortium",
-               "finer_sums", "formulas", "fit_state_mb", "analyst_state_mb")
+               "finer_sums", "formulas", "fit_state_mb", "analyst_state_mb",
+               "kept_datasets")
 #: every table of a site's configuration and the keys it takes ([datasets] and [access]:
 #: those of each [datasets.<name>] and [access.<analyst>]); anything else stops the service
 TABLES = {"site": ("name", "listen", "relay"), "tls": ("ca", "cert", "key"),
@@ -226,6 +227,10 @@ class Policy:
         The most memory (MB) the states of one analyst's fits may hold together;
         past it the oldest state is evicted first (the analyst's next request on it
         resends its model once).
+    kept_datasets : int
+        The dataset references (an analyst's dataset, with its row steps) whose rows
+        the site keeps between requests, all analysts together, with their fits'
+        states; past it the oldest rows of the analyst keeping the most go first.
     access : dict
         ``[access.<analyst>]`` tables: the datasets and operations one
         analyst may use (narrowing ``operations``; an analyst with no table
@@ -256,6 +261,9 @@ class Policy:
     formulas: str = "closed"
     fit_state_mb: float = DEFAULT_FIT_STATE_MB
     analyst_state_mb: float = DEFAULT_ANALYST_STATE_MB
+    #: one analyst's boosting fits on a few row sets at once (a training and a held-out
+    #: part), or four analysts' fits side by side
+    kept_datasets: int = 4
     #: per analyst: {"datasets": (...), "operations": (...)} narrowing the rest
     access: dict = field(default_factory=dict)
 
@@ -353,7 +361,8 @@ _NUMBERS = {"min_rows": (True, 1), "min_level_count": (True, 1),
             "epsilon_budget": (False, 0), "max_delta": (False, 0),
             "min_noise_multiplier": (False, 0), "max_local_iterations": (True, 1),
             "max_request_seconds": (False, 1), "dominance": (False, 0.5),
-            "fit_state_mb": (False, 1), "analyst_state_mb": (False, 1)}
+            "fit_state_mb": (False, 1), "analyst_state_mb": (False, 1),
+            "kept_datasets": (True, 1)}
 
 
 def _policy_names(raw, problems):

@@ -39,9 +39,6 @@ _LOG = logging.getLogger("skfed.site")
 #: the keys of a dataset reference, and the most row steps it may carry
 REFERENCE_KEYS = {"name", "target", "sample_weight", "offset", "drop", "steps", "holdout"}
 MAX_STEPS = 64
-#: dataset references whose rows a site keeps between requests (a boosting fit's), all
-#: analysts together (:meth:`SiteRows.kept` says which goes first)
-KEPT_REFERENCES = 4
 
 
 def _reference_problem(reference):
@@ -262,8 +259,10 @@ class SiteRows:
         self.record(conf).admit(masks)
 
     def kept(self, analyst, reference, build):
-        """The rows of ``reference`` kept between one analyst's requests (the last few),
-        else ``build()`` (whose result is kept)."""
+        """The rows of ``reference`` kept between one analyst's requests, else
+        ``build()`` (whose result is kept): the last ``kept_datasets`` references of all
+        analysts (the policy's), the oldest of the analyst keeping the most going first
+        (:func:`_kept_to_evict`)."""
         key = (analyst, hashlib.sha256(encode(reference)).hexdigest())
         with self._lock:
             if key in self._kept:
@@ -272,7 +271,7 @@ class SiteRows:
         value = build()
         with self._lock:
             self._kept[key] = value
-            while len(self._kept) > KEPT_REFERENCES:
+            while len(self._kept) > self.policy.kept_datasets:
                 del self._kept[_kept_to_evict(self._kept)]
         return value
 
