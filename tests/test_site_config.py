@@ -161,6 +161,8 @@ def test_check_describes_a_good_configuration(write, capsys):
     assert "site 'hospital-a'" in out and "min_rows = 20" in out
     assert "solvers: none" in out and "require: secure_aggregation" in out
     assert "analyst analyst: datasets all; operations none" in out
+    assert "the rows of kept_datasets = 4 dataset references (all analysts), fit states " \
+        "of fit_state_mb = 2048 MB a fit and analyst_state_mb = 4096 MB an analyst" in out
 
 
 def test_serve_stops_on_an_unknown_table(write):

@@ -101,6 +101,9 @@ def describe_config(config):
              f"formulas: {p.formulas}",
              f"work: max_local_iterations = {p.max_local_iterations}, max_request_seconds = "
              f"{p.max_request_seconds:g}",
+             f"kept between requests: the rows of kept_datasets = {p.kept_datasets} dataset "
+             f"references (all analysts), fit states of fit_state_mb = {p.fit_state_mb:g} MB "
+             f"a fit and analyst_state_mb = {p.analyst_state_mb:g} MB an analyst",
              "require: " + (", ".join(p.require) or "nothing"),
              "consortium: " + _listed(p.consortium, "any verified sites"),
              *(f"analyst {a}: datasets {_listed(r.get('datasets'), 'all')}; operations "
