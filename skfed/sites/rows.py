@@ -279,9 +279,8 @@ class SiteRows:
 def _kept_to_evict(kept):
     """The key of the kept rows to drop (``kept``: ordered from the least recently used):
     the oldest of the analyst who keeps the most references. So an analyst's requests
-    on new references evict that analyst's own older rows (and the fit states kept with
-    them) before those of an analyst who keeps fewer: no analyst ends another's fit
-    state by asking for other rows."""
+    on new references never evict the rows (and the fit states kept with them) of an
+    analyst who keeps fewer references."""
     counts = collections.Counter(analyst for analyst, _ in kept)
     most = max(counts.values())
     return next(key for key in kept if counts[key[0]] == most)
