@@ -161,18 +161,6 @@ def test_a_chained_model_packs_what_the_fit_grew(reference):
         np.testing.assert_array_equal(whole["trees"][key], value)
 
 
-def test_kept_rows_go_from_the_analyst_who_keeps_the_most():
-    """The kept rows to drop: the least recently used of the analyst keeping the most
-    references (among equals, the least recently used of all)."""
-    from skfed.sites.rows import _kept_to_evict
-
-    kept = dict.fromkeys([("a", "1"), ("b", "1"), ("b", "2"), ("c", "1"), ("b", "3")])
-    assert _kept_to_evict(kept) == ("b", "1")
-    assert _kept_to_evict(dict.fromkeys([("a", "1"), ("c", "1"), ("b", "1")])) == ("a", "1")
-    assert _kept_to_evict(dict.fromkeys([("a", "1"), ("c", "1"), ("c", "2"), ("a", "2")])) \
-        == ("a", "1")
-
-
 # -- at site services ----------------------------------------------------------------------
 def _free_port():
     with socket.socket() as s:

@@ -236,6 +236,18 @@ def test_the_kept_datasets_key_bounds_the_rows_a_site_keeps(write):
     assert list(rows._kept.values()) == [("b", "y"), ("a", "y")]
 
 
+def test_kept_rows_go_from_the_analyst_who_keeps_the_most():
+    """The kept rows to drop: the least recently used of the analyst keeping the most
+    references (among equals, the least recently used of all)."""
+    from skfed.sites.rows import _kept_to_evict
+
+    kept = dict.fromkeys([("a", "1"), ("b", "1"), ("b", "2"), ("c", "1"), ("b", "3")])
+    assert _kept_to_evict(kept) == ("b", "1")
+    assert _kept_to_evict(dict.fromkeys([("a", "1"), ("c", "1"), ("b", "1")])) == ("a", "1")
+    assert _kept_to_evict(dict.fromkeys([("a", "1"), ("c", "1"), ("c", "2"), ("a", "2")])) \
+        == ("a", "1")
+
+
 def test_the_officers_page_lists_every_policy_key():
     """``docs/data-officers.md`` has a row for every key ``[policy]`` takes."""
     import pathlib

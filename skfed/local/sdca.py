@@ -86,7 +86,8 @@ _PYTHON_WIDTH = 24
 
 def _row_operations(Xt, steps, w):
     """``(margin, move)``: ``margin(i) = xt_i . w`` and ``move(i, c)``, ``w += c steps_i``,
-    on Python lists for narrow rows (:data:`_PYTHON_WIDTH`), on ``w`` itself otherwise."""
+    on a Python list copy of ``w`` for narrow rows (:data:`_PYTHON_WIDTH`), on ``w``
+    itself otherwise (the caller recomputes ``w`` from the duals either way)."""
     if Xt.shape[1] <= _PYTHON_WIDTH:
         rows, step_rows, w = Xt.tolist(), steps.tolist(), w.tolist()
         columns = range(len(w))
